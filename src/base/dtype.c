@@ -1,0 +1,56 @@
+/* The element-type table. Block sizes and bytes per block of the ggml types
+ * are those of ggml-common.h (the GGUF on-disk sizes). */
+#include "base/dtype.h"
+
+#include <strings.h>
+
+static nb_dtype_info table[NB_DTYPE_MAX] = {
+    [NB_F32] = {"F32", 1, 4},         [NB_F16] = {"F16", 1, 2},
+    [NB_Q4_0] = {"Q4_0", 32, 18},     [NB_Q4_1] = {"Q4_1", 32, 20},
+    [NB_Q5_0] = {"Q5_0", 32, 22},     [NB_Q5_1] = {"Q5_1", 32, 24},
+    [NB_Q8_0] = {"Q8_0", 32, 34},     [NB_Q8_1] = {"Q8_1", 32, 36},
+    [NB_Q2_K] = {"Q2_K", 256, 84},    [NB_Q3_K] = {"Q3_K", 256, 110},
+    [NB_Q4_K] = {"Q4_K", 256, 144},   [NB_Q5_K] = {"Q5_K", 256, 176},
+    [NB_Q6_K] = {"Q6_K", 256, 210},   [NB_Q8_K] = {"Q8_K", 256, 292},
+    [NB_IQ2_XXS] = {"IQ2_XXS", 256, 66}, [NB_IQ2_XS] = {"IQ2_XS", 256, 74},
+    [NB_IQ3_XXS] = {"IQ3_XXS", 256, 98}, [NB_IQ1_S] = {"IQ1_S", 256, 50},
+    [NB_IQ4_NL] = {"IQ4_NL", 32, 18}, [NB_IQ3_S] = {"IQ3_S", 256, 110},
+    [NB_IQ2_S] = {"IQ2_S", 256, 82},  [NB_IQ4_XS] = {"IQ4_XS", 256, 136},
+    [NB_I8] = {"I8", 1, 1},           [NB_I16] = {"I16", 1, 2},
+    [NB_I32] = {"I32", 1, 4},         [NB_I64] = {"I64", 1, 8},
+    [NB_F64] = {"F64", 1, 8},         [NB_IQ1_M] = {"IQ1_M", 256, 56},
+    [NB_BF16] = {"BF16", 1, 2},       [NB_TQ1_0] = {"TQ1_0", 256, 54},
+    [NB_TQ2_0] = {"TQ2_0", 256, 66},  [NB_MXFP4] = {"MXFP4", 32, 17},
+};
+
+void nb_dtype_register(nb_dtype t, nb_dtype_info info) {
+    if ((unsigned)t < NB_DTYPE_MAX) table[t] = info;
+}
+
+const nb_dtype_info *nb_dtype_get(nb_dtype t) {
+    if ((unsigned)t >= NB_DTYPE_MAX || !table[t].name) return NULL;
+    return &table[t];
+}
+
+bool nb_dtype_known(uint32_t id) { return nb_dtype_get((nb_dtype)id) != NULL; }
+
+const char *nb_dtype_name(nb_dtype t) {
+    const nb_dtype_info *i = nb_dtype_get(t);
+    return i ? i->name : "?";
+}
+
+bool nb_dtype_from_name(const char *name, nb_dtype *out) {
+    for (unsigned t = 0; t < NB_DTYPE_MAX; t++) {
+        if (table[t].name && !strcasecmp(table[t].name, name)) {
+            *out = (nb_dtype)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool nb_dtype_row_bytes(nb_dtype t, uint64_t n, uint64_t *bytes) {
+    const nb_dtype_info *i = nb_dtype_get(t);
+    if (!i || n % i->block) return false;
+    return !__builtin_mul_overflow(n / i->block, (uint64_t)i->block_bytes, bytes);
+}

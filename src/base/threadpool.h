@@ -1,0 +1,32 @@
+/* A persistent thread pool for data-parallel loops.
+ *
+ * nb_pool_run(p, fn, arg) calls fn(arg, ith, nth) once for every ith in
+ * [0, nth) - ith 0 on the calling thread, the others on the pool's workers -
+ * and returns when all have returned. Workers spin briefly after each job
+ * (the forward pass issues hundreds of jobs per token), then sleep on a
+ * condition variable, so an idle pool costs no CPU.
+ *
+ * Not reentrant: one thread at a time may call nb_pool_run on a pool (the
+ * engine loop owns its pool). */
+#ifndef NB_BASE_THREADPOOL_H
+#define NB_BASE_THREADPOOL_H
+
+#include "base/status.h"
+
+typedef struct nb_pool nb_pool;
+typedef void (*nb_pool_fn)(void *arg, int ith, int nth);
+
+/* n_threads <= 0 means one per online core. */
+nb_status nb_pool_create(int n_threads, nb_pool **out) __attribute__((warn_unused_result));
+void nb_pool_free(nb_pool *p);
+int nb_pool_size(const nb_pool *p);
+void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
+
+/* Split [0, n) into nth nearly equal contiguous parts; part ith is [*lo, *hi). */
+static inline void nb_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t per = n / nth, rem = n % nth;
+    *lo = ith * per + (ith < rem ? ith : rem);
+    *hi = *lo + per + (ith < rem ? 1 : 0);
+}
+
+#endif

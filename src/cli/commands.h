@@ -1,0 +1,18 @@
+/* The subcommands: one nb_cmd_<name>() per src/cli/cmd_<name>.c. */
+#ifndef NB_CLI_COMMANDS_H
+#define NB_CLI_COMMANDS_H
+
+#define NB_COMMANDS(X)                                                              \
+    X(generate, "generate text from a prompt (default: the built-in model)")      \
+    X(logits, "teacher-forced top-K logits per position, as JSON lines")          \
+    X(tokenize, "show how a model's tokenizer splits a text")                     \
+    X(inspect, "architecture, parameters, dtypes, metadata of a model file")      \
+    X(synth, "write a deterministic random-weight model of any shape")            \
+    X(plan, "the memory account: weights, KV pool, concurrency per length")       \
+    X(perplexity, "perplexity of a model over a text file")
+
+#define X(name, help) int nb_cmd_##name(int argc, char **argv) __attribute__((weak));
+NB_COMMANDS(X)
+#undef X
+
+#endif

@@ -1,0 +1,83 @@
+/* A model source: hyper-parameters + weight tensors under GGUF tensor names,
+ * whatever the file format. One loader per format fills it:
+ *   GGUF file                        (formats/source_gguf.c)
+ *   HF directory or .safetensors     (formats/source_hf.c: config.json +
+ *     model.safetensors or model.safetensors.index.json shards)
+ *   llama2.c checkpoint .bin         (formats/source_llama2c.c)
+ *
+ * Tensor names (GGUF convention, ne in ggml order, ne[0] = input dim):
+ *   token_embd.weight [n_embd, n_vocab]   output_norm.weight [n_embd]
+ *   output.weight [n_embd, n_vocab] (absent when tied)
+ *   blk.N.attn_norm.weight, blk.N.attn_q.weight [n_embd, n_head*head_dim],
+ *   blk.N.attn_k.weight / attn_v.weight [n_embd, n_head_kv*head_dim],
+ *   blk.N.attn_q.bias / attn_k.bias / attn_v.bias (qwen2),
+ *   blk.N.attn_output.weight [n_head*head_dim, n_embd], blk.N.ffn_norm.weight,
+ *   blk.N.ffn_gate.weight / ffn_up.weight [n_embd, n_ff], blk.N.ffn_down.weight [n_ff, n_embd]
+ *
+ * RoPE pairing is a property of how the Q/K weights are laid out, so the
+ * source records it: GGUF `llama` files and llama2.c checkpoints rotate
+ * adjacent pairs (2i, 2i+1) (NB_ROPE_NORM); HF checkpoints (and GGUF qwen2)
+ * rotate (i, i + rope_dim/2) (NB_ROPE_NEOX, "rotate half"). */
+#ifndef NB_FORMATS_SOURCE_H
+#define NB_FORMATS_SOURCE_H
+
+#include "formats/gguf.h"
+
+typedef enum nb_arch { NB_ARCH_LLAMA = 0, NB_ARCH_QWEN2 = 1 } nb_arch;
+typedef enum nb_rope_style { NB_ROPE_NORM = 0, NB_ROPE_NEOX = 1 } nb_rope_style;
+typedef enum nb_rope_scaling { NB_ROPE_SCALING_NONE = 0, NB_ROPE_SCALING_LINEAR = 1, NB_ROPE_SCALING_LLAMA3 = 2 } nb_rope_scaling;
+
+typedef struct nb_hparams {
+    nb_arch arch;
+    char arch_name[32];  /* as the file names it: "llama", "mistral", "qwen2" */
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;    /* key/value length per head */
+    int32_t n_ff;
+    int32_t n_ctx_train;
+    float norm_eps;      /* RMSNorm epsilon */
+    float rope_theta;
+    int32_t rope_dim;    /* rotated dims per head (<= head_dim) */
+    nb_rope_style rope_style;
+    nb_rope_scaling rope_scaling;
+    float rope_factor;            /* linear and llama3 */
+    float rope_low_freq_factor;   /* llama3 */
+    float rope_high_freq_factor;  /* llama3 */
+    int32_t rope_orig_ctx;        /* llama3: original_max_position_embeddings */
+    bool tied_embeddings;         /* no output.weight: logits use token_embd */
+    bool qkv_bias;
+    int32_t sliding_window;       /* 0 = none (Mistral's is refused for now) */
+} nb_hparams;
+
+typedef struct nb_source nb_source;
+struct nb_source {
+    nb_hparams hp;
+    const char *format;     /* "gguf", "safetensors", "llama2c" */
+    char *path;
+    int64_t n_tensors;
+    nb_tensor *tensors;     /* GGUF names; data valid until close */
+    const nb_gguf *gguf;    /* GGUF sources only: the metadata (tokenizer, template) */
+    void *impl;
+    void (*close_impl)(nb_source *s);
+};
+
+/* Detects the format of `path` (a file or an HF directory) and opens it. */
+nb_status nb_source_open(const char *path, nb_source *out) __attribute__((warn_unused_result));
+void nb_source_close(nb_source *s);
+const nb_tensor *nb_source_find(const nb_source *s, const char *name);
+
+/* Per-format openers (called by nb_source_open). */
+nb_status nb_source_open_gguf(const char *path, nb_source *out) __attribute__((warn_unused_result));
+nb_status nb_source_open_hf(const char *path, nb_source *out) __attribute__((warn_unused_result));
+nb_status nb_source_open_llama2c(const char *path, nb_source *out) __attribute__((warn_unused_result));
+
+/* Reads hyper-parameters from GGUF metadata (`<arch>.*` keys). */
+nb_status nb_hparams_from_gguf(const nb_gguf *g, nb_hparams *hp) __attribute__((warn_unused_result));
+/* Checks internal consistency (heads divide, dims positive, known arch);
+ * the message names the offending field. */
+nb_status nb_hparams_validate(const nb_hparams *hp, const char *path) __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,43 @@
+/* Test helpers: shared/ lookup with visible skips. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *nb_test_shared(const char *rel) {
+    static char buf[4][4096];
+    static int k;
+    const char *dir = getenv("NB_SHARED");
+    if (!dir) dir = "../shared";
+    char *p = buf[k++ & 3];
+    snprintf(p, 4096, "%s/%s", dir, rel);
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        fprintf(stderr, "SKIP: %s not found (the shared/ folder with test models is absent)\n", p);
+        return NULL;
+    }
+    return p;
+}
+
+const char *nb_test_shared_or_exit(const char *rel) {
+    const char *p = nb_test_shared(rel);
+    if (!p) exit(77);
+    return p;
+}
+
+const char *nb_test_bin(void) {
+    const char *b = getenv("NB_BIN");
+    return b ? b : "./nibble";
+}
+
+const char *nb_test_tmpdir(void) {
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/nibble-test-XXXXXX");
+        if (!mkdtemp(dir)) return "/tmp";
+    }
+    return dir;
+}
