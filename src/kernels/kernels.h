@@ -1,0 +1,62 @@
+/* Compute kernels and their one-time dispatch.
+ *
+ * Every kernel has a scalar reference in kernels/ref (the definition) and
+ * optional SIMD versions in kernels/x86, one ISA per file; nb_kernels_get()
+ * picks the best set for this CPU once (NIBBLE_ISA caps it, see base/cpu.h).
+ *
+ * Matrix convention: a weight W is a tensor with ne = {K, R}: R rows of K
+ * input elements. nb_matmul computes, for n tokens,
+ *     Y[t*R + r] = sum_k W[r][k] * X[t*K + k]
+ * reading each weight row once for all n tokens (that is what makes batched
+ * decode and prefill cheaper per token than one-at-a-time). */
+#ifndef NB_KERNELS_KERNELS_H
+#define NB_KERNELS_KERNELS_H
+
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "formats/tensor.h"
+
+/* dot of one weight row (n elements of the row's float-ish type) with x. */
+typedef float (*nb_dot_fn)(int64_t n, const void *w, const float *x);
+/* Convert n elements to float. */
+typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
+
+typedef struct nb_float_kernels {
+    const char *isa;
+    nb_dot_fn dot_f32, dot_f16, dot_bf16;
+    nb_to_f32_fn f16_to_f32, bf16_to_f32;
+} nb_float_kernels;
+
+const nb_float_kernels *nb_float_kernels_ref(void);
+const nb_float_kernels *nb_float_kernels_avx2(void);   /* NULL when not compiled */
+const nb_float_kernels *nb_float_kernels_avx512(void);
+/* Best set at or below max_isa. */
+const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa);
+
+/* Per-thread scratch and the pool the kernels run on. One per engine/loop
+ * thread; not shared between threads that call kernels concurrently. */
+typedef struct nb_kctx {
+    nb_pool *pool;
+    nb_isa isa;
+    const nb_float_kernels *fk;
+    uint8_t *scratch;        /* grows on demand, never shrinks */
+    size_t scratch_size;
+} nb_kctx;
+
+nb_status nb_kctx_init(nb_kctx *k, int n_threads) __attribute__((warn_unused_result));
+void nb_kctx_free(nb_kctx *k);
+/* Ensures at least `bytes` of scratch (allocates only when it must grow). */
+nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
+
+/* Y[n][R] = X[n][K] * W^T. Supports F32, F16, BF16 and every quantized
+ * type the quant registry and qdot dispatch know. */
+nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y)
+    __attribute__((warn_unused_result));
+
+/* Row `row` of a 2-D tensor as floats (embedding lookup). */
+nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) __attribute__((warn_unused_result));
+
+/* True when nb_matmul can compute with this weight type. */
+bool nb_matmul_supports(nb_dtype t);
+
+#endif

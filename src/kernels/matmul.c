@@ -1,0 +1,126 @@
+/* nb_matmul: Y[n][R] = X[n][K] * W^T over the thread pool, and the
+ * kernel-context plumbing (dispatch chosen once, scratch reused).
+ *
+ * Work split: rows of W are divided into contiguous ranges, one per thread,
+ * so each weight byte is read by exactly one thread once per call. With
+ * n > 1 tokens a thread converts a tile of TILE_ROWS rows to f32 once and
+ * multiplies it with every token while it sits in L1/L2. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/half.h"
+#include "kernels/kernels.h"
+
+#define TILE_ROWS 8
+
+const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa) {
+    nb_isa isa = nb_cpu_isa();
+    if (isa > max_isa) isa = max_isa;
+    if (isa >= NB_ISA_AVX512 && nb_float_kernels_avx512()) return nb_float_kernels_avx512();
+    if (isa >= NB_ISA_AVX2 && nb_float_kernels_avx2()) return nb_float_kernels_avx2();
+    return nb_float_kernels_ref();
+}
+
+nb_status nb_kctx_init(nb_kctx *k, int n_threads) {
+    memset(k, 0, sizeof *k);
+    NB_TRY(nb_pool_create(n_threads, &k->pool));
+    k->isa = nb_cpu_isa();
+    k->fk = nb_float_kernels_get(k->isa);
+    return NB_OK;
+}
+
+void nb_kctx_free(nb_kctx *k) {
+    nb_pool_free(k->pool);
+    free(k->scratch);
+    memset(k, 0, sizeof *k);
+}
+
+nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) {
+    if (bytes <= k->scratch_size) return NB_OK;
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
+    free(k->scratch);
+    k->scratch = p;
+    k->scratch_size = bytes;
+    return NB_OK;
+}
+
+bool nb_matmul_supports(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
+
+typedef struct {
+    const nb_float_kernels *fk;
+    const nb_tensor *W;
+    const float *X;
+    float *Y;
+    int64_t n, K, R;
+    uint64_t row_bytes;
+    nb_dot_fn dot;
+    nb_to_f32_fn to_f32; /* NULL for f32 weights */
+    float *tiles;        /* per-thread TILE_ROWS*K floats */
+} float_job;
+
+static void float_worker(void *arg, int ith, int nth) {
+    float_job *j = arg;
+    int64_t r0, r1;
+    nb_split(j->R, ith, nth, &r0, &r1);
+    const uint8_t *w = j->W->data;
+    if (j->n == 1) {
+        for (int64_t r = r0; r < r1; r++) j->Y[r] = j->dot(j->K, w + r * j->row_bytes, j->X);
+        return;
+    }
+    float *tile = j->tiles + (size_t)ith * TILE_ROWS * (size_t)j->K;
+    for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
+        int64_t nr = NB_MIN(TILE_ROWS, r1 - rt);
+        const float *rows[TILE_ROWS];
+        for (int64_t i = 0; i < nr; i++) {
+            const uint8_t *src = w + (rt + i) * j->row_bytes;
+            if (j->to_f32) {
+                j->to_f32(j->K, src, tile + i * j->K);
+                rows[i] = tile + i * j->K;
+            } else {
+                rows[i] = (const float *)src;
+            }
+        }
+        for (int64_t t = 0; t < j->n; t++) {
+            const float *x = j->X + t * j->K;
+            float *y = j->Y + t * j->R + rt;
+            for (int64_t i = 0; i < nr; i++) y[i] = j->fk->dot_f32(j->K, rows[i], x);
+        }
+    }
+}
+
+nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
+    int64_t K = W->ne[0], R = nb_tensor_rows(W);
+    if (n <= 0) return NB_OK;
+    float_job j = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = R};
+    switch (W->type) {
+    case NB_F32: j.dot = k->fk->dot_f32; j.row_bytes = (uint64_t)K * 4; break;
+    case NB_F16: j.dot = k->fk->dot_f16; j.to_f32 = k->fk->f16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
+    case NB_BF16: j.dot = k->fk->dot_bf16; j.to_f32 = k->fk->bf16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
+    default:
+        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': no matmul kernel for type %s", W->name,
+                       nb_dtype_name(W->type));
+    }
+    if (n > 1 && j.to_f32) {
+        NB_TRY(nb_kctx_scratch(k, (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)K * sizeof(float)));
+        j.tiles = (float *)k->scratch;
+    }
+    nb_pool_run(k->pool, float_worker, &j);
+    return NB_OK;
+}
+
+nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) {
+    int64_t K = W->ne[0];
+    if (row < 0 || row >= nb_tensor_rows(W))
+        return nb_fail(NB_ERR_RANGE, "tensor '%s': row %lld outside 0..%lld", W->name, (long long)row,
+                       (long long)nb_tensor_rows(W) - 1);
+    const nb_float_kernels *fk = nb_float_kernels_ref();
+    switch (W->type) {
+    case NB_F32: memcpy(dst, (const float *)W->data + row * K, (size_t)K * 4); return NB_OK;
+    case NB_F16: fk->f16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
+    case NB_BF16: fk->bf16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
+    default:
+        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': cannot read rows of type %s", W->name,
+                       nb_dtype_name(W->type));
+    }
+}

@@ -1,0 +1,53 @@
+/* Scalar reference kernels for float weights: the definitions the SIMD
+ * versions are tested against. Accumulation is in float, in index order
+ * split over 8 partial sums (so the compiler may vectorise it and the
+ * rounding is close to the SIMD versions'). */
+#include "base/half.h"
+#include "kernels/kernels.h"
+
+static float dot_f32(int64_t n, const void *w, const float *x) {
+    const float *a = w;
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * x[i + j];
+    float t = 0;
+    for (; i < n; i++) t += a[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
+}
+
+static float dot_f16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += nb_fp16_to_fp32(a[i + j]) * x[i + j];
+    float t = 0;
+    for (; i < n; i++) t += nb_fp16_to_fp32(a[i]) * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
+}
+
+static float dot_bf16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += nb_bf16_to_fp32(a[i + j]) * x[i + j];
+    float t = 0;
+    for (; i < n; i++) t += nb_bf16_to_fp32(a[i]) * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
+}
+
+static void f16_to_f32(int64_t n, const void *src, float *dst) {
+    const uint16_t *a = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = nb_fp16_to_fp32(a[i]);
+}
+
+static void bf16_to_f32(int64_t n, const void *src, float *dst) {
+    const uint16_t *a = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
+}
+
+static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32};
+
+const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

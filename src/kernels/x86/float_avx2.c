@@ -1,0 +1,68 @@
+/* AVX2 + FMA + F16C float kernels (8 lanes, 4 accumulators). */
+#include <immintrin.h>
+
+#include "base/half.h"
+#include "kernels/kernels.h"
+
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 load_bf16(const uint16_t *p) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+#define DOT_BODY(LOAD, SCALAR)                                                                   \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                   \
+    int64_t i = 0;                                                                                \
+    for (; i + 32 <= n; i += 32) {                                                                \
+        a0 = _mm256_fmadd_ps(LOAD(a + i), _mm256_loadu_ps(x + i), a0);                            \
+        a1 = _mm256_fmadd_ps(LOAD(a + i + 8), _mm256_loadu_ps(x + i + 8), a1);                    \
+        a2 = _mm256_fmadd_ps(LOAD(a + i + 16), _mm256_loadu_ps(x + i + 16), a2);                  \
+        a3 = _mm256_fmadd_ps(LOAD(a + i + 24), _mm256_loadu_ps(x + i + 24), a3);                  \
+    }                                                                                             \
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD(a + i), _mm256_loadu_ps(x + i), a0);     \
+    float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));               \
+    for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                  \
+    return s;
+
+#define LOAD_F32(p) _mm256_loadu_ps(p)
+#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define ID(v) (v)
+
+static float dot_f32(int64_t n, const void *w, const float *x) {
+    const float *a = w;
+    DOT_BODY(LOAD_F32, ID)
+}
+
+static float dot_f16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    DOT_BODY(LOAD_F16, nb_fp16_to_fp32)
+}
+
+static float dot_bf16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    DOT_BODY(load_bf16, nb_bf16_to_fp32)
+}
+
+static void f16_to_f32(int64_t n, const void *src, float *dst) {
+    const uint16_t *a = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_F16(a + i));
+    for (; i < n; i++) dst[i] = nb_fp16_to_fp32(a[i]);
+}
+
+static void bf16_to_f32(int64_t n, const void *src, float *dst) {
+    const uint16_t *a = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16(a + i));
+    for (; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
+}
+
+static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32};
+
+const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }

@@ -1,0 +1,248 @@
+/* The llama / qwen2 forward pass over a batch (see forward.h):
+ *   x = embed(tokens)
+ *   per layer: h = rmsnorm(x) * attn_norm
+ *              q,k,v = h Wq (+bq), h Wk (+bk), h Wv (+bv); rope(q, k)
+ *              store k,v in the pool; a = softmax(q k^T / sqrt(hd)) v  (causal, GQA)
+ *              x += a Wo
+ *              h = rmsnorm(x) * ffn_norm;  x += (silu(h Wgate) * h Wup) Wdown
+ *   logits = rmsnorm(x) * output_norm  Woutput   (wanted rows only) */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nb_fwd {
+    const nb_model *m;
+    nb_kv_pool *kv;
+    nb_kctx k;
+    int32_t max_tokens;
+    float *x, *xn, *q, *kk, *vv, *att, *g, *u, *rope; /* [max_tokens][...] */
+    float *att_scores;   /* [threads][att_cap] */
+    int64_t att_cap;
+    int32_t *out_rows;
+};
+
+static float *alloc_f(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) & ~63)); }
+
+nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_t max_tokens, nb_fwd **out) {
+    *out = NULL;
+    if (max_tokens < 1 || max_tokens > 1 << 20)
+        return nb_fail(NB_ERR_RANGE, "max tokens per step %d outside 1..1048576", max_tokens);
+    nb_fwd *f = nb_calloc(1, sizeof *f);
+    if (!f) return NB_ERR_NOMEM;
+    f->m = m;
+    f->kv = kv;
+    f->max_tokens = max_tokens;
+    nb_status st = nb_kctx_init(&f->k, n_threads);
+    if (st != NB_OK) { free(f); return st; }
+    const nb_hparams *hp = &m->hp;
+    int64_t T = max_tokens, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
+            KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    f->x = alloc_f(T * E);
+    f->xn = alloc_f(T * NB_MAX(E, Q));
+    f->q = alloc_f(T * Q);
+    f->kk = alloc_f(T * KV);
+    f->vv = alloc_f(T * KV);
+    f->att = alloc_f(T * Q);
+    f->g = alloc_f(T * hp->n_ff);
+    f->u = alloc_f(T * hp->n_ff);
+    f->rope = alloc_f(T * hp->rope_dim);
+    f->out_rows = nb_malloc((size_t)T * sizeof(int32_t));
+    if (!f->x || !f->xn || !f->q || !f->kk || !f->vv || !f->att || !f->g || !f->u || !f->rope || !f->out_rows) {
+        nb_fwd_free(f);
+        return nb_fail(NB_ERR_NOMEM, "out of memory for forward buffers of %d tokens", max_tokens);
+    }
+    *out = f;
+    return NB_OK;
+}
+
+void nb_fwd_free(nb_fwd *f) {
+    if (!f) return;
+    nb_kctx_free(&f->k);
+    free(f->x); free(f->xn); free(f->q); free(f->kk); free(f->vv);
+    free(f->att); free(f->g); free(f->u); free(f->rope); free(f->att_scores); free(f->out_rows);
+    free(f);
+}
+
+int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
+const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
+
+static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+/* cos/sin for every token's position: rope[t][2i] = cos, [2i+1] = sin. */
+static void rope_table(const nb_fwd *f, const nb_batch *b) {
+    const nb_hparams *hp = &f->m->hp;
+    int half = hp->rope_dim / 2;
+    double pos_scale = hp->rope_scaling == NB_ROPE_SCALING_LINEAR ? 1.0 / hp->rope_factor : 1.0;
+    for (int32_t t = 0; t < b->n; t++) {
+        float *r = f->rope + (int64_t)t * hp->rope_dim;
+        for (int i = 0; i < half; i++) {
+            double freq = pow((double)hp->rope_theta, -2.0 * i / hp->rope_dim);
+            if (f->m->rope_freq_factors) freq /= f->m->rope_freq_factors[i];
+            double th = b->pos[t] * pos_scale * freq;
+            r[2 * i] = (float)cos(th);
+            r[2 * i + 1] = (float)sin(th);
+        }
+    }
+}
+
+static void rope_apply(const nb_hparams *hp, float *v, int n_heads, const float *r) {
+    int hd = hp->head_dim, half = hp->rope_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (int64_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            int a = hp->rope_style == NB_ROPE_NORM ? 2 * i : i;
+            int c = hp->rope_style == NB_ROPE_NORM ? 2 * i + 1 : i + half;
+            float x0 = x[a], x1 = x[c], cs = r[2 * i], sn = r[2 * i + 1];
+            x[a] = x0 * cs - x1 * sn;
+            x[c] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+typedef struct {
+    nb_fwd *f;
+    const nb_batch *b;
+    int layer;
+} att_job;
+
+static void attention_worker(void *arg, int ith, int nth) {
+    att_job *j = arg;
+    nb_fwd *f = j->f;
+    const nb_batch *b = j->b;
+    const nb_hparams *hp = &f->m->hp;
+    const nb_kv_pool *kv = f->kv;
+    int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *sc = f->att_scores + (int64_t)ith * f->att_cap;
+    int64_t lo, hi;
+    nb_split((int64_t)b->n * hp->n_head, ith, nth, &lo, &hi);
+    for (int64_t job = lo; job < hi; job++) {
+        int32_t t = (int32_t)(job / hp->n_head);
+        int h = (int)(job % hp->n_head), kvh = h / group;
+        const nb_seq_view *s = &b->seqs[b->seq[t]];
+        int32_t p = b->pos[t];
+        const float *q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+        float mx = -INFINITY;
+        for (int32_t i = 0; i <= p; i++) {
+            const float *k = nb_kv_k(kv, j->layer, s->blocks[i / kv->block_size], i % kv->block_size) + kvh * hd;
+            float d = f->k.fk->dot_f32(hd, k, q) * scale;
+            sc[i] = d;
+            if (d > mx) mx = d;
+        }
+        float sum = 0;
+        for (int32_t i = 0; i <= p; i++) {
+            sc[i] = expf(sc[i] - mx);
+            sum += sc[i];
+        }
+        float inv = 1.0f / sum;
+        float *o = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int32_t i = 0; i <= p; i++) {
+            const float *v = nb_kv_v(kv, j->layer, s->blocks[i / kv->block_size], i % kv->block_size) + kvh * hd;
+            float w = sc[i] * inv;
+            for (int d = 0; d < hd; d++) o[d] += w * v[d];
+        }
+    }
+}
+
+static nb_status check_batch(const nb_fwd *f, const nb_batch *b, int32_t *max_pos) {
+    const nb_hparams *hp = &f->m->hp;
+    if (b->n < 1 || b->n > f->max_tokens)
+        return nb_fail(NB_ERR_INVALID, "batch of %d tokens outside 1..%d", b->n, f->max_tokens);
+    *max_pos = 0;
+    for (int32_t t = 0; t < b->n; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
+            return nb_fail(NB_ERR_INVALID, "token id %d outside 0..%d", b->tokens[t], hp->n_vocab - 1);
+        if (b->seq[t] < 0 || b->seq[t] >= b->n_seqs)
+            return nb_fail(NB_ERR_INVALID, "batch token %d names sequence %d of %d", t, b->seq[t], b->n_seqs);
+        const nb_seq_view *s = &b->seqs[b->seq[t]];
+        int32_t p = b->pos[t];
+        if (p < 0 || (int64_t)p >= (int64_t)s->n_blocks * f->kv->block_size)
+            return nb_fail(NB_ERR_INVALID, "position %d outside the sequence's %d cached blocks", p, s->n_blocks);
+        if (p > *max_pos) *max_pos = p;
+    }
+    for (int32_t i = 0; i < b->n_seqs; i++)
+        for (int32_t k = 0; k < b->seqs[i].n_blocks; k++)
+            if (b->seqs[i].blocks[k] < 0 || b->seqs[i].blocks[k] >= f->kv->n_blocks)
+                return nb_fail(NB_ERR_INVALID, "block %d outside the pool of %lld blocks", b->seqs[i].blocks[k],
+                               (long long)f->kv->n_blocks);
+    return NB_OK;
+}
+
+static void add_bias(float *y, const float *bias, int64_t n, int64_t dim) {
+    if (!bias) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < dim; i++) y[t * dim + i] += bias[i];
+}
+
+nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
+    const nb_model *m = f->m;
+    const nb_hparams *hp = &m->hp;
+    int32_t max_pos;
+    NB_TRY(check_batch(f, b, &max_pos));
+    int64_t n = b->n, E = hp->n_embd, hd = hp->head_dim, Q = (int64_t)hp->n_head * hd,
+            KV = (int64_t)hp->n_head_kv * hd, F = hp->n_ff;
+    int nth = nb_pool_size(f->k.pool);
+    if (max_pos + 1 > f->att_cap) {
+        int64_t cap = NB_MAX((int64_t)max_pos + 1, 2 * f->att_cap);
+        float *p = alloc_f(cap * nth);
+        if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for attention scores");
+        free(f->att_scores);
+        f->att_scores = p;
+        f->att_cap = cap;
+    }
+    for (int64_t t = 0; t < n; t++) NB_TRY(nb_get_row(m->tok_embd, b->tokens[t], f->x + t * E));
+    rope_table(f, b);
+
+    for (int l = 0; l < hp->n_layer; l++) {
+        const nb_layer *L = &m->layers[l];
+        for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->norm_eps);
+        NB_TRY(nb_matmul(&f->k, L->wq, f->xn, n, f->q));
+        NB_TRY(nb_matmul(&f->k, L->wk, f->xn, n, f->kk));
+        NB_TRY(nb_matmul(&f->k, L->wv, f->xn, n, f->vv));
+        add_bias(f->q, L->bq, n, Q);
+        add_bias(f->kk, L->bk, n, KV);
+        add_bias(f->vv, L->bv, n, KV);
+        for (int64_t t = 0; t < n; t++) {
+            const float *r = f->rope + t * hp->rope_dim;
+            rope_apply(hp, f->q + t * Q, hp->n_head, r);
+            rope_apply(hp, f->kk + t * KV, hp->n_head_kv, r);
+            const nb_seq_view *s = &b->seqs[b->seq[t]];
+            int32_t p = b->pos[t];
+            int32_t blk = s->blocks[p / f->kv->block_size], slot = p % f->kv->block_size;
+            memcpy(nb_kv_k(f->kv, l, blk, slot), f->kk + t * KV, (size_t)KV * sizeof(float));
+            memcpy(nb_kv_v(f->kv, l, blk, slot), f->vv + t * KV, (size_t)KV * sizeof(float));
+        }
+        att_job aj = {f, b, l};
+        nb_pool_run(f->k.pool, attention_worker, &aj);
+        NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
+        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+
+        for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->norm_eps);
+        NB_TRY(nb_matmul(&f->k, L->w_gate, f->xn, n, f->g));
+        NB_TRY(nb_matmul(&f->k, L->w_up, f->xn, n, f->u));
+        for (int64_t i = 0; i < n * F; i++) {
+            float g = f->g[i];
+            f->g[i] = g / (1.0f + expf(-g)) * f->u[i];
+        }
+        NB_TRY(nb_matmul(&f->k, L->w_down, f->g, n, f->xn));
+        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+    }
+
+    if (!b->want || !logits) return NB_OK;
+    int64_t n_out = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (b->want[t]) {
+            rmsnorm(f->xn + n_out * E, f->x + t * E, m->output_norm, E, hp->norm_eps);
+            n_out++;
+        }
+    if (n_out) NB_TRY(nb_matmul(&f->k, m->output, f->xn, n_out, logits));
+    return NB_OK;
+}

@@ -1,0 +1,152 @@
+/* Binding a source's tensors to the llama/qwen2 layer structure, with shape
+ * and type checks that name the tensor, its shape and the expected one. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/half.h"
+#include "kernels/kernels.h"
+
+static nb_status find2(const nb_model *m, const char *name, int64_t ne0, int64_t ne1, bool need_matmul,
+                       const nb_tensor **out) {
+    const nb_tensor *t = nb_source_find(&m->src, name);
+    if (!t) return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->src.path, name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                       m->src.path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    if (need_matmul && !nb_matmul_supports(t->type))
+        return nb_fail(NB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which nibble cannot compute with yet",
+                       m->src.path, name, nb_dtype_name(t->type));
+    *out = t;
+    return NB_OK;
+}
+
+/* A 1-D tensor of n values converted to f32 into dst. */
+static nb_status vec(const nb_model *m, const char *name, int64_t n, float *dst) {
+    const nb_tensor *t = nb_source_find(&m->src, name);
+    if (!t) return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->src.path, name);
+    if (nb_tensor_nelem(t) != n)
+        return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s' has %lld elements, expected %lld", m->src.path, name,
+                       (long long)nb_tensor_nelem(t), (long long)n);
+    const uint16_t *h = t->data;
+    for (int64_t i = 0; i < n; i++) {
+        switch (t->type) {
+        case NB_F32: memcpy(&dst[i], (const float *)t->data + i, 4); break;
+        case NB_F16: dst[i] = nb_fp16_to_fp32(h[i]); break;
+        case NB_BF16: dst[i] = nb_bf16_to_fp32(h[i]); break;
+        default:
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (expected F32, F16 or BF16)", m->src.path,
+                           name, nb_dtype_name(t->type));
+        }
+    }
+    return NB_OK;
+}
+
+/* llama3 rope scaling as frequency divisors (the form GGUF's rope_freqs.weight stores). */
+static void llama3_factors(const nb_hparams *hp, float *ff) {
+    double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
+    double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
+    for (int i = 0; i < hp->rope_dim / 2; i++) {
+        double freq = pow(hp->rope_theta, -2.0 * i / hp->rope_dim);
+        double wl = 2 * M_PI / freq;
+        double f;
+        if (wl < hi_wl) f = 1;
+        else if (wl > lo_wl) f = hp->rope_factor;
+        else {
+            double smooth = (hp->rope_orig_ctx / wl - hp->rope_low_freq_factor) /
+                            (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
+            f = 1.0 / ((1 - smooth) / hp->rope_factor + smooth);
+        }
+        ff[i] = (float)f;
+    }
+}
+
+static nb_status bind(nb_model *m) {
+    const nb_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    if (hp->sliding_window > 0 && hp->sliding_window < hp->n_ctx_train)
+        return nb_fail(NB_ERR_UNSUPPORTED, "%s: sliding-window attention (window %d < context %d) is not supported yet",
+                       m->src.path, hp->sliding_window, hp->n_ctx_train);
+    NB_TRY(find2(m, "token_embd.weight", E, hp->n_vocab, false, &m->tok_embd));
+    if (hp->tied_embeddings) {
+        m->output = m->tok_embd;
+        if (!nb_matmul_supports(m->output->type))
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s: tied embedding has type %s, which nibble cannot compute with yet",
+                           m->src.path, nb_dtype_name(m->output->type));
+    } else {
+        NB_TRY(find2(m, "output.weight", E, hp->n_vocab, true, &m->output));
+    }
+    size_t per_layer = (size_t)(2 * E + (hp->qkv_bias ? Q + 2 * KV : 0));
+    size_t n_own = (size_t)E + per_layer * (size_t)hp->n_layer;
+    m->owned = nb_malloc(n_own * sizeof(float));
+    m->layers = nb_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->owned || !m->layers) return NB_ERR_NOMEM;
+    float *o = m->owned;
+    NB_TRY(vec(m, "output_norm.weight", E, o));
+    m->output_norm = o;
+    o += E;
+    char name[96];
+    for (int l = 0; l < hp->n_layer; l++) {
+        nb_layer *L = &m->layers[l];
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d." s, l), name)
+        NB_TRY(vec(m, NAME("attn_norm.weight"), E, o)); L->attn_norm = o; o += E;
+        NB_TRY(vec(m, NAME("ffn_norm.weight"), E, o)); L->ffn_norm = o; o += E;
+        if (hp->qkv_bias) {
+            NB_TRY(vec(m, NAME("attn_q.bias"), Q, o)); L->bq = o; o += Q;
+            NB_TRY(vec(m, NAME("attn_k.bias"), KV, o)); L->bk = o; o += KV;
+            NB_TRY(vec(m, NAME("attn_v.bias"), KV, o)); L->bv = o; o += KV;
+        }
+        NB_TRY(find2(m, NAME("attn_q.weight"), E, Q, true, &L->wq));
+        NB_TRY(find2(m, NAME("attn_k.weight"), E, KV, true, &L->wk));
+        NB_TRY(find2(m, NAME("attn_v.weight"), E, KV, true, &L->wv));
+        NB_TRY(find2(m, NAME("attn_output.weight"), Q, E, true, &L->wo));
+        NB_TRY(find2(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &L->w_gate));
+        NB_TRY(find2(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &L->w_up));
+        NB_TRY(find2(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &L->w_down));
+#undef NAME
+    }
+    const nb_tensor *rf = nb_source_find(&m->src, "rope_freqs.weight");
+    if (rf || hp->rope_scaling == NB_ROPE_SCALING_LLAMA3) {
+        m->rope_freq_factors = nb_malloc((size_t)hp->rope_dim / 2 * sizeof(float));
+        if (!m->rope_freq_factors) return NB_ERR_NOMEM;
+        if (rf) NB_TRY(vec(m, "rope_freqs.weight", hp->rope_dim / 2, m->rope_freq_factors));
+        else llama3_factors(hp, m->rope_freq_factors);
+    }
+    for (int64_t i = 0; i < m->src.n_tensors; i++) {
+        m->weight_bytes += m->src.tensors[i].nbytes;
+        m->n_params += (uint64_t)nb_tensor_nelem(&m->src.tensors[i]);
+    }
+    return NB_OK;
+}
+
+nb_status nb_model_load(const char *path, nb_model **out) {
+    *out = NULL;
+    nb_model *m = nb_calloc(1, sizeof *m);
+    if (!m) return NB_ERR_NOMEM;
+    nb_status st = nb_source_open(path, &m->src);
+    if (st != NB_OK) { free(m); return st; }
+    m->hp = m->src.hp;
+    st = bind(m);
+    if (st != NB_OK) { nb_model_free(m); return st; }
+    *out = m;
+    return NB_OK;
+}
+
+void nb_model_free(nb_model *m) {
+    if (!m) return;
+    nb_source_close(&m->src);
+    free(m->layers);
+    free(m->owned);
+    free(m->rope_freq_factors);
+    free(m);
+}
+
+uint64_t nb_model_bytes_per_token(const nb_model *m) {
+    uint64_t b = m->weight_bytes;
+    if (!m->hp.tied_embeddings) b -= m->tok_embd->nbytes;
+    return b;
+}
