@@ -12,14 +12,9 @@ static bool has_suffix(const char *s, const char *suf) {
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-/* TEMPORARY until the HF and llama2.c openers land */
-nb_status nb_source_open_hf(const char *path, nb_source *out) __attribute__((weak));
-nb_status nb_source_open_llama2c(const char *path, nb_source *out) __attribute__((weak));
-
 nb_status nb_source_open(const char *path, nb_source *out) {
     memset(out, 0, sizeof *out);
     if (nb_is_dir(path) || has_suffix(path, ".safetensors") || has_suffix(path, "config.json")) {
-        if (!nb_source_open_hf) return nb_fail(NB_ERR_UNSUPPORTED, "%s: format not supported yet", path);
         return nb_source_open_hf(path, out);
     }
     nb_map m;
@@ -27,7 +22,6 @@ nb_status nb_source_open(const char *path, nb_source *out) {
     bool gguf = m.size >= 4 && !memcmp(m.data, "GGUF", 4);
     nb_unmap(&m);
     if (gguf) return nb_source_open_gguf(path, out);
-    if (!nb_source_open_llama2c) return nb_fail(NB_ERR_UNSUPPORTED, "%s: format not supported yet", path);
     return nb_source_open_llama2c(path, out);
 }
 
