@@ -120,4 +120,18 @@ nb_status nb_gguf_writer_add_tensor_ref(nb_gguf_writer *w, const char *name, nb_
                                         const int64_t *ne, const void *data);
 nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path) __attribute__((warn_unused_result));
 
+/* ---- writer additions (owner: synth; src/formats/gguf_write.c) -----------
+ * nb_gguf_set_value sets a key to any value type the reader returns (every
+ * scalar type, strings, arrays of numbers/bools/strings; nested arrays are
+ * refused with NB_ERR_UNSUPPORTED). nb_gguf_writer_add_tensor_fn streams a
+ * tensor: `fill` is called once during nb_gguf_writer_write with a scratch
+ * buffer of exactly the tensor's byte size, so a file far larger than memory
+ * can be written one tensor at a time. nb_gguf_writer_write writes to a
+ * unique temporary name next to `path` and renames it into place, so
+ * concurrent writers of the same path never expose a partial file. */
+typedef nb_status (*nb_gguf_fill_fn)(void *ctx, const char *name, void *buf, uint64_t nbytes);
+nb_status nb_gguf_set_value(nb_gguf_writer *w, const char *key, const nb_gguf_value *v);
+nb_status nb_gguf_writer_add_tensor_fn(nb_gguf_writer *w, const char *name, nb_dtype type, int n_dims,
+                                       const int64_t *ne, nb_gguf_fill_fn fill, void *ctx);
+
 #endif

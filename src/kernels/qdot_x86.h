@@ -1,0 +1,398 @@
+/* x86 SIMD dot-product kernels, written once and compiled twice:
+ * kernels/x86/qdot_avx2.c (AVX2 + FMA + F16C: maddubs/madd for u8 x s8) and
+ * kernels/x86/qdot_avx512.c (same 256-bit code, but u8 x s8 sums with
+ * AVX512-VNNI vpdpbusd, and NF4 with a 16-entry vpermps LUT). Include only
+ * from those files, after defining:
+ *   NB_QDOT_VNNI   0 or 1
+ *   NB_QDOT_ISA    "avx2" / "avx512"
+ *   NB_QDOT_TABLE  the name of the lookup function to define
+ *
+ * Integer formats: per 32-weight block the exact int32 sums sum(q*a) and,
+ * where an offset or min needs it, sum(a), as 8 lanes; scaled by the block's
+ * float scale into 8 float accumulators (fma) and reduced at the end. So the
+ * integer parts equal the reference exactly and only the float summation
+ * order differs. Weights q are kept unsigned (0..63) so u8 x s8 products
+ * never saturate int16 (63*127*2 < 32767); offsets (Q4_0's 8, Q5_0's 16,
+ * W4's zero point, Q6_K's 32) are applied through sum(a). Signed x signed
+ * (Q8_0, W8) uses |x| and sign(a, x). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "base/half.h"
+#include "kernels/qdot.h"
+#include "quant/blocks.h"
+#include "quant/qtypes.h"
+#include "quant/quant_ref.h"
+
+/* F16C conversion (exact, same result as nb_fp16_to_fp32) */
+#define H2F(h) _cvtsh_ss(h)
+
+/* sum over groups of 4 bytes of u8*s8, as 8 int32 lanes */
+static inline __m256i dot_us(__m256i u, __m256i s) {
+#if NB_QDOT_VNNI
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* signed x signed: |x| * sign(a, x) */
+static inline __m256i dot_ss(__m256i x, __m256i a) {
+    return dot_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a, x));
+}
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles (weights 0..15), then high (16..31) */
+static inline __m256i nibbles32(const uint8_t *p) {
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(15));
+}
+
+/* bit i of x -> byte i = 0x10 (set) or 0 */
+static inline __m256i bits32_x16(uint32_t x) {
+    __m256i v = _mm256_set1_epi32((int)x);
+    const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL);
+    v = _mm256_shuffle_epi8(v, shuf);
+    const __m256i bm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bm), bm);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+static const __m256i *ones_u8(void) {
+    static const uint8_t o[32] __attribute__((aligned(32))) = {
+        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    return (const __m256i *)o;
+}
+
+/* acc += d * (sum(q*a) - off*sum(a)) [+ dm * sum(a)], q unsigned 0..31 */
+static inline __m256 blk_u(__m256 acc, __m256i q, __m256i a, int off, float d, float dm) {
+    __m256i s = dot_us(q, a);
+    if (off) s = _mm256_sub_epi32(s, dot_us(_mm256_set1_epi8((char)off), a)); /* off*sum(a) */
+    if (dm != 0.0f) {
+        __m256i sa = dot_us(_mm256_load_si256(ones_u8()), a);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa), _mm256_set1_ps(dm), acc);
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d), acc);
+}
+
+static void k_q4_0(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q4_0 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        acc = blk_u(acc, nibbles32(x[i].qs), load32(y[i].qs), 8, H2F(x[i].d) * H2F(y[i].d), 0.0f);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_q4_1(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q4_1 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const float da = H2F(y[i].d), m = H2F(x[i].m);
+        acc = blk_u(acc, nibbles32(x[i].qs), load32(y[i].qs), 0, H2F(x[i].d) * da, m * da);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_q5_0(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q5_0 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        __m256i q = _mm256_or_si256(nibbles32(x[i].qs), bits32_x16(qh));
+        acc = blk_u(acc, q, load32(y[i].qs), 16, H2F(x[i].d) * H2F(y[i].d), 0.0f);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_q5_1(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q5_1 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        const float da = H2F(y[i].d), m = H2F(x[i].m);
+        __m256i q = _mm256_or_si256(nibbles32(x[i].qs), bits32_x16(qh));
+        acc = blk_u(acc, q, load32(y[i].qs), 0, H2F(x[i].d) * da, m * da);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_q8_0(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q8_0 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(H2F(x[i].d) * H2F(y[i].d)), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_w8(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_w8 *x = w;
+    const nb_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * H2F(y[i].d)), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void k_w8a8(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_w8 *x = w;
+    const nb_block_w8 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * y[i].d), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static inline void k_w4(int64_t n, const void *w, const void *a, float *out, int group) {
+    const uint8_t *x = w;
+    const nb_block_q8_0 *y = a;
+    const size_t bb = NB_W4_BLOCK_BYTES(group);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < n / group; g++, x += bb) {
+        nb_half dh;
+        memcpy(&dh, x, 2);
+        const float d = H2F(dh);
+        const int z = x[2];
+        for (int c = 0; c < group / 32; c++, y++) {
+            acc = blk_u(acc, nibbles32(x + 4 + 16 * c), load32(y->qs), z, d * H2F(y->d), 0.0f);
+        }
+    }
+    *out = hsum_ps(acc);
+}
+static void k_w4g32(int64_t n, const void *w, const void *a, float *o) { k_w4(n, w, a, o, 32); }
+static void k_w4g64(int64_t n, const void *w, const void *a, float *o) { k_w4(n, w, a, o, 64); }
+static void k_w4g128(int64_t n, const void *w, const void *a, float *o) { k_w4(n, w, a, o, 128); }
+
+/* Q4_K / Q5_K x Q8_K */
+static inline void k_q45_K(int64_t n, const void *w, const void *a, float *out, int five) {
+    const nb_block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float macc = 0;
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *sc12, *qs, *qh = NULL;
+        float dw, dmw;
+        if (five) {
+            const nb_block_q5_K *x = (const nb_block_q5_K *)w + i;
+            sc12 = x->scales; qs = x->qs; qh = x->qh; dw = H2F(x->d); dmw = H2F(x->dmin);
+        } else {
+            const nb_block_q4_K *x = (const nb_block_q4_K *)w + i;
+            sc12 = x->scales; qs = x->qs; dw = H2F(x->d); dmw = H2F(x->dmin);
+        }
+        int sc[8], mn[8];
+        for (int j = 0; j < 4; j++) {
+            sc[j] = sc12[j] & 63;
+            mn[j] = sc12[j + 4] & 63;
+            sc[j + 4] = (sc12[j + 8] & 0xF) | ((sc12[j] >> 6) << 4);
+            mn[j + 4] = (sc12[j + 8] >> 4) | ((sc12[j + 4] >> 6) << 4);
+        }
+        int msum = 0;
+        for (int j = 0; j < 8; j++) msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        __m256i isum = _mm256_setzero_si256();
+        __m256i hb = qh ? load32(qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (qh) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
+            }
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(y[i].qs + 64 * c)),
+                                           _mm256_set1_epi16((short)sc[2 * c]));
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(y[i].qs + 64 * c + 32)),
+                                           _mm256_set1_epi16((short)sc[2 * c + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * y[i].d), acc);
+        macc += dmw * y[i].d * (float)msum;
+    }
+    *out = hsum_ps(acc) - macc;
+}
+static void k_q4_K(int64_t n, const void *w, const void *a, float *o) { k_q45_K(n, w, a, o, 0); }
+static void k_q5_K(int64_t n, const void *w, const void *a, float *o) { k_q45_K(n, w, a, o, 1); }
+
+static void k_q6_K(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q6_K *x = w;
+    const nb_block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / 256; i++) {
+        int msum = 0;
+        for (int g = 0; g < 16; g++) msum += x[i].scales[g] * y[i].bsums[g];
+        __m256i isum = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = x[i].ql + 64 * half;
+            const int8_t *sc = x[i].scales + 8 * half, *ay = y[i].qs + 128 * half;
+            __m256i l0 = load32(ql), l1 = load32(ql + 32), h = load32(x[i].qh + 32 * half);
+            __m256i lows[4] = {
+                _mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+            for (int k = 0; k < 4; k++) {
+                __m256i hk = _mm256_and_si256(_mm256_srli_epi16(h, 2 * k), m2);
+                __m256i q = _mm256_or_si256(lows[k], _mm256_slli_epi16(hk, 4));
+                __m256i p = _mm256_maddubs_epi16(q, load32(ay + 32 * k));
+                /* i16 lanes 0..7 are weights 0..15 (scale 2k), 8..15 weights 16..31 (2k+1) */
+                __m256i s = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * k]), _mm_set1_epi16(sc[2 * k + 1]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, s));
+            }
+        }
+        /* q - 32: subtract 32 * sum_g sc_g * bsum_g */
+        isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * msum, 0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(H2F(x[i].d) * y[i].d), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* ---- float formats --------------------------------------------------------- */
+
+static void k_nf4(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_nf4 *x = w;
+    const float *y = a;
+    __m256 acc = _mm256_setzero_ps();
+#if NB_QDOT_VNNI
+    const __m512 lut = _mm512_loadu_ps(nb_nf4_levels);
+    for (int64_t i = 0; i < n / 64; i++, y += 64) {
+        __m256i q = load32(x[i].qs);
+        __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
+        __m512 s = _mm512_setzero_ps();
+        for (int k = 0; k < 2; k++) {
+            __m128i lk = k ? _mm256_extracti128_si256(lo, 1) : _mm256_castsi256_si128(lo);
+            __m128i hk = k ? _mm256_extracti128_si256(hi, 1) : _mm256_castsi256_si128(hi);
+            __m512 wl = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(lk), lut);
+            __m512 wh = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(hk), lut);
+            s = _mm512_fmadd_ps(wl, _mm512_loadu_ps(y + 16 * k), s);
+            s = _mm512_fmadd_ps(wh, _mm512_loadu_ps(y + 32 + 16 * k), s);
+        }
+        __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+        acc = _mm256_fmadd_ps(s8, _mm256_set1_ps(x[i].absmax), acc);
+    }
+#else
+    const __m256 lut0 = _mm256_loadu_ps(nb_nf4_levels), lut1 = _mm256_loadu_ps(nb_nf4_levels + 8);
+    for (int64_t i = 0; i < n / 64; i++, y += 64) {
+        __m256 s = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(x[i].qs + 8 * k));
+            __m256i idx = _mm256_cvtepu8_epi32(b);
+            __m256i il = _mm256_and_si256(idx, _mm256_set1_epi32(15));
+            __m256i ih = _mm256_srli_epi32(idx, 4);
+            __m256 wl = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lut0, il), _mm256_permutevar8x32_ps(lut1, il),
+                                         _mm256_castsi256_ps(_mm256_slli_epi32(il, 28)));
+            __m256 wh = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lut0, ih), _mm256_permutevar8x32_ps(lut1, ih),
+                                         _mm256_castsi256_ps(_mm256_slli_epi32(ih, 28)));
+            s = _mm256_fmadd_ps(wl, _mm256_loadu_ps(y + 8 * k), s);
+            s = _mm256_fmadd_ps(wh, _mm256_loadu_ps(y + 32 + 8 * k), s);
+        }
+        acc = _mm256_fmadd_ps(s, _mm256_set1_ps(x[i].absmax), acc);
+    }
+#endif
+    *out = hsum_ps(acc);
+}
+
+/* 8 fp8 bytes -> 8 floats via fp16: E5M2 is the top byte of an fp16; E4M3's
+ * bits shifted into an fp16 give the value * 2^-8 (exponent bias 15 vs 7),
+ * so the block scale takes the factor 256. E4M3's NaN code (S.1111.111) has
+ * no fp16 image this way: blocks holding it go through the scalar path. */
+static inline __m256 fp8x8(const uint8_t *p, int e4m3) {
+    __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    __m128i h;
+    if (e4m3) {
+        __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+        h = _mm_or_si128(sign, _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7));
+    } else {
+        h = _mm_slli_epi16(b, 8);
+    }
+    return _mm256_cvtph_ps(h);
+}
+
+static inline void k_fp8(int64_t n, const void *w, const void *a, float *out, int e4m3) {
+    const nb_block_fp8 *x = w;
+    const float *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float sacc = 0;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        if (e4m3) {
+            __m256i b = _mm256_and_si256(load32(x[i].f8), _mm256_set1_epi8(0x7f));
+            if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f)))) {
+                float s = 0;
+                for (int j = 0; j < 32; j++) s += nb_e4m3_to_fp32(x[i].f8[j]) * y[j];
+                sacc += x[i].d * s;
+                continue;
+            }
+        }
+        __m256 s = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) s = _mm256_fmadd_ps(fp8x8(x[i].f8 + 8 * k, e4m3), _mm256_loadu_ps(y + 8 * k), s);
+        acc = _mm256_fmadd_ps(s, _mm256_set1_ps(e4m3 ? x[i].d * 256.0f : x[i].d), acc);
+    }
+    *out = hsum_ps(acc) + sacc;
+}
+static void k_e4m3(int64_t n, const void *w, const void *a, float *o) { k_fp8(n, w, a, o, 1); }
+static void k_e5m2(int64_t n, const void *w, const void *a, float *o) { k_fp8(n, w, a, o, 0); }
+
+/* ---- table -------------------------------------------------------------------- */
+
+static void act_f32_copy(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof *x); }
+
+#define XQ8 NB_Q8_0, nb_quant_q8_0
+#define XQK NB_Q8_K, nb_quant_q8_K
+#define XQT (nb_dtype) NB_Q8_T, nb_quant_q8_T
+#define XF32 NB_F32, act_f32_copy
+
+static const struct { int type; nb_qdot qd; } x86_tab[] = {
+    {NB_Q4_0, {XQ8, k_q4_0, NULL, NB_QDOT_ISA}},
+    {NB_Q4_1, {XQ8, k_q4_1, NULL, NB_QDOT_ISA}},
+    {NB_Q5_0, {XQ8, k_q5_0, NULL, NB_QDOT_ISA}},
+    {NB_Q5_1, {XQ8, k_q5_1, NULL, NB_QDOT_ISA}},
+    {NB_Q8_0, {XQ8, k_q8_0, NULL, NB_QDOT_ISA}},
+    {NB_Q4_K, {XQK, k_q4_K, NULL, NB_QDOT_ISA}},
+    {NB_Q5_K, {XQK, k_q5_K, NULL, NB_QDOT_ISA}},
+    {NB_Q6_K, {XQK, k_q6_K, NULL, NB_QDOT_ISA}},
+    {NB_W8, {XQ8, k_w8, NULL, NB_QDOT_ISA}},
+    {NB_W8A8, {XQT, k_w8a8, NULL, NB_QDOT_ISA}},
+    {NB_W4G32, {XQ8, k_w4g32, NULL, NB_QDOT_ISA}},
+    {NB_W4G64, {XQ8, k_w4g64, NULL, NB_QDOT_ISA}},
+    {NB_W4G128, {XQ8, k_w4g128, NULL, NB_QDOT_ISA}},
+    {NB_W4G32S, {XQ8, k_w4g32, NULL, NB_QDOT_ISA}},
+    {NB_W4G64S, {XQ8, k_w4g64, NULL, NB_QDOT_ISA}},
+    {NB_W4G128S, {XQ8, k_w4g128, NULL, NB_QDOT_ISA}},
+    {NB_NF4, {XF32, k_nf4, NULL, NB_QDOT_ISA}},
+    {NB_FP8_E4M3, {XF32, k_e4m3, NULL, NB_QDOT_ISA}},
+    {NB_FP8_E5M2, {XF32, k_e5m2, NULL, NB_QDOT_ISA}},
+};
+
+const nb_qdot *NB_QDOT_TABLE(nb_dtype t) {
+    for (size_t i = 0; i < sizeof x86_tab / sizeof x86_tab[0]; i++) {
+        if (x86_tab[i].type == (int)t) return &x86_tab[i].qd;
+    }
+    return NULL;
+}

@@ -1,0 +1,520 @@
+/* Reference quantize/dequantize of the ggml block types (layouts in
+ * blocks.h). The quantizers follow llama.cpp's quantize_row_*_ref semantics
+ * step for step (same scale formulas, same rounding: truncation after +0.5
+ * offsets for the legacy types, round-half-even nearest_int for k-quants,
+ * same search grids for the k-quant scale fits), so a tensor quantized here
+ * is byte-identical to one quantized by llama-quantize without an imatrix.
+ * Written from the published algorithm descriptions, not copied. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/half.h"
+#include "quant/quant_ref.h"
+
+#define H2F nb_fp16_to_fp32
+#define F2H nb_fp32_to_fp16
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+
+/* ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 ----------------------------------- */
+
+void nb_quant_q4_0(const float *x, void *dst, int64_t n) {
+    nb_block_q4_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f, max = 0.0f; /* the value with the largest magnitude, signed */
+        for (int j = 0; j < 32; j++) {
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        for (int j = 0; j < 16; j++) {
+            int a = (int8_t)(x[j] * id + 8.5f), b = (int8_t)(x[j + 16] * id + 8.5f);
+            y[i].qs[j] = (uint8_t)(imin(15, a) | (imin(15, b) << 4));
+        }
+    }
+}
+
+void nb_dequant_q4_0(const void *src, float *y, int64_t n) {
+    const nb_block_q4_0 *x = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = H2F(x[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = ((x[i].qs[j] & 15) - 8) * d;
+            y[j + 16] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* min/max fit with 2^bits - 1 steps, as quantize_row_q4_1_ref / q5_1. */
+static void minmax32(const float *x, float *min, float *max) {
+    *min = FLT_MAX; *max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < *min) *min = x[j];
+        if (x[j] > *max) *max = x[j];
+    }
+}
+
+void nb_quant_q4_1(const float *x, void *dst, int64_t n) {
+    nb_block_q4_1 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float min, max;
+        minmax32(x, &min, &max);
+        const float d = (max - min) / 15;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        y[i].m = F2H(min);
+        for (int j = 0; j < 16; j++) {
+            int a = (int8_t)((x[j] - min) * id + 0.5f), b = (int8_t)((x[j + 16] - min) * id + 0.5f);
+            y[i].qs[j] = (uint8_t)(imin(15, a) | (imin(15, b) << 4));
+        }
+    }
+}
+
+void nb_dequant_q4_1(const void *src, float *y, int64_t n) {
+    const nb_block_q4_1 *x = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = H2F(x[i].d), m = H2F(x[i].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (x[i].qs[j] & 15) * d + m;
+            y[j + 16] = (x[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+void nb_quant_q5_0(const float *x, void *dst, int64_t n) {
+    nb_block_q5_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int a = imin(31, (int8_t)(x[j] * id + 16.5f));
+            int b = imin(31, (int8_t)(x[j + 16] * id + 16.5f));
+            y[i].qs[j] = (uint8_t)((a & 15) | ((b & 15) << 4));
+            qh |= (uint32_t)(a >> 4) << j;
+            qh |= (uint32_t)(b >> 4) << (j + 16);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void nb_dequant_q5_0(const void *src, float *y, int64_t n) {
+    const nb_block_q5_0 *x = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = H2F(x[i].d);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < 16; j++) {
+            int a = (x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int b = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            y[j] = (a - 16) * d;
+            y[j + 16] = (b - 16) * d;
+        }
+    }
+}
+
+void nb_quant_q5_1(const float *x, void *dst, int64_t n) {
+    nb_block_q5_1 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float min, max;
+        minmax32(x, &min, &max);
+        const float d = (max - min) / 31;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        y[i].m = F2H(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int a = (uint8_t)((x[j] - min) * id + 0.5f);
+            int b = (uint8_t)((x[j + 16] - min) * id + 0.5f);
+            y[i].qs[j] = (uint8_t)((a & 15) | ((b & 15) << 4));
+            qh |= (uint32_t)((a >> 4) & 1) << j;
+            qh |= (uint32_t)((b >> 4) & 1) << (j + 16);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void nb_dequant_q5_1(const void *src, float *y, int64_t n) {
+    const nb_block_q5_1 *x = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = H2F(x[i].d), m = H2F(x[i].m);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < 16; j++) {
+            int a = (x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int b = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            y[j] = a * d + m;
+            y[j + 16] = b * d + m;
+        }
+    }
+}
+
+void nb_quant_q8_0(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = F2H(d);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+void nb_dequant_q8_0(const void *src, float *y, int64_t n) {
+    const nb_block_q8_0 *x = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = H2F(x[i].d);
+        for (int j = 0; j < 32; j++) y[j] = x[i].qs[j] * d;
+    }
+}
+
+/* ---- k-quant helpers ------------------------------------------------------ */
+
+/* Symmetric fit of n values to levels -nmax..nmax-1 (returned offset by
+ * nmax in L), trying 19 scales around nmax/max and keeping the one that
+ * maximises (sum w x l)^2 / sum w l^2 with weights w = x^2 (rmse_type 1),
+ * as llama.cpp's make_qx_quants. Returns the scale. */
+static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = imax(-nmax, imin(nmax - 1, nb_nearest_int(iscale * x[i])));
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            int l = imax(-nmax, imin(nmax - 1, nb_nearest_int(iscale * x[i])));
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                int l = nb_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Asymmetric fit x ~ scale*l - min, l in 0..nmax, weighted least squares
+ * over a grid of nstep+1 trial scales (rmin + rdelta*is + nmax)/(max - min),
+ * as llama.cpp's make_qkx2_quants (squared error). *the_min receives -min. */
+static float fit_asym(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                      float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
+    float min = x[0], max = x[0];
+    float sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; i++) {
+        int l = nb_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)imax(0, imin(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        best_error += w[i] * diff * diff;
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = imax(0, imin(nmax, nb_nearest_int(iscale * (x[i] - min))));
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                cur_error += w[i] * diff * diff;
+            }
+            if (cur_error < best_error) {
+                memcpy(L, Laux, (size_t)n);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* 6-bit scale j and min j of a Q4_K/Q5_K block (12-byte packing). */
+static inline void k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Shared first half of Q4_K / Q5_K quantization: 8 sub-blocks of 32 fitted
+ * with fit_asym, scales and mins quantized to 6 bits, then every weight
+ * re-quantized against the stored (fp16-rounded) scales. */
+static void k45_block(const float *x, int nmax, float rmin, float rdelta, int nstep,
+                      nb_half *dh, nb_half *dminh, uint8_t *scales, uint8_t *L) {
+    float weights[32], mins[8], sc[8];
+    uint8_t Laux[32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
+        sc[j] = fit_asym(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; j++) {
+        uint8_t ls = (uint8_t)nb_nearest_int(inv_scale * sc[j]);
+        uint8_t lm = (uint8_t)nb_nearest_int(inv_min * mins[j]);
+        if (ls > 63) ls = 63;
+        if (lm > 63) lm = 63;
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            scales[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *dh = F2H(max_scale / 63.f);
+    *dminh = F2H(max_min / 63.f);
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, m;
+        k4_scale_min(j, scales, &s, &m);
+        const float d = H2F(*dh) * s;
+        if (!d) continue;
+        const float dm = H2F(*dminh) * m;
+        for (int ii = 0; ii < 32; ii++) {
+            int l = nb_nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
+        }
+    }
+}
+
+void nb_quant_q4_K(const float *x, void *dst, int64_t n) {
+    nb_block_q4_K *y = dst;
+    uint8_t L[256];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        memset(y[i].scales, 0, 12);
+        nb_half d, dmin;
+        k45_block(x, 15, -1.f, 0.1f, 20, &d, &dmin, y[i].scales, L);
+        y[i].d = d;
+        y[i].dmin = dmin;
+        uint8_t *q = y[i].qs;
+        for (int j = 0; j < 256; j += 64, q += 32) {
+            for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+        }
+    }
+}
+
+void nb_dequant_q4_K(const void *src, float *y, int64_t n) {
+    const nb_block_q4_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = H2F(x[i].d), min = H2F(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        for (int j = 0, is = 0; j < 256; j += 64, q += 32, is += 2) {
+            uint8_t s, m;
+            k4_scale_min(is, x[i].scales, &s, &m);
+            const float d1 = d * s, m1 = min * m;
+            k4_scale_min(is + 1, x[i].scales, &s, &m);
+            const float d2 = d * s, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        }
+    }
+}
+
+void nb_quant_q5_K(const float *x, void *dst, int64_t n) {
+    nb_block_q5_K *y = dst;
+    uint8_t L[256];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        memset(y[i].scales, 0, 12);
+        nb_half d, dmin;
+        k45_block(x, 31, -0.5f, 0.1f, 15, &d, &dmin, y[i].scales, L);
+        y[i].d = d;
+        y[i].dmin = dmin;
+        uint8_t *qh = y[i].qh, *ql = y[i].qs;
+        memset(qh, 0, 32);
+        uint8_t m1 = 1, m2 = 2;
+        for (int nn = 0; nn < 256; nn += 64, ql += 32) {
+            for (int j = 0; j < 32; j++) {
+                int l1 = L[nn + j], l2 = L[nn + j + 32];
+                if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+                if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+                ql[j] = (uint8_t)(l1 | (l2 << 4));
+            }
+            m1 = (uint8_t)(m1 << 2);
+            m2 = (uint8_t)(m2 << 2);
+        }
+    }
+}
+
+void nb_dequant_q5_K(const void *src, float *y, int64_t n) {
+    const nb_block_q5_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        const float d = H2F(x[i].d), min = H2F(x[i].dmin);
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0, is = 0; j < 256; j += 64, ql += 32, is += 2) {
+            uint8_t s, m;
+            k4_scale_min(is, x[i].scales, &s, &m);
+            const float d1 = d * s, m1 = min * m;
+            k4_scale_min(is + 1, x[i].scales, &s, &m);
+            const float d2 = d * s, m2 = min * m;
+            for (int l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            u1 = (uint8_t)(u1 << 2);
+            u2 = (uint8_t)(u2 << 2);
+        }
+    }
+}
+
+void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
+    nb_block_q6_K *y = dst;
+    int8_t L[256];
+    float scales[16];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < 16; ib++) {
+            scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib);
+            if (fabsf(scales[ib]) > max_abs_scale) {
+                max_abs_scale = fabsf(scales[ib]);
+                max_scale = scales[ib];
+            }
+        }
+        if (max_abs_scale < 1e-15f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = -128.f / max_scale;
+        y[i].d = F2H(1 / iscale);
+        for (int ib = 0; ib < 16; ib++) y[i].scales[ib] = (int8_t)imin(127, nb_nearest_int(iscale * scales[ib]));
+        for (int j = 0; j < 16; j++) {
+            float d = H2F(y[i].d) * y[i].scales[j];
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ii++) {
+                int l = nb_nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = (int8_t)(imax(-32, imin(31, l)) + 32);
+            }
+        }
+        uint8_t *ql = y[i].ql, *qh = y[i].qh;
+        for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; l++) {
+                const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
+                const uint8_t q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+                ql[l] = (uint8_t)(q1 | (q3 << 4));
+                ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                  ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+void nb_dequant_q6_K(const void *src, float *y, int64_t n) {
+    const nb_block_q6_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = H2F(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int nn = 0; nn < 256; nn += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * sc[is] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
+            }
+        }
+    }
+}
+
+void nb_quant_q8_K(const float *x, void *dst, int64_t n) {
+    nb_block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < 256; j++) {
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (int j = 0; j < 256; j++) y[i].qs[j] = (int8_t)imin(127, nb_nearest_int(iscale * x[j]));
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int ii = 0; ii < 16; ii++) sum += y[i].qs[16 * j + ii];
+            y[i].bsums[j] = (int16_t)sum;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void nb_dequant_q8_K(const void *src, float *y, int64_t n) {
+    const nb_block_q8_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++, y += 256) {
+        for (int j = 0; j < 256; j++) y[j] = x[i].d * x[i].qs[j];
+    }
+}

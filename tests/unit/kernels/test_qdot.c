@@ -1,0 +1,164 @@
+/* Tests of the quantized dot products (kernels/qdot.h):
+ *  - the scalar reference equals the float dot of the dequantized weight and
+ *    activation rows (to_float of both; independent of the kernels), within
+ *    float rounding: |ref - exact| <= 2e-6 * sum|w_i*a_i|;
+ *  - every compiled ISA that this CPU runs equals the reference within
+ *    1e-5 * sum|w_i*a_i| (only float summation order differs), for odd block
+ *    counts and every group size;
+ *  - dispatch: nb_qdot_get never returns an ISA above the cap, act types match
+ *    the registry. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "base/cpu.h"
+#include "kernels/qdot.h"
+#include "quant/blocks.h"
+#include "quant/qtypes.h"
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+static float gauss(void) {
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void act_to_float(nb_dtype act, const void *q, const float *x, float *out, int64_t n) {
+    if (act == NB_F32) {
+        memcpy(out, x, (size_t)n * sizeof *out);
+        return;
+    }
+    nb_qtype_get(act)->to_float(q, out, n);
+}
+
+static void test_dispatch(void **state) {
+    (void)state;
+    int n;
+    const nb_qtype *all = nb_qtype_list(&n);
+    for (int i = 0; i < n; i++) {
+        const nb_qdot *q = nb_qdot_get(all[i].type, NB_ISA_AMX);
+        if (all[i].act_only) {
+            assert_null(q);
+            continue;
+        }
+        assert_non_null(q);
+        assert_int_equal(q->act_type, all[i].act_type);
+        const nb_qdot *s = nb_qdot_get(all[i].type, NB_ISA_SCALAR);
+        assert_non_null(s);
+        assert_string_equal(s->isa, "scalar");
+    }
+    assert_null(nb_qdot_get(NB_F32, NB_ISA_AVX2));
+    assert_null(nb_qdot_get(NB_Q8_K, NB_ISA_AVX2));
+    printf("  cpu: %s; best isa for Q4_K: %s\n", nb_cpu_describe(), nb_qdot_get(NB_Q4_K, nb_cpu_isa())->isa);
+}
+
+static void run_type(const nb_qtype *qt, int *n_checked) {
+    const int nblocks[] = {1, 3, 7, 13};
+    for (size_t b = 0; b < sizeof nblocks / sizeof nblocks[0]; b++) {
+        int64_t n = (int64_t)qt->block * nblocks[b];
+        if (n % 256 && qt->act_type == NB_Q8_K) continue;
+        float *w = malloc(n * sizeof *w), *x = malloc(n * sizeof *x);
+        float *wd = malloc(n * sizeof *wd), *xd = malloc(n * sizeof *xd);
+        uint8_t *wq = malloc(n * 2 + 64), *xq = malloc(n * 4 + 1024);
+        for (int rep = 0; rep < 3; rep++) {
+            for (int64_t i = 0; i < n; i++) {
+                w[i] = gauss() * 0.1f;
+                x[i] = gauss() * (rep == 2 ? 10.0f : 1.0f) + (rep == 1 ? 0.5f : 0.0f);
+            }
+            w[(rep * 7) % n] = 0.9f;
+            qt->from_float(w, wq, n);
+            qt->to_float(wq, wd, n);
+            const nb_qdot *ref = nb_qdot_get_exact(qt->type, NB_ISA_SCALAR);
+            assert_non_null(ref);
+            ref->quantize_act(x, xq, n);
+            act_to_float(ref->act_type, xq, x, xd, n);
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                exact += (double)wd[i] * xd[i];
+                mag += fabs((double)wd[i] * xd[i]);
+            }
+            float r;
+            ref->vec_dot(n, wq, xq, &r);
+            if (!(fabs(r - exact) <= 2e-6 * mag + 1e-30)) {
+                fail_msg("%s n=%lld: reference %.9g vs dequantized dot %.9g (mag %.3g)", qt->name,
+                         (long long)n, r, exact, mag);
+            }
+            for (int isa = NB_ISA_AVX2; isa <= NB_ISA_AVX512; isa++) {
+                const nb_qdot *k = nb_qdot_get_exact(qt->type, (nb_isa)isa);
+                if (!k) continue;
+                assert_int_equal(k->act_type, ref->act_type);
+                float s;
+                k->vec_dot(n, wq, xq, &s);
+                if (!(fabs(s - r) <= 1e-5 * mag + 1e-30)) {
+                    fail_msg("%s n=%lld isa=%s: %.9g vs reference %.9g (mag %.3g)", qt->name, (long long)n,
+                             k->isa, s, r, mag);
+                }
+                (*n_checked)++;
+            }
+        }
+        free(w); free(x); free(wd); free(xd); free(wq); free(xq);
+    }
+}
+
+static void test_all_types(void **state) {
+    (void)state;
+    int n, checked = 0;
+    const nb_qtype *all = nb_qtype_list(&n);
+    for (int i = 0; i < n; i++) {
+        if (!all[i].act_only) run_type(&all[i], &checked);
+    }
+    printf("  %d SIMD results checked against the reference (isa here: %s)\n", checked,
+           nb_isa_name(nb_cpu_isa()));
+    if (nb_cpu_isa() >= NB_ISA_AVX2) assert_true(checked > 0);
+}
+
+/* Activations of zero, weights of extreme codes, E4M3 NaN codes. */
+static void test_edges(void **state) {
+    (void)state;
+    /* all-zero activations: every dot is exactly 0 */
+    int n;
+    const nb_qtype *all = nb_qtype_list(&n);
+    float zero[512] = {0}, w[512];
+    uint8_t wq[1200], xq[2048];
+    for (int i = 0; i < 512; i++) w[i] = gauss();
+    for (int i = 0; i < n; i++) {
+        if (all[i].act_only) continue;
+        all[i].from_float(w, wq, 512);
+        for (int isa = NB_ISA_SCALAR; isa <= NB_ISA_AVX512; isa++) {
+            const nb_qdot *k = nb_qdot_get_exact(all[i].type, (nb_isa)isa);
+            if (!k) continue;
+            k->quantize_act(zero, xq, 512);
+            float s = 1;
+            k->vec_dot(512, wq, xq, &s);
+            assert_true(s == 0.0f);
+        }
+    }
+    /* an E4M3 NaN weight makes the dot NaN in every implementation */
+    nb_block_fp8 blk[2];
+    float ones[64];
+    for (int i = 0; i < 64; i++) ones[i] = 1.0f;
+    nb_qtype_get((nb_dtype)NB_FP8_E4M3)->from_float(ones, blk, 64);
+    blk[1].f8[5] = 0x7f;
+    for (int isa = NB_ISA_SCALAR; isa <= NB_ISA_AVX512; isa++) {
+        const nb_qdot *k = nb_qdot_get_exact((nb_dtype)NB_FP8_E4M3, (nb_isa)isa);
+        if (!k) continue;
+        float s = 0;
+        k->vec_dot(64, blk, ones, &s);
+        assert_true(isnan(s));
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_all_types),
+        cmocka_unit_test(test_edges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
