@@ -15,9 +15,11 @@
  * Ownership and threads: one nb_sampler per request; the creator owns it.
  * A sampler is not thread-safe, but distinct samplers are independent (each
  * carries its own RNG state). Every buffer is allocated at create time;
- * nb_sampler_sample() never allocates. Memory per sampler: about
- * n_vocab/4 bytes always, + 8*n_vocab when top_k or top_p is on,
- * + 4*n_vocab when a frequency/presence penalty is on.
+ * nb_sampler_sample() never allocates. Memory per sampler (N = n_vocab):
+ * N/8 bytes always (bans); + N/8 (prompt bitmap) for repetition_penalty;
+ * + N/8 (generated bitmap) for any penalty; + 4N (counts) for presence or
+ * frequency; unless greedy, + 12*top_k when 0 < top_k <= 4096, else + 12N
+ * when top_k or top_p is on.
  *
  * Logprobs: sampling modifies the logits in place, so callers that report
  * logprobs (of the raw model distribution, vLLM's default "raw_logprobs")

@@ -10,6 +10,8 @@
 
 #include "base/half.h"
 #include "kernels/kernels.h"
+#include "kernels/qdot.h"
+#include "quant/qtypes.h"
 
 #define TILE_ROWS 8
 
@@ -45,7 +47,9 @@ nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) {
     return NB_OK;
 }
 
-bool nb_matmul_supports(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
+bool nb_matmul_supports(nb_dtype t) {
+    return t == NB_F32 || t == NB_F16 || t == NB_BF16 || nb_qdot_get(t, NB_ISA_SCALAR) != NULL;
+}
 
 typedef struct {
     const nb_float_kernels *fk;
@@ -89,9 +93,67 @@ static void float_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Quantized weights: activations are quantized once per call into the
+ * kernel's activation format, then each weight row is dotted with every
+ * token while it is in cache. */
+typedef struct {
+    const nb_qdot *qd;
+    const uint8_t *w;
+    const uint8_t *act;
+    const float *X;
+    float *Y;
+    int64_t n, K, R;
+    uint64_t w_row_bytes, a_row_bytes;
+} quant_job;
+
+static void quant_act_worker(void *arg, int ith, int nth) {
+    quant_job *j = arg;
+    int64_t t0, t1;
+    nb_split(j->n, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        j->qd->quantize_act(j->X + t * j->K, (uint8_t *)j->act + t * j->a_row_bytes, j->K);
+}
+
+static void quant_worker(void *arg, int ith, int nth) {
+    quant_job *j = arg;
+    int64_t r0, r1;
+    nb_split(j->R, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *w = j->w + r * j->w_row_bytes;
+        for (int64_t t = 0; t < j->n; t++) j->qd->vec_dot(j->K, w, j->act + t * j->a_row_bytes, &j->Y[t * j->R + r]);
+    }
+}
+
+static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W, const float *X, int64_t n,
+                              float *Y) {
+    int64_t K = W->ne[0];
+    quant_job j = {.qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
+    if (!nb_qtype_row_bytes(W->type, K, &j.w_row_bytes))
+        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
+                       (long long)K, nb_dtype_name(W->type));
+    if (qd->act_type == NB_F32) {
+        j.a_row_bytes = (uint64_t)K * sizeof(float);
+        j.act = (const uint8_t *)X;
+    } else {
+        if (!nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &j.a_row_bytes))
+            return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit activation type %s",
+                           W->name, (long long)K, nb_dtype_name(qd->act_type));
+        NB_TRY(nb_kctx_scratch(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
+        j.act = k->scratch;
+        if (n == 1) quant_act_worker(&j, 0, 1);
+        else nb_pool_run(k->pool, quant_act_worker, &j);
+    }
+    nb_pool_run(k->pool, quant_worker, &j);
+    return NB_OK;
+}
+
 nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
     int64_t K = W->ne[0], R = nb_tensor_rows(W);
     if (n <= 0) return NB_OK;
+    if (W->type != NB_F32 && W->type != NB_F16 && W->type != NB_BF16) {
+        const nb_qdot *qd = nb_qdot_get(W->type, k->isa);
+        if (qd) return matmul_quant(k, qd, W, X, n, Y);
+    }
     float_job j = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = R};
     switch (W->type) {
     case NB_F32: j.dot = k->fk->dot_f32; j.row_bytes = (uint64_t)K * 4; break;
@@ -119,7 +181,14 @@ nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) {
     case NB_F32: memcpy(dst, (const float *)W->data + row * K, (size_t)K * 4); return NB_OK;
     case NB_F16: fk->f16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
     case NB_BF16: fk->bf16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
-    default:
+    default: {
+        const nb_qtype *qt = nb_qtype_get(W->type);
+        uint64_t rb;
+        if (qt && qt->to_float && !qt->act_only && nb_qtype_row_bytes(W->type, K, &rb)) {
+            qt->to_float((const uint8_t *)W->data + (uint64_t)row * rb, dst, K);
+            return NB_OK;
+        }
+    }
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': cannot read rows of type %s", W->name,
                        nb_dtype_name(W->type));
     }

@@ -363,7 +363,7 @@ static void k_e5m2(int64_t n, const void *w, const void *a, float *o) { k_fp8(n,
 
 static void act_f32_copy(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof *x); }
 
-#define XQ8 NB_Q8_0, nb_quant_q8_0
+#define XQ8 NB_Q8_0, nb_quant_q8_0_act
 #define XQK NB_Q8_K, nb_quant_q8_K
 #define XQT (nb_dtype) NB_Q8_T, nb_quant_q8_T
 #define XF32 NB_F32, act_f32_copy

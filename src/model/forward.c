@@ -185,7 +185,7 @@ static void add_bias(float *y, const float *bias, int64_t n, int64_t dim) {
 nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
     const nb_model *m = f->m;
     const nb_hparams *hp = &m->hp;
-    int32_t max_pos;
+    int32_t max_pos = 0;
     NB_TRY(check_batch(f, b, &max_pos));
     int64_t n = b->n, E = hp->n_embd, hd = hp->head_dim, Q = (int64_t)hp->n_head * hd,
             KV = (int64_t)hp->n_head_kv * hd, F = hp->n_ff;

@@ -9,6 +9,7 @@
 
 #include "base/half.h"
 #include "kernels/kernels.h"
+#include "quant/qtypes.h"
 
 static nb_status find2(const nb_model *m, const char *name, int64_t ne0, int64_t ne1, bool need_matmul,
                        const nb_tensor **out) {
@@ -125,6 +126,7 @@ static nb_status bind(nb_model *m) {
 
 nb_status nb_model_load(const char *path, nb_model **out) {
     *out = NULL;
+    nb_quant_init(); /* registers nibble's own dtypes before the file is read */
     nb_model *m = nb_calloc(1, sizeof *m);
     if (!m) return NB_ERR_NOMEM;
     nb_status st = nb_source_open(path, &m->src);

@@ -169,6 +169,22 @@ void nb_quant_q8_0(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* Q8_0 for activations, the way llama.cpp's x86 kernels quantize them at
+ * run time (ggml-cpu quantize_row_q8_0): id = 127/amax rather than 1/d, and
+ * ties rounded to even. Weights use nb_quant_q8_0 (the file format's
+ * reference, byte-identical with llama-quantize); activations use this so
+ * our dot products see the same integers llama.cpp's do. */
+void nb_quant_q8_0_act(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = F2H(amax / 127.f);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+    }
+}
+
 void nb_dequant_q8_0(const void *src, float *y, int64_t n) {
     const nb_block_q8_0 *x = src;
     for (int64_t i = 0; i < n / 32; i++, y += 32) {

@@ -255,7 +255,7 @@ static void dot_e5m2(int64_t n, const void *w, const void *a, float *o) { dot_fp
 
 static void act_f32(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof *x); }
 
-#define Q8 NB_Q8_0, nb_quant_q8_0
+#define Q8 NB_Q8_0, nb_quant_q8_0_act
 #define QK NB_Q8_K, nb_quant_q8_K
 #define QT (nb_dtype) NB_Q8_T, nb_quant_q8_T
 #define F32 NB_F32, act_f32

@@ -316,7 +316,7 @@ static int32_t expected_set(const float *l, const int32_t *order, int32_t n, int
  * come from a full sort done here. */
 static void test_top_p_large_vocab(void **state) {
     (void)state;
-    const int32_t n = 8000;
+    const int32_t n = 6000;
     float *l = malloc((size_t)n * sizeof(float));
     int32_t *order = malloc((size_t)n * sizeof(int32_t));
     bool *keep = malloc((size_t)n * sizeof(bool));
@@ -329,8 +329,9 @@ static void test_top_p_large_vocab(void **state) {
         float top_p, temp;
         int32_t min_set; /* the set must be at least this big to test much */
     } cfg[] = {
-        {0, 0, 0.9f, 0.9f, 40},    {0, 50, 0.9f, 0.9f, 20},  {0, 150, 1.0f, 1.0f, 150},
-        {1, 5000, 1.0f, 1.0f, 5000}, {1, 6000, 0.5f, 1.0f, 2000}, {1, 0, 0.3f, 0.5f, 500},
+        /* k > 4096 (NB_SAMPLER_HEAP_K_MAX) takes the quickselect path */
+        {0, 0, 0.9f, 0.9f, 30},      {0, 50, 0.9f, 0.9f, 20},     {0, 150, 1.0f, 1.0f, 150},
+        {1, 4500, 1.0f, 1.0f, 4500}, {1, 5000, 0.5f, 1.0f, 1500}, {1, 0, 0.3f, 0.5f, 500},
     };
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         nb_rng r;
@@ -351,7 +352,7 @@ static void test_top_p_large_vocab(void **state) {
         s.top_k = cfg[c].k;
         s.top_p = cfg[c].top_p;
         nb_sampler *sm = make(&s, n);
-        const int draws = 12000;
+        const int draws = 8000;
         draw_counts(sm, l, n, draws, counts);
         int32_t likely = 0, hit = 0, distinct = 0;
         double want_distinct = 0.0;
@@ -375,6 +376,94 @@ static void test_top_p_large_vocab(void **state) {
     free(keep);
     free(p);
     free(counts);
+}
+
+/* Many random small cases with heavily tied logits (few distinct values),
+ * so that an off-by-one anywhere in the selection admits a token as likely
+ * as the kept ones: nothing outside the set computed here may be drawn. */
+static void test_random_sets(void **state) {
+    (void)state;
+    enum { NMAX = 120 };
+    float l[NMAX];
+    int32_t order[NMAX];
+    bool keep[NMAX];
+    double p[NMAX];
+    long counts[NMAX];
+    nb_rng g;
+    nb_rng_seed(&g, 2718);
+    for (int trial = 0; trial < 150; trial++) {
+        int32_t n = 17 + (int32_t)(nb_rng_next(&g) % (NMAX - 16));
+        for (int32_t i = 0; i < n; i++) {
+            l[i] = -0.5f * (float)(nb_rng_next(&g) % 4);
+            order[i] = i;
+        }
+        qsort_r(order, (size_t)n, sizeof(int32_t), cmp_desc_idx, l);
+        nb_sampling s = params(1.0f, 1000 + (uint64_t)trial);
+        if (trial % 3 != 1) s.top_p = (float)(0.05 + 0.9 * nb_rng_uniform(&g));
+        if (trial % 3 != 0) s.top_k = 1 + (int32_t)(nb_rng_next(&g) % (uint64_t)n);
+        int32_t m = expected_set(l, order, n, s.top_k, s.top_p, 1.0, keep, p);
+        nb_sampler *sm = make(&s, n);
+        draw_counts(sm, l, n, 25 * m + 50, counts);
+        for (int32_t i = 0; i < n; i++) {
+            if (!keep[i] && counts[i] != 0)
+                fprintf(stderr, "trial %d: n %d top_k %d top_p %g: token %d drawn, not in the set of %d\n",
+                        trial, (int)n, (int)s.top_k, (double)s.top_p, (int)i, (int)m);
+            assert_true(keep[i] || counts[i] == 0);
+        }
+        nb_sampler_free(sm);
+    }
+}
+
+/* Exact ties decide set membership by id (lower first) in every selection
+ * path, and the nucleus boundary is exact: an off-by-one there would admit
+ * a token of the same weight as the kept ones, which would then be drawn. */
+static void test_ties_in_selection(void **state) {
+    (void)state;
+    /* 100 tokens: 20 heavy (logit 0, weight 1) at scattered ids, 80 light
+     * (weight ~0.25); Z ~ 40, top_p 0.44 -> target 17.6 -> exactly the 18
+     * heavy tokens with the lowest ids */
+    enum { N = 100 };
+    float l[N];
+    int32_t heavy[20];
+    for (int i = 0; i < N; i++) l[i] = logf(0.25f);
+    for (int j = 0; j < 20; j++) {
+        heavy[j] = (j * 37 + 11) % N; /* 37 is coprime to 100: distinct */
+        l[heavy[j]] = 0.0f;
+    }
+    bool keep[N] = {false};
+    int kept = 0;
+    for (int i = 0; i < N && kept < 18; i++)
+        if (l[i] == 0.0f) {
+            keep[i] = true;
+            kept++;
+        }
+    nb_sampling s = params(1.0f, 9);
+    s.top_p = 0.44f;
+    nb_sampler *sm = make(&s, N);
+    long counts[N];
+    draw_counts(sm, l, N, 4000, counts); /* ~222 draws per kept token */
+    for (int i = 0; i < N; i++) assert_true((counts[i] > 0) == keep[i]);
+    nb_sampler_free(sm);
+
+    /* quickselect top_k (k > NB_SAMPLER_HEAP_K_MAX) over all-equal logits:
+     * the kept ones are ids 0..k-1 */
+    const int32_t n = 6000, k = 4500;
+    float *flat = calloc((size_t)n, sizeof(float));
+    long *c2 = malloc((size_t)n * sizeof(long));
+    assert_true(flat && c2);
+    s = params(1.0f, 10);
+    s.top_k = k;
+    sm = make(&s, n);
+    draw_counts(sm, flat, n, 3000, c2);
+    long inside = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (i >= k) assert_int_equal(c2[i], 0);
+        else inside += c2[i];
+    }
+    assert_int_equal(inside, 3000);
+    nb_sampler_free(sm);
+    free(flat);
+    free(c2);
 }
 
 static void test_min_p(void **state) {
@@ -790,6 +879,8 @@ int main(void) {
         cmocka_unit_test(test_top_k_distribution),
         cmocka_unit_test(test_top_p_set),
         cmocka_unit_test(test_top_p_large_vocab),
+        cmocka_unit_test(test_ties_in_selection),
+        cmocka_unit_test(test_random_sets),
         cmocka_unit_test(test_min_p),
         cmocka_unit_test(test_repetition_penalty),
         cmocka_unit_test(test_frequency_presence_penalty),
