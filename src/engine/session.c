@@ -30,6 +30,11 @@ nb_status nb_session_open(const nb_session_params *p, nb_session **out) {
         goto fail;
     }
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : NB_MIN(s->model->hp.n_ctx_train, SESSION_DEFAULT_CTX_CAP);
+    if (s->n_ctx > s->model->max_ctx) {
+        st = nb_fail(NB_ERR_RANGE, "context size %d exceeds %d, the sliding-window length up to which this model is "
+                     "computed exactly", s->n_ctx, s->model->max_ctx);
+        goto fail;
+    }
     s->n_batch = p->n_batch > 0 ? NB_MIN(p->n_batch, s->n_ctx) : NB_MIN(512, s->n_ctx);
     s->n_blocks = (s->n_ctx + SESSION_BLOCK - 1) / SESSION_BLOCK;
     if ((st = nb_kv_pool_init(&s->kv, &s->model->hp, SESSION_BLOCK, s->n_blocks)) != NB_OK) goto fail;

@@ -49,7 +49,7 @@ typedef struct nb_hparams {
     int32_t rope_orig_ctx;        /* llama3: original_max_position_embeddings */
     bool tied_embeddings;         /* no output.weight: logits use token_embd */
     bool qkv_bias;
-    int32_t sliding_window;       /* 0 = none (Mistral's is refused for now) */
+    int32_t sliding_window;       /* 0 = none; model.c caps contexts at it (no SWA kernel yet) */
 } nb_hparams;
 
 typedef struct nb_source nb_source;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "base/log.h"
 #include "kernels/kernels.h"
 #include "quant/qtypes.h"
 
@@ -48,7 +49,7 @@ static nb_status vec(const nb_model *m, const char *name, int64_t n, float *dst)
 }
 
 /* llama3 rope scaling as frequency divisors (the form GGUF's rope_freqs.weight stores). */
-static void llama3_factors(const nb_hparams *hp, float *ff) {
+void nb_rope_llama3_factors(const nb_hparams *hp, float *ff) {
     double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
     double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
     for (int i = 0; i < hp->rope_dim / 2; i++) {
@@ -69,9 +70,17 @@ static void llama3_factors(const nb_hparams *hp, float *ff) {
 static nb_status bind(nb_model *m) {
     const nb_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
-    if (hp->sliding_window > 0 && hp->sliding_window < hp->n_ctx_train)
-        return nb_fail(NB_ERR_UNSUPPORTED, "%s: sliding-window attention (window %d < context %d) is not supported yet",
-                       m->src.path, hp->sliding_window, hp->n_ctx_train);
+    m->max_ctx = INT32_MAX;
+    if (hp->sliding_window > 0 && hp->sliding_window < hp->n_ctx_train) {
+        /* Full attention equals sliding-window attention as long as no
+         * sequence is longer than the window, so such models run exactly,
+         * capped at the window (Mistral 7B v0.1: 4096 of 32768). */
+        NB_WARN("%s: sliding-window attention (window %d) is not implemented; contexts are capped at %d tokens "
+                "(the model was trained for %d)", m->src.path, hp->sliding_window, hp->sliding_window,
+                hp->n_ctx_train);
+        m->max_ctx = hp->sliding_window;
+        m->hp.n_ctx_train = hp->sliding_window;
+    }
     NB_TRY(find2(m, "token_embd.weight", E, hp->n_vocab, false, &m->tok_embd));
     if (hp->tied_embeddings) {
         m->output = m->tok_embd;
@@ -115,7 +124,7 @@ static nb_status bind(nb_model *m) {
         m->rope_freq_factors = nb_malloc((size_t)hp->rope_dim / 2 * sizeof(float));
         if (!m->rope_freq_factors) return NB_ERR_NOMEM;
         if (rf) NB_TRY(vec(m, "rope_freqs.weight", hp->rope_dim / 2, m->rope_freq_factors));
-        else llama3_factors(hp, m->rope_freq_factors);
+        else nb_rope_llama3_factors(hp, m->rope_freq_factors);
     }
     for (int64_t i = 0; i < m->src.n_tensors; i++) {
         m->weight_bytes += m->src.tensors[i].nbytes;

@@ -3,8 +3,9 @@
  * (mmap for GGUF/safetensors/llama2.c); only the small 1-D tensors (norms,
  * biases) are converted to f32 and owned here.
  *
- * Supported: llama family (Llama 2/3, TinyLlama, SmolLM, Mistral without
- * sliding window) and qwen2 (q/k/v biases, tied embeddings). */
+ * Supported: llama family (Llama 2/3, TinyLlama, SmolLM, Mistral: with a
+ * sliding window, contexts are capped at the window, where full attention is
+ * exact) and qwen2 (q/k/v biases, tied embeddings). */
 #ifndef NB_MODEL_MODEL_H
 #define NB_MODEL_MODEL_H
 
@@ -26,6 +27,7 @@ typedef struct nb_model {
     nb_layer *layers;
     float *rope_freq_factors;   /* NULL, or rope_dim/2 divisors (llama3 scaling) */
     float *owned;               /* backing store of the f32 norms/biases */
+    int32_t max_ctx;            /* longest sequence computed exactly (sliding-window models: the window) */
     uint64_t weight_bytes;      /* bytes of all tensors */
     uint64_t n_params;
 } nb_model;
@@ -36,5 +38,9 @@ void nb_model_free(nb_model *m);
 /* Bytes of weights read per decoded token (every tensor but the embedding
  * table, of which only one row is gathered). */
 uint64_t nb_model_bytes_per_token(const nb_model *m);
+
+/* llama3 rope scaling as per-pair frequency divisors (rope_dim/2 values),
+ * the form GGUF files store in rope_freqs.weight. */
+void nb_rope_llama3_factors(const nb_hparams *hp, float *ff);
 
 #endif
