@@ -9,7 +9,8 @@
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")      \
     X(synth, "write a deterministic random-weight model of any shape")            \
     X(plan, "the memory account: weights, KV pool, concurrency per length")       \
-    X(perplexity, "perplexity of a model over a text file")
+    X(perplexity, "perplexity of a model over a text file")                       \
+    X(bench, "throughput: prompt processing, generation, decode roofline")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv) __attribute__((weak));
 NB_COMMANDS(X)
