@@ -31,7 +31,7 @@ static void stats(const double *x, int n, double *mean, double *sd) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-t N] [-r 3] [-b 512] [--no-bw] [--json]\n"
+    fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
                "  pp: P prompt tokens in batches of B; tg: N tokens one at a time after a 1-token prompt.\n"
                "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight bytes read per\n"
                "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth.\n");
@@ -52,6 +52,7 @@ int nb_cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
         if (!strcmp(a, "--json")) { json = true; continue; }
         if (!strcmp(a, "--no-bw")) { bw = false; continue; }
+        if (!strcmp(a, "--mmap")) { sp.use_mmap = true; continue; }
         if (a[0] != '-') { sp.model_path = a; continue; }
         if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) sp.model_path = val;

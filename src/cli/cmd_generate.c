@@ -35,7 +35,8 @@ static void usage(FILE *f) {
             "      --ignore-eos        keep generating after an end-of-generation token\n"
             "      --no-bos            do not add BOS even if the model asks for it\n"
             "      --echo              print the prompt before the generated text\n"
-            "      --ids               print the generated token ids as one JSON array instead of text\n");
+            "      --ids               print the generated token ids as one JSON array instead of text\n"
+            "      --mmap              compute from the file mapping instead of a huge-page copy of the weights\n");
 }
 
 static double now_s(void) {
@@ -84,6 +85,7 @@ int nb_cmd_generate(int argc, char **argv) {
             smp.seed = s;
             smp.has_seed = true;
         }
+        else if (!strcmp(a, "--mmap")) sp.use_mmap = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-bos")) no_bos = true;
         else if (!strcmp(a, "--echo")) echo = true;

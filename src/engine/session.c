@@ -21,7 +21,8 @@ nb_status nb_session_open(const nb_session_params *p, nb_session **out) {
         free(s);
         return st;
     }
-    if ((st = nb_model_load(s->model_path, &s->model)) != NB_OK) goto fail;
+    nb_model_params mp = {.use_mmap = p->use_mmap};
+    if ((st = nb_model_load_ex(s->model_path, &mp, &s->model)) != NB_OK) goto fail;
     if ((st = nb_tokenizer_load(s->model_path, p->tokenizer_path, &s->tok)) != NB_OK) goto fail;
     s->n_vocab = s->model->hp.n_vocab;
     if (nb_tokenizer_n_vocab(s->tok) > s->n_vocab) {

@@ -17,6 +17,7 @@ typedef struct nb_session_params {
     int n_threads;              /* <= 0: one per core */
     int32_t n_ctx;              /* tokens the KV cache holds; <= 0: the model's context (capped at 4096) */
     int32_t n_batch;            /* tokens per forward call; <= 0: 512 */
+    bool use_mmap;              /* compute from the file mapping (see nb_model_params) */
 } nb_session_params;
 
 typedef struct nb_session {

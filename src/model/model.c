@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/half.h"
 #include "base/log.h"
@@ -133,7 +134,38 @@ static nb_status bind(nb_model *m) {
     return NB_OK;
 }
 
+/* Copies every matrix the matmul reads into one huge-page-backed anonymous
+ * region and points the tensors there (see nb_model_params). */
+static nb_status make_resident(nb_model *m) {
+    size_t total = 0;
+    for (int64_t i = 0; i < m->src.n_tensors; i++)
+        if (m->src.tensors[i].n_dims >= 2) total += ((size_t)m->src.tensors[i].nbytes + 63) & ~(size_t)63;
+    if (!total) return NB_OK;
+    size_t huge = (size_t)2 << 20;
+    size_t len = (total + huge - 1) & ~(huge - 1);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return nb_fail(NB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights (try --mmap)", m->src.path, len);
+    madvise(p, len, MADV_HUGEPAGE);
+    uint8_t *w = p;
+    for (int64_t i = 0; i < m->src.n_tensors; i++) {
+        nb_tensor *t = &m->src.tensors[i];
+        if (t->n_dims < 2) continue;
+        memcpy(w, t->data, (size_t)t->nbytes);
+        t->data = w;
+        w += ((size_t)t->nbytes + 63) & ~(size_t)63;
+    }
+    m->resident = p;
+    m->resident_bytes = len;
+    return NB_OK;
+}
+
 nb_status nb_model_load(const char *path, nb_model **out) {
+    nb_model_params p = {0};
+    return nb_model_load_ex(path, &p, out);
+}
+
+nb_status nb_model_load_ex(const char *path, const nb_model_params *p, nb_model **out) {
     *out = NULL;
     nb_quant_init(); /* registers nibble's own dtypes before the file is read */
     nb_model *m = nb_calloc(1, sizeof *m);
@@ -141,6 +173,7 @@ nb_status nb_model_load(const char *path, nb_model **out) {
     nb_status st = nb_source_open(path, &m->src);
     if (st != NB_OK) { free(m); return st; }
     m->hp = m->src.hp;
+    if (!p->use_mmap && (st = make_resident(m)) != NB_OK) { nb_model_free(m); return st; }
     st = bind(m);
     if (st != NB_OK) { nb_model_free(m); return st; }
     *out = m;
@@ -150,6 +183,7 @@ nb_status nb_model_load(const char *path, nb_model **out) {
 void nb_model_free(nb_model *m) {
     if (!m) return;
     nb_source_close(&m->src);
+    if (m->resident) munmap(m->resident, m->resident_bytes);
     free(m->layers);
     free(m->owned);
     free(m->rope_freq_factors);

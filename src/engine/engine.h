@@ -1,0 +1,146 @@
+/* The serving engine: many requests share one model; the KV cache is the
+ * resource the scheduler spends (vLLM's design, in C).
+ *
+ * Threads: nb_engine_create starts one engine loop thread that owns the
+ * model's forward pass, the KV pool, the block manager and the scheduler.
+ * nb_engine_submit / nb_engine_abort / nb_engine_stats may be called from
+ * any thread at any time (they take the engine's queue lock briefly).
+ * Sinks are called on the engine thread: they must return quickly (copy the
+ * event, signal a condition, write to a pipe) and must not call back into
+ * the engine except nb_engine_abort.
+ *
+ * Each loop step: the scheduler picks this step's work under
+ * max_num_seqs and max_num_batched_tokens - running decodes first, then
+ * (chunked) prefill of waiting prompts, FCFS - allocating KV blocks and
+ * preempting the most recently started sequence (recompute) when blocks run
+ * out; one nb_fwd_run over all scheduled tokens; sampling; detokenization
+ * and stop-string matching; sink events; finished/aborted sequences return
+ * their blocks (full blocks stay in the prefix cache until evicted). */
+#ifndef NB_ENGINE_ENGINE_H
+#define NB_ENGINE_ENGINE_H
+
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum nb_kv_dtype {
+    NB_KV_AUTO = 0, /* the engine's default (f32 today) */
+    NB_KV_F32, NB_KV_F16, NB_KV_BF16, NB_KV_FP8, NB_KV_INT8,
+} nb_kv_dtype;
+
+typedef struct nb_engine_config {
+    const char *tokenizer_path;      /* NULL: found from the model */
+    int n_threads;                   /* <= 0: one per core */
+    bool use_mmap;                   /* see nb_model_params */
+    int32_t max_model_len;           /* <= 0: the model's context length */
+    int32_t max_num_seqs;            /* <= 0: 64 */
+    int32_t max_num_batched_tokens;  /* <= 0: 512 (chunked prefill splits longer prompts) */
+    int32_t block_size;              /* <= 0: 16 */
+    double memory_utilization;       /* <= 0: 0.90 (of host RAM) */
+    uint64_t kv_cache_bytes;         /* > 0: this many bytes of KV pool, overriding the account */
+    nb_kv_dtype kv_cache_dtype;
+    bool enable_prefix_caching;      /* vLLM's default: on (set by nb_engine_config_defaults) */
+    int32_t max_waiting;             /* <= 0: 1024; beyond it submit returns NB_ERR_OVERLOADED */
+} nb_engine_config;
+
+void nb_engine_config_defaults(nb_engine_config *c);
+
+typedef enum nb_finish_reason {
+    NB_FINISH_NONE = 0,   /* not finished (a streamed token) */
+    NB_FINISH_STOP,       /* EOS / stop token / stop string */
+    NB_FINISH_LENGTH,     /* max_tokens or max_model_len reached */
+    NB_FINISH_ABORT,      /* nb_engine_abort or engine shutdown */
+    NB_FINISH_ERROR,      /* the request could not be served (message in `error`) */
+} nb_finish_reason;
+
+const char *nb_finish_reason_str(nb_finish_reason r); /* "stop", "length", "abort", "error" */
+
+#define NB_MAX_TOP_LOGPROBS 20
+
+/* One event per generated token, and a final one with finish != NONE (which
+ * may also carry the last token). `text` is the new UTF-8-complete text
+ * (never a split character; stop strings are cut out and text that could
+ * still become a stop string is held back until it cannot). */
+typedef struct nb_token_event {
+    uint64_t request_id;
+    int32_t token;             /* -1 when the event carries no token */
+    const char *text;
+    size_t text_len;
+    float logprob;             /* of `token` under the raw model distribution (requests with logprobs >= 0) */
+    int32_t n_top;             /* top logprobs (request's `logprobs` value) */
+    int32_t top_ids[NB_MAX_TOP_LOGPROBS];
+    float top_logprobs[NB_MAX_TOP_LOGPROBS];
+    nb_finish_reason finish;
+    const char *error;         /* NB_FINISH_ERROR only */
+    int32_t n_prompt_tokens;
+    int32_t n_generated;       /* tokens generated so far, this one included */
+    int32_t n_cached_tokens;   /* prompt tokens served from the prefix cache */
+    double queue_s;            /* submit -> first scheduled */
+    double ttft_s;             /* submit -> first token (set from the first token on) */
+} nb_token_event;
+
+typedef void (*nb_sink_fn)(void *ud, const nb_token_event *ev);
+
+#define NB_MAX_STOP_STRINGS 16
+#define NB_MAX_STOP_LEN 256
+
+typedef struct nb_request_params {
+    const int32_t *prompt;     /* copied by submit */
+    size_t n_prompt;
+    nb_sampling sampling;
+    int32_t max_tokens;        /* >= 1; prompt + max_tokens must fit max_model_len */
+    int32_t min_tokens;        /* EOS/stop tokens banned until this many were generated */
+    bool ignore_eos;
+    const char *const *stop;   /* stop strings (copied), at most NB_MAX_STOP_STRINGS of NB_MAX_STOP_LEN bytes */
+    size_t n_stop;
+    const int32_t *stop_ids;   /* extra stop token ids (copied) */
+    size_t n_stop_ids;
+    int32_t logprobs;          /* -1: none; 0..NB_MAX_TOP_LOGPROBS: logprob of the token + that many top ones */
+    nb_sink_fn sink;
+    void *ud;
+} nb_request_params;
+
+typedef struct nb_engine_stats {
+    int32_t running, waiting, preempted;     /* sequences now */
+    uint64_t preemptions_total;
+    int64_t kv_blocks_total, kv_blocks_used; /* used = referenced by a live sequence */
+    int64_t kv_blocks_cached;                /* free but holding a reusable prefix */
+    double kv_usage;                         /* used / total */
+    uint64_t prefix_queries_tokens, prefix_hit_tokens; /* hit rate = hits / queries */
+    uint64_t prompt_tokens_total, generation_tokens_total;
+    uint64_t requests_finished[5];           /* by nb_finish_reason */
+    uint64_t steps_total;
+    double last_step_s;                      /* wall time of the last step */
+    int32_t max_model_len, max_num_seqs, max_num_batched_tokens, block_size;
+    uint64_t kv_bytes_per_token, kv_pool_bytes, weight_bytes;
+} nb_engine_stats;
+
+typedef struct nb_engine nb_engine;
+
+/* Loads the model and tokenizer, sizes the KV pool from the memory account
+ * (plan/), and starts the loop thread. Refuses (NB_ERR_CAPACITY, exit code 2
+ * in the CLI) when the pool cannot hold one max_model_len sequence, with the
+ * planner's message; warns when max_model_len x max_num_seqs exceeds it. */
+nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, nb_engine **out)
+    __attribute__((warn_unused_result));
+/* Aborts every request (sinks get NB_FINISH_ABORT), stops the thread, frees. */
+void nb_engine_free(nb_engine *e);
+
+/* Queues a request. NB_ERR_INVALID / NB_ERR_RANGE: bad parameters (message
+ * names the parameter and the allowed range, e.g. prompt + max_tokens >
+ * max_model_len with both numbers); NB_ERR_OVERLOADED: waiting queue full.
+ * On success *id identifies it in events and for abort. */
+nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *id)
+    __attribute__((warn_unused_result));
+/* Aborts a request wherever it is; its blocks return at once (before the
+ * next step). The sink gets a final NB_FINISH_ABORT event. Unknown or
+ * finished ids are ignored. */
+void nb_engine_abort(nb_engine *e, uint64_t id);
+void nb_engine_stats(nb_engine *e, nb_engine_stats *out);
+
+const nb_model *nb_engine_model(const nb_engine *e);
+const nb_tokenizer *nb_engine_tokenizer(const nb_engine *e);
+/* The startup memory account as printed lines (same text as `nibble plan` for this host). */
+const char *nb_engine_account(const nb_engine *e);
+
+#endif
