@@ -1,0 +1,352 @@
+/* nibble plan: the memory account for a model on a card (src/plan), as the
+ * seeds' three steps or JSON, or several weight schemes side by side
+ * (--compare). Exit 0 when the configuration fits (warnings included), 2 on
+ * a refusal (the pool cannot hold one max_model_len sequence) or a usage
+ * error, 1 on other failures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "plan/plan.h"
+
+#define CMD "plan"
+#define MAX_COMPARE 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: nibble plan [--model] MODEL (--gpu ID | --gpu-mem SIZE | --host) [options]\n"
+            "\n"
+            "MODEL is a preset (--list-models), a GGUF file (exact tensor sizes), an HF model\n"
+            "directory or its config.json (quantization_config picks the scheme).\n"
+            "\n"
+            "hardware:\n"
+            "  --gpu ID                 card preset (--list-gpus): capacity and FP8 path\n"
+            "  --gpu-mem SIZE           memory per card, e.g. 32GiB, 80GB (overrides the preset's)\n"
+            "  --host                   the CPU engine: capacity = MemTotal of /proc/meminfo\n"
+            "  --tp N                   tensor-parallel size (default 1, or --gpus)\n"
+            "  --gpus N                 cards in all, a multiple of --tp (replicas = gpus / tp)\n"
+            "weights and KV:\n"
+            "  --weights SCHEME         %s\n"
+            "  --group-size N           scales per N weights (int4/int8; 0 = per channel)\n"
+            "  --keep LIST              tensors left unquantized: embed,lm_head,router or none\n"
+            "  --kv-dtype T             %s\n"
+            "account:\n"
+            "  --memory-utilization F   share of the card the engine may use (default 0.90)\n"
+            "  --overhead SIZE          fixed per-card overhead estimate (default 2GiB)\n"
+            "  --max-model-len N        longest sequence (default: the model's context length)\n"
+            "  --max-num-seqs N         sequences at once (default 256)\n"
+            "  --lengths L1,L2,...      lengths to report concurrency for (default 4096,8192,32768)\n"
+            "output:\n"
+            "  --json                   one JSON object with every number (bytes)\n"
+            "  --compare[=S1,S2,...]    schemes side by side (default fp16,fp8,int8,int4)\n"
+            "  --list-models | --list-gpus | --list-schemes\n",
+            nb_plan_scheme_names(), nb_plan_kv_names());
+}
+
+static void list_models(void) {
+    printf("%-18s %-12s %8s %7s %6s %8s %7s %9s %8s  %s\n", "preset", "arch", "layers", "hidden", "heads", "kv_heads",
+           "experts", "params", "ctx", "source");
+    const nb_plan_model *m;
+    for (int i = 0; (m = nb_plan_model_preset_at(i)) != NULL; i++)
+        printf("%-18s %-12s %8lld %7lld %6lld %8lld %7lld %8.2fB %8lld  %s\n", m->name, m->arch, (long long)m->n_layer,
+               (long long)m->n_embd, (long long)m->n_head, (long long)m->n_head_kv, (long long)m->n_expert,
+               (double)nb_plan_model_params(m) / 1e9, (long long)m->n_ctx_train, m->source);
+}
+
+static void list_gpus(void) {
+    printf("%-14s %-32s %10s %5s %6s\n", "preset", "card", "memory", "fp8", "cc");
+    const nb_plan_gpu *g;
+    for (int i = 0; (g = nb_plan_gpu_preset_at(i)) != NULL; i++)
+        printf("%-14s %-32s %6.0f GiB %5s %6.1f\n", g->id, g->name, (double)g->bytes / (1 << 30),
+               g->fp8_native ? "yes" : "no", g->compute_cap);
+}
+
+static bool parse_lengths(const char *val, nb_plan_config *c) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", val);
+    c->n_lengths = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (c->n_lengths >= NB_PLAN_MAX_LENGTHS) {
+            fprintf(stderr, "nibble plan: --lengths: at most %d lengths\n", NB_PLAN_MAX_LENGTHS);
+            return false;
+        }
+        if (!nb_arg_int(CMD, "--lengths", tok, 1, (int64_t)1 << 32, &v)) return false;
+        c->lengths[c->n_lengths++] = v;
+    }
+    if (!c->n_lengths) {
+        fprintf(stderr, "nibble plan: --lengths: give at least one length, e.g. 4096,8192\n");
+        return false;
+    }
+    return true;
+}
+
+static bool parse_keep(const char *val, nb_plan_scheme *s) {
+    s->keep_embed = s->keep_lm_head = s->keep_router = false;
+    if (!strcasecmp(val, "none")) return true;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", val);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcasecmp(tok, "embed")) s->keep_embed = true;
+        else if (!strcasecmp(tok, "lm_head")) s->keep_lm_head = true;
+        else if (!strcasecmp(tok, "router")) s->keep_router = true;
+        else {
+            fprintf(stderr, "nibble plan: --keep: '%s' is not one of embed, lm_head, router, none\n", tok);
+            return false;
+        }
+    }
+    return true;
+}
+
+typedef struct {
+    const char *model, *gpu, *weights, *keep, *compare;
+    uint64_t gpu_mem;
+    bool host, json, have_tp, have_gpus, have_group, have_lengths;
+    int64_t group;
+} opts;
+
+int nb_cmd_plan(int argc, char **argv) {
+    opts o = {0};
+    nb_plan_config c;
+    nb_plan_config_init(&c);
+    int rc = NB_EXIT_USAGE;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+        double d;
+#define VAL() do { if (!(v = nb_arg_value(CMD, argc, argv, &i))) goto out; } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            rc = NB_EXIT_OK;
+            goto out;
+        } else if (!strcmp(a, "--list-models")) {
+            list_models();
+            rc = NB_EXIT_OK;
+            goto out;
+        } else if (!strcmp(a, "--list-gpus")) {
+            list_gpus();
+            rc = NB_EXIT_OK;
+            goto out;
+        } else if (!strcmp(a, "--list-schemes")) {
+            printf("weights: %s\nKV: %s\n", nb_plan_scheme_names(), nb_plan_kv_names());
+            rc = NB_EXIT_OK;
+            goto out;
+        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
+            VAL();
+            o.model = v;
+        } else if (!strcmp(a, "--gpu")) {
+            VAL();
+            o.gpu = v;
+        } else if (!strcmp(a, "--gpu-mem")) {
+            VAL();
+            if (!nb_arg_bytes(CMD, "--gpu-mem", v, &o.gpu_mem)) goto out;
+            if (o.gpu_mem == 0) {
+                fprintf(stderr, "nibble plan: --gpu-mem: '%s' is 0 bytes\n", v);
+                goto out;
+            }
+        } else if (!strcmp(a, "--host")) {
+            o.host = true;
+        } else if (!strcmp(a, "--tp")) {
+            VAL();
+            if (!nb_arg_int(CMD, "--tp", v, 1, NB_PLAN_MAX_CARDS, &n)) goto out;
+            c.tp = (int)n;
+            o.have_tp = true;
+        } else if (!strcmp(a, "--gpus")) {
+            VAL();
+            if (!nb_arg_int(CMD, "--gpus", v, 1, NB_PLAN_MAX_CARDS, &n)) goto out;
+            c.gpus = (int)n;
+            o.have_gpus = true;
+        } else if (!strcmp(a, "--weights") || !strcmp(a, "--quant")) {
+            VAL();
+            o.weights = v;
+        } else if (!strcmp(a, "--group-size")) {
+            VAL();
+            if (!nb_arg_int(CMD, "--group-size", v, 0, 1 << 20, &o.group)) goto out;
+            o.have_group = true;
+        } else if (!strcmp(a, "--keep")) {
+            VAL();
+            o.keep = v;
+        } else if (!strcmp(a, "--kv-dtype")) {
+            VAL();
+            if (nb_plan_kv_from_name(v, &c.kv) != NB_OK) {
+                fprintf(stderr, "nibble plan: --kv-dtype: %s\n", nb_errmsg());
+                goto out;
+            }
+        } else if (!strcmp(a, "--memory-utilization") || !strcmp(a, "--gpu-memory-utilization")) {
+            VAL();
+            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &d)) goto out;
+            c.utilization = d;
+        } else if (!strcmp(a, "--overhead")) {
+            VAL();
+            if (!nb_arg_bytes(CMD, "--overhead", v, &c.overhead)) goto out;
+        } else if (!strcmp(a, "--max-model-len")) {
+            VAL();
+            if (!nb_arg_int(CMD, "--max-model-len", v, 1, (int64_t)1 << 32, &c.max_model_len)) goto out;
+        } else if (!strcmp(a, "--max-num-seqs")) {
+            VAL();
+            if (!nb_arg_int(CMD, "--max-num-seqs", v, 1, 1 << 20, &c.max_num_seqs)) goto out;
+        } else if (!strcmp(a, "--lengths")) {
+            VAL();
+            if (!parse_lengths(v, &c)) goto out;
+            o.have_lengths = true;
+        } else if (!strcmp(a, "--json")) {
+            o.json = true;
+        } else if (!strcmp(a, "--compare")) {
+            o.compare = "fp16,fp8,int8,int4";
+        } else if (!strncmp(a, "--compare=", 10)) {
+            o.compare = a + 10;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "nibble plan: unknown option '%s' (nibble plan --help)\n", a);
+            goto out;
+        } else if (!o.model) {
+            o.model = a;
+        } else {
+            fprintf(stderr, "nibble plan: unexpected argument '%s' (the model is '%s')\n", a, o.model);
+            goto out;
+        }
+#undef VAL
+    }
+    if (!o.model) {
+        fprintf(stderr, "nibble plan: no model (give a preset, a GGUF file or an HF directory; --list-models)\n");
+        goto out;
+    }
+    if (!o.gpu && !o.gpu_mem && !o.host) {
+        fprintf(stderr, "nibble plan: no hardware (give --gpu ID, --gpu-mem SIZE or --host; --list-gpus)\n");
+        goto out;
+    }
+    if (o.host && (o.gpu || o.gpu_mem)) {
+        fprintf(stderr, "nibble plan: --host cannot be combined with --gpu / --gpu-mem\n");
+        goto out;
+    }
+    /* hardware */
+    if (o.gpu) {
+        const nb_plan_gpu *g = nb_plan_gpu_preset(o.gpu);
+        if (!g) {
+            fprintf(stderr, "nibble plan: --gpu: '%s' is not a card preset (nibble plan --list-gpus)\n", o.gpu);
+            goto out;
+        }
+        snprintf(c.device, sizeof c.device, "%s", g->id);
+        c.capacity = g->bytes;
+        c.fp8_native = g->fp8_native;
+        c.compute_cap = g->compute_cap;
+    }
+    if (o.gpu_mem) c.capacity = o.gpu_mem;
+    if (o.host) {
+        if (nb_plan_host_ram(NULL, &c.capacity) != NB_OK) {
+            nb_cli_error(CMD);
+            rc = NB_EXIT_FAIL;
+            goto out;
+        }
+        c.host = true;
+        c.fp8_native = 0;
+        snprintf(c.device, sizeof c.device, "host");
+    }
+    if (o.have_gpus && !o.have_tp) c.tp = c.gpus;
+    if (o.have_tp && !o.have_gpus) c.gpus = c.tp;
+    /* model and scheme */
+    nb_status st = nb_plan_load_model(o.model, &c);
+    if (st != NB_OK) {
+        nb_cli_error(CMD);
+        rc = nb_cli_exit_code(st);
+        goto out;
+    }
+    if (o.weights) {
+        if (nb_plan_scheme_from_name(o.weights, &c.scheme) != NB_OK) {
+            fprintf(stderr, "nibble plan: --weights: %s\n", nb_errmsg());
+            goto out;
+        }
+        nb_plan_config_free(&c); /* a scheme of our own: size from the architecture */
+    }
+    if (!o.have_lengths) { /* default lengths: 4096, 8192, 32768 up to max_model_len, and max_model_len */
+        int64_t mml = c.max_model_len > 0 ? c.max_model_len : c.model.n_ctx_train;
+        if (mml > 0) {
+            int k = 0;
+            for (int i = 0; i < c.n_lengths; i++)
+                if (c.lengths[i] < mml) c.lengths[k++] = c.lengths[i];
+            c.lengths[k++] = mml;
+            c.n_lengths = k;
+        }
+    }
+    if (o.have_group) c.scheme.group = o.group;
+    if (o.keep && !parse_keep(o.keep, &c.scheme)) goto out;
+
+    if (o.compare) {
+        nb_plan_scheme sch[MAX_COMPARE];
+        nb_plan_result res[MAX_COMPARE];
+        int ns = 0;
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", o.compare);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (ns >= MAX_COMPARE) {
+                fprintf(stderr, "nibble plan: --compare: at most %d schemes\n", MAX_COMPARE);
+                goto out;
+            }
+            if (nb_plan_scheme_from_name(tok, &sch[ns]) != NB_OK) {
+                fprintf(stderr, "nibble plan: --compare: %s\n", nb_errmsg());
+                goto out;
+            }
+            if (o.have_group && sch[ns].fmt == NB_PLAN_W_INT) sch[ns].group = o.group;
+            ns++;
+        }
+        if (!ns) {
+            fprintf(stderr, "nibble plan: --compare: no schemes\n");
+            goto out;
+        }
+        for (int i = 0; i < ns; i++) {
+            nb_plan_config ci = c;
+            ci.scheme = sch[i];
+            ci.tensors = NULL;
+            ci.n_tensors = 0;
+            if ((st = nb_plan_compute(&ci, &res[i])) != NB_OK) {
+                nb_cli_error(CMD);
+                rc = nb_cli_exit_code(st);
+                goto out;
+            }
+        }
+        if (o.json) {
+            char *j = nb_plan_json_compare(&c, res, sch, ns);
+            if (!j) {
+                rc = NB_EXIT_FAIL;
+                goto out;
+            }
+            printf("%s\n", j);
+            free(j);
+        } else {
+            nb_plan_print_compare(&c, res, sch, ns, stdout);
+        }
+        rc = NB_EXIT_OK;
+        goto out;
+    }
+
+    nb_plan_result r;
+    if ((st = nb_plan_compute(&c, &r)) != NB_OK) {
+        nb_cli_error(CMD);
+        rc = nb_cli_exit_code(st);
+        goto out;
+    }
+    if (o.json) {
+        char *j = nb_plan_json(&c, &r);
+        if (!j) {
+            rc = NB_EXIT_FAIL;
+            goto out;
+        }
+        printf("%s\n", j);
+        free(j);
+    } else {
+        nb_plan_print(&c, &r, stdout);
+    }
+    if (r.refused) {
+        char msg[600];
+        nb_plan_refusal_message(&r, msg, sizeof msg);
+        fprintf(stderr, "nibble plan: refused: %s\n", msg);
+        rc = NB_EXIT_USAGE;
+    } else {
+        rc = NB_EXIT_OK;
+    }
+out:
+    nb_plan_config_free(&c);
+    return rc;
+}
