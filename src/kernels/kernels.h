@@ -21,10 +21,21 @@ typedef float (*nb_dot_fn)(int64_t n, const void *w, const float *x);
 /* Convert n elements to float. */
 typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 
+/* A GEMM panel over f32 weight rows and transposed activations:
+ *     y[t*ldy + r] = sum_k w[r*K + k] * xt[k*ldx + t]    r < nr, t < nt
+ * xt is X transposed once per matmul (k-major, ldx >= nt, a multiple of 16,
+ * zero-padded), so the SIMD kernels load 16-32 tokens of one k as vectors
+ * and broadcast each weight from its row: every loaded vector feeds many
+ * FMAs and no horizontal sums are needed - what makes prefill compute-bound
+ * rather than load-bound. */
+typedef void (*nb_gemm_f32_fn)(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt,
+                               float *y, int64_t ldy);
+
 typedef struct nb_float_kernels {
     const char *isa;
     nb_dot_fn dot_f32, dot_f16, dot_bf16;
     nb_to_f32_fn f16_to_f32, bf16_to_f32;
+    nb_gemm_f32_fn gemm_f32;
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);

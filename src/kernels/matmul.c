@@ -13,7 +13,7 @@
 #include "kernels/qdot.h"
 #include "quant/qtypes.h"
 
-#define TILE_ROWS 8
+#define TILE_ROWS 32
 
 const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa) {
     nb_isa isa = nb_cpu_isa();
@@ -61,7 +61,27 @@ typedef struct {
     nb_dot_fn dot;
     nb_to_f32_fn to_f32; /* NULL for f32 weights */
     float *tiles;        /* per-thread TILE_ROWS*K floats */
+    float *xt;           /* X transposed: [K][ldx], zero-padded tokens */
+    int64_t ldx;
 } float_job;
+
+/* xt[k*ldx + t] = X[t*K + k]; tokens n..ldx-1 are zero. Split over k, in
+ * 16 x 16 blocks so reads and writes both stay within cache lines. */
+static void transpose_worker(void *arg, int ith, int nth) {
+    float_job *j = arg;
+    int64_t k0, k1;
+    nb_split((j->K + 15) / 16, ith, nth, &k0, &k1);
+    k0 *= 16;
+    k1 = NB_MIN(k1 * 16, j->K);
+    for (int64_t kb = k0; kb < k1; kb += 16) {
+        int64_t ke = NB_MIN(kb + 16, k1);
+        for (int64_t tb = 0; tb < j->ldx; tb += 16)
+            for (int64_t k = kb; k < ke; k++) {
+                float *d = j->xt + k * j->ldx + tb;
+                for (int64_t t = 0; t < 16; t++) d[t] = tb + t < j->n ? j->X[(tb + t) * j->K + k] : 0.0f;
+            }
+    }
+}
 
 static void float_worker(void *arg, int ith, int nth) {
     float_job *j = arg;
@@ -75,21 +95,12 @@ static void float_worker(void *arg, int ith, int nth) {
     float *tile = j->tiles + (size_t)ith * TILE_ROWS * (size_t)j->K;
     for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
         int64_t nr = NB_MIN(TILE_ROWS, r1 - rt);
-        const float *rows[TILE_ROWS];
-        for (int64_t i = 0; i < nr; i++) {
-            const uint8_t *src = w + (rt + i) * j->row_bytes;
-            if (j->to_f32) {
-                j->to_f32(j->K, src, tile + i * j->K);
-                rows[i] = tile + i * j->K;
-            } else {
-                rows[i] = (const float *)src;
-            }
+        const float *rows = (const float *)(w + rt * j->row_bytes); /* f32 rows are contiguous */
+        if (j->to_f32) {
+            for (int64_t i = 0; i < nr; i++) j->to_f32(j->K, w + (rt + i) * j->row_bytes, tile + i * j->K);
+            rows = tile;
         }
-        for (int64_t t = 0; t < j->n; t++) {
-            const float *x = j->X + t * j->K;
-            float *y = j->Y + t * j->R + rt;
-            for (int64_t i = 0; i < nr; i++) y[i] = j->fk->dot_f32(j->K, rows[i], x);
-        }
+        j->fk->gemm_f32(j->K, rows, nr, j->xt, j->ldx, j->n, j->Y + rt, j->R);
     }
 }
 
@@ -163,9 +174,13 @@ nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, f
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': no matmul kernel for type %s", W->name,
                        nb_dtype_name(W->type));
     }
-    if (n > 1 && j.to_f32) {
-        NB_TRY(nb_kctx_scratch(k, (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)K * sizeof(float)));
+    if (n > 1) {
+        j.ldx = (n + 31) & ~(int64_t)31;
+        size_t tiles = (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)K, xt = (size_t)(K * j.ldx);
+        NB_TRY(nb_kctx_scratch(k, (tiles + xt) * sizeof(float)));
         j.tiles = (float *)k->scratch;
+        j.xt = j.tiles + tiles;
+        nb_pool_run(k->pool, transpose_worker, &j);
     }
     nb_pool_run(k->pool, float_worker, &j);
     return NB_OK;

@@ -48,6 +48,16 @@ static void bf16_to_f32(int64_t n, const void *src, float *dst) {
     for (int64_t i = 0; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
 }
 
-static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32};
+static void gemm_f32(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
+                     int64_t ldy) {
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t r = 0; r < nr; r++) {
+            float s = 0;
+            for (int64_t k = 0; k < K; k++) s += w[r * K + k] * xt[k * ldx + t];
+            y[t * ldy + r] = s;
+        }
+}
+
+static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
 
 const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

@@ -63,6 +63,43 @@ static void bf16_to_f32(int64_t n, const void *src, float *dst) {
     for (; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
 }
 
-static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32};
+/* 6 rows x 16 tokens per call: 12 ymm accumulators, 2 token vectors per k,
+ * each weight broadcast from its row into two FMAs. */
+#define KR 6
+
+static void panel_6x16(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
+                       int64_t ldy) {
+    __m256 acc[KR][2];
+    const float *wr[KR];
+#pragma GCC unroll 6
+    for (int r = 0; r < KR; r++) {
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        wr[r] = w + (r < nr ? r : 0) * K;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        __m256 x0 = _mm256_loadu_ps(xt + k * ldx), x1 = _mm256_loadu_ps(xt + k * ldx + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < KR; r++) {
+            __m256 wv = _mm256_broadcast_ss(wr[r] + k);
+            acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float v[16];
+        _mm256_storeu_ps(v, acc[r][0]);
+        _mm256_storeu_ps(v + 8, acc[r][1]);
+        for (int64_t t = 0; t < nt; t++) y[t * ldy + r] = v[t];
+    }
+}
+
+static void gemm_f32(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
+                     int64_t ldy) {
+    for (int64_t t = 0; t < nt; t += 16)
+        for (int64_t r = 0; r < nr; r += KR)
+            panel_6x16(K, w + r * K, NB_MIN(KR, nr - r), xt + t, ldx, NB_MIN(16, nt - t), y + t * ldy + r, ldy);
+}
+
+static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
 
 const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }
