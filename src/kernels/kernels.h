@@ -52,12 +52,15 @@ typedef struct nb_kctx {
     const nb_float_kernels *fk;
     uint8_t *scratch;        /* grows on demand, never shrinks */
     size_t scratch_size;
+    uint8_t *act;            /* quantized / round-tripped activations, same policy */
+    size_t act_size;
 } nb_kctx;
 
 nb_status nb_kctx_init(nb_kctx *k, int n_threads) __attribute__((warn_unused_result));
 void nb_kctx_free(nb_kctx *k);
 /* Ensures at least `bytes` of scratch (allocates only when it must grow). */
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
+nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
 
 /* Y[n][R] = X[n][K] * W^T. Supports F32, F16, BF16 and every quantized
  * type the quant registry and qdot dispatch know. */

@@ -34,18 +34,22 @@ nb_status nb_kctx_init(nb_kctx *k, int n_threads) {
 void nb_kctx_free(nb_kctx *k) {
     nb_pool_free(k->pool);
     free(k->scratch);
+    free(k->act);
     memset(k, 0, sizeof *k);
 }
 
-nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) {
-    if (bytes <= k->scratch_size) return NB_OK;
+static nb_status grow(uint8_t **buf, size_t *size, size_t bytes) {
+    if (bytes <= *size) return NB_OK;
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for %zu bytes of kernel scratch", bytes);
-    free(k->scratch);
-    k->scratch = p;
-    k->scratch_size = bytes;
+    free(*buf);
+    *buf = p;
+    *size = bytes;
     return NB_OK;
 }
+
+nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) { return grow(&k->scratch, &k->scratch_size, bytes); }
+nb_status nb_kctx_act(nb_kctx *k, size_t bytes) { return grow(&k->act, &k->act_size, bytes); }
 
 bool nb_matmul_supports(nb_dtype t) {
     return t == NB_F32 || t == NB_F16 || t == NB_BF16 || nb_qdot_get(t, NB_ISA_SCALAR) != NULL;
@@ -60,6 +64,7 @@ typedef struct {
     uint64_t row_bytes;
     nb_dot_fn dot;
     nb_to_f32_fn to_f32; /* NULL for f32 weights */
+    nb_to_float_fn dequant; /* quantized weights on the GEMM path (see matmul_quant) */
     float *tiles;        /* per-thread TILE_ROWS*K floats */
     float *xt;           /* X transposed: [K][ldx], zero-padded tokens */
     int64_t ldx;
@@ -99,9 +104,24 @@ static void float_worker(void *arg, int ith, int nth) {
         if (j->to_f32) {
             for (int64_t i = 0; i < nr; i++) j->to_f32(j->K, w + (rt + i) * j->row_bytes, tile + i * j->K);
             rows = tile;
+        } else if (j->dequant) {
+            for (int64_t i = 0; i < nr; i++) j->dequant(w + (rt + i) * j->row_bytes, tile + i * j->K, j->K);
+            rows = tile;
         }
         j->fk->gemm_f32(j->K, rows, nr, j->xt, j->ldx, j->n, j->Y + rt, j->R);
     }
+}
+
+/* The n > 1 float path: scratch for per-thread tiles and X transposed. */
+static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
+    j->ldx = (j->n + 31) & ~(int64_t)31;
+    size_t tiles = (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)j->K, xt = (size_t)(j->K * j->ldx);
+    NB_TRY(nb_kctx_scratch(k, (tiles + xt) * sizeof(float)));
+    j->tiles = (float *)k->scratch;
+    j->xt = j->tiles + tiles;
+    nb_pool_run(k->pool, transpose_worker, j);
+    nb_pool_run(k->pool, float_worker, j);
+    return NB_OK;
 }
 
 /* Quantized weights: activations are quantized once per call into the
@@ -135,9 +155,49 @@ static void quant_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* From this many tokens on, quantized weights are dequantized tile by tile
+ * into f32 and multiplied with the register-blocked float GEMM instead of
+ * per-(row, token) integer dot products (docs/performance.md has the
+ * measurements behind the threshold). NIBBLE_QGEMM_MIN overrides it.
+ * The activations still go through the kernel's activation format (Q8_0 /
+ * Q8_K) and back, so both paths compute the same products (llama.cpp's
+ * arithmetic) and differ only in float summation order. */
+#define QUANT_GEMM_MIN_TOKENS 16
+
+static int64_t quant_gemm_min(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("NIBBLE_QGEMM_MIN");
+        v = e ? atoll(e) : QUANT_GEMM_MIN_TOKENS;
+        if (v < 2) v = 2;
+    }
+    return v;
+}
+
 static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W, const float *X, int64_t n,
                               float *Y) {
     int64_t K = W->ne[0];
+    const nb_qtype *qt = nb_qtype_get(W->type);
+    if (n >= quant_gemm_min() && qt && qt->to_float && !qt->act_only) {
+        float_job fj = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W),
+                        .dequant = qt->to_float};
+        if (!nb_qtype_row_bytes(W->type, K, &fj.row_bytes))
+            return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
+                           (long long)K, nb_dtype_name(W->type));
+        const nb_qtype *at = qd->act_type == NB_F32 ? NULL : nb_qtype_get(qd->act_type);
+        uint64_t arb;
+        if (at && at->to_float && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
+            NB_TRY(nb_kctx_act(k, (size_t)n * ((size_t)arb + (size_t)K * sizeof(float))));
+            float *xr = (float *)k->act;
+            uint8_t *q = k->act + (size_t)n * (size_t)K * sizeof(float);
+            for (int64_t t = 0; t < n; t++) {
+                qd->quantize_act(X + t * K, q, K);
+                at->to_float(q, xr + t * K, K);
+            }
+            fj.X = xr;
+        }
+        return run_float_gemm(k, &fj);
+    }
     quant_job j = {.qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
     if (!nb_qtype_row_bytes(W->type, K, &j.w_row_bytes))
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
@@ -149,8 +209,8 @@ static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W,
         if (!nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &j.a_row_bytes))
             return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit activation type %s",
                            W->name, (long long)K, nb_dtype_name(qd->act_type));
-        NB_TRY(nb_kctx_scratch(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
-        j.act = k->scratch;
+        NB_TRY(nb_kctx_act(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
+        j.act = k->act;
         if (n == 1) quant_act_worker(&j, 0, 1);
         else nb_pool_run(k->pool, quant_act_worker, &j);
     }
@@ -174,14 +234,7 @@ nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, f
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': no matmul kernel for type %s", W->name,
                        nb_dtype_name(W->type));
     }
-    if (n > 1) {
-        j.ldx = (n + 31) & ~(int64_t)31;
-        size_t tiles = (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)K, xt = (size_t)(K * j.ldx);
-        NB_TRY(nb_kctx_scratch(k, (tiles + xt) * sizeof(float)));
-        j.tiles = (float *)k->scratch;
-        j.xt = j.tiles + tiles;
-        nb_pool_run(k->pool, transpose_worker, &j);
-    }
+    if (n > 1) return run_float_gemm(k, &j);
     nb_pool_run(k->pool, float_worker, &j);
     return NB_OK;
 }
