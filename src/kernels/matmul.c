@@ -11,6 +11,7 @@
 #include "base/half.h"
 #include "kernels/kernels.h"
 #include "kernels/qdot.h"
+#include "kernels/repack.h"
 #include "quant/qtypes.h"
 
 #define TILE_ROWS 32
@@ -51,8 +52,26 @@ static nb_status grow(uint8_t **buf, size_t *size, size_t bytes) {
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) { return grow(&k->scratch, &k->scratch_size, bytes); }
 nb_status nb_kctx_act(nb_kctx *k, size_t bytes) { return grow(&k->act, &k->act_size, bytes); }
 
+/* The dot kernels for a quantized weight type: repacked planar types first. */
+static const nb_qdot *qdot_for(nb_dtype t, nb_isa isa) {
+    const nb_qdot *qd = nb_repack_qdot(t, isa);
+    return qd ? qd : nb_qdot_get(t, isa);
+}
+
+/* Dequantization of a weight or activation type (registry or repacked). */
+static nb_to_float_fn to_float_for(nb_dtype t) {
+    nb_to_float_fn f = nb_repack_to_float(t);
+    if (f) return f;
+    const nb_qtype *qt = nb_qtype_get(t);
+    return qt ? qt->to_float : NULL;
+}
+
+static bool row_bytes_for(nb_dtype t, int64_t K, uint64_t *rb) {
+    return nb_qtype_get(t) ? nb_qtype_row_bytes(t, K, rb) : nb_dtype_row_bytes(t, (uint64_t)K, rb);
+}
+
 bool nb_matmul_supports(nb_dtype t) {
-    return t == NB_F32 || t == NB_F16 || t == NB_BF16 || nb_qdot_get(t, NB_ISA_SCALAR) != NULL;
+    return t == NB_F32 || t == NB_F16 || t == NB_BF16 || qdot_for(t, NB_ISA_SCALAR) != NULL;
 }
 
 typedef struct {
@@ -177,29 +196,29 @@ static int64_t quant_gemm_min(void) {
 static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W, const float *X, int64_t n,
                               float *Y) {
     int64_t K = W->ne[0];
-    const nb_qtype *qt = nb_qtype_get(W->type);
-    if (n >= quant_gemm_min() && qt && qt->to_float && !qt->act_only) {
+    nb_to_float_fn wdeq = to_float_for(W->type);
+    if (n >= quant_gemm_min() && wdeq) {
         float_job fj = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W),
-                        .dequant = qt->to_float};
-        if (!nb_qtype_row_bytes(W->type, K, &fj.row_bytes))
+                        .dequant = wdeq};
+        if (!row_bytes_for(W->type, K, &fj.row_bytes))
             return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
                            (long long)K, nb_dtype_name(W->type));
-        const nb_qtype *at = qd->act_type == NB_F32 ? NULL : nb_qtype_get(qd->act_type);
+        nb_to_float_fn adeq = qd->act_type == NB_F32 ? NULL : to_float_for(qd->act_type);
         uint64_t arb;
-        if (at && at->to_float && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
+        if (adeq && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
             NB_TRY(nb_kctx_act(k, (size_t)n * ((size_t)arb + (size_t)K * sizeof(float))));
             float *xr = (float *)k->act;
             uint8_t *q = k->act + (size_t)n * (size_t)K * sizeof(float);
             for (int64_t t = 0; t < n; t++) {
                 qd->quantize_act(X + t * K, q, K);
-                at->to_float(q, xr + t * K, K);
+                adeq(q, xr + t * K, K);
             }
             fj.X = xr;
         }
         return run_float_gemm(k, &fj);
     }
     quant_job j = {.qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
-    if (!nb_qtype_row_bytes(W->type, K, &j.w_row_bytes))
+    if (!row_bytes_for(W->type, K, &j.w_row_bytes))
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
                        (long long)K, nb_dtype_name(W->type));
     if (qd->act_type == NB_F32) {
@@ -222,7 +241,7 @@ nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, f
     int64_t K = W->ne[0], R = nb_tensor_rows(W);
     if (n <= 0) return NB_OK;
     if (W->type != NB_F32 && W->type != NB_F16 && W->type != NB_BF16) {
-        const nb_qdot *qd = nb_qdot_get(W->type, k->isa);
+        const nb_qdot *qd = qdot_for(W->type, k->isa);
         if (qd) return matmul_quant(k, qd, W, X, n, Y);
     }
     float_job j = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = R};
@@ -250,10 +269,10 @@ nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) {
     case NB_F16: fk->f16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
     case NB_BF16: fk->bf16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
     default: {
-        const nb_qtype *qt = nb_qtype_get(W->type);
+        nb_to_float_fn deq = to_float_for(W->type);
         uint64_t rb;
-        if (qt && qt->to_float && !qt->act_only && nb_qtype_row_bytes(W->type, K, &rb)) {
-            qt->to_float((const uint8_t *)W->data + (uint64_t)row * rb, dst, K);
+        if (deq && row_bytes_for(W->type, K, &rb)) {
+            deq((const uint8_t *)W->data + (uint64_t)row * rb, dst, K);
             return NB_OK;
         }
     }

@@ -11,6 +11,7 @@
 #include "base/half.h"
 #include "base/log.h"
 #include "kernels/kernels.h"
+#include "kernels/repack.h"
 #include "quant/qtypes.h"
 
 static nb_status find2(const nb_model *m, const char *name, int64_t ne0, int64_t ne1, bool need_matmul,
@@ -134,12 +135,26 @@ static nb_status bind(nb_model *m) {
     return NB_OK;
 }
 
+/* Bytes of tensor t once repacked for this CPU's kernels (kernels/repack.h). */
+static uint64_t resident_bytes(const nb_tensor *t, nb_dtype *to) {
+    *to = nb_repack_target(t->type);
+    uint64_t rb;
+    if (*to == t->type || !nb_dtype_row_bytes(*to, (uint64_t)t->ne[0], &rb)) {
+        *to = t->type;
+        return t->nbytes;
+    }
+    return rb * (uint64_t)nb_tensor_rows(t);
+}
+
 /* Copies every matrix the matmul reads into one huge-page-backed anonymous
- * region and points the tensors there (see nb_model_params). */
+ * region - repacking Q4_0 / Q8_0 into the planar rows of the AVX-512 decode
+ * kernels where this CPU has them - and points the tensors there (see
+ * nb_model_params). */
 static nb_status make_resident(nb_model *m) {
     size_t total = 0;
+    nb_dtype to;
     for (int64_t i = 0; i < m->src.n_tensors; i++)
-        if (m->src.tensors[i].n_dims >= 2) total += ((size_t)m->src.tensors[i].nbytes + 63) & ~(size_t)63;
+        if (m->src.tensors[i].n_dims >= 2) total += ((size_t)resident_bytes(&m->src.tensors[i], &to) + 63) & ~(size_t)63;
     if (!total) return NB_OK;
     size_t huge = (size_t)2 << 20;
     size_t len = (total + huge - 1) & ~(huge - 1);
@@ -151,9 +166,16 @@ static nb_status make_resident(nb_model *m) {
     for (int64_t i = 0; i < m->src.n_tensors; i++) {
         nb_tensor *t = &m->src.tensors[i];
         if (t->n_dims < 2) continue;
-        memcpy(w, t->data, (size_t)t->nbytes);
+        uint64_t nbytes = resident_bytes(t, &to);
+        if (to != t->type) {
+            nb_repack_rows(t->type, t->data, w, nb_tensor_rows(t), t->ne[0]);
+            t->type = to;
+            t->nbytes = nbytes;
+        } else {
+            memcpy(w, t->data, (size_t)t->nbytes);
+        }
         t->data = w;
-        w += ((size_t)t->nbytes + 63) & ~(size_t)63;
+        w += ((size_t)nbytes + 63) & ~(size_t)63;
     }
     m->resident = p;
     m->resident_bytes = len;

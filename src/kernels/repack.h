@@ -1,0 +1,51 @@
+/* Load-time repacking of GGUF Q4_0 / Q8_0 weights into "planar" rows for
+ * the AVX-512 VNNI decode kernels (docs/performance.md has the numbers).
+ *
+ * GGUF interleaves a 2-byte fp16 scale with each block's quants, so a SIMD
+ * kernel spends most of its instructions fetching and converting scalar
+ * scales one block at a time. A planar row keeps the quants of all blocks
+ * contiguous, then all scales as f32:
+ *   Q4_0R row (nb = K/32 blocks): nb x 16 bytes of nibbles (Q4_0's order:
+ *         byte j = w[j] | w[j+16] << 4, unsigned 0..15, value = d*(q-8)),
+ *         then nb x fp16 d                      -> 18 bytes per block, as Q4_0
+ *   Q8_0R row: nb x 32 bytes q+128 (unsigned), then nb x fp16 d -> 34, as Q8_0
+ *   Q8_0P (activations): nb x 32 int8, then nb x f32 d   -> 36 per block,
+ *         quantized exactly like llama.cpp's x86 quantize_row_q8_0
+ * Same bytes per block as GGUF (decode streams no more memory), same values,
+ * so the products equal the non-repacked kernels' up to summation order.
+ * These types exist only in memory, never in files. */
+#ifndef NB_KERNELS_REPACK_H
+#define NB_KERNELS_REPACK_H
+
+#include "kernels/qdot.h"
+#include "quant/qtypes.h"
+
+enum {
+    NB_Q4_0R = NB_DTYPE_EXT_BASE + 64,
+    NB_Q8_0R = NB_DTYPE_EXT_BASE + 65,
+    NB_Q8_0P = NB_DTYPE_EXT_BASE + 66,
+};
+
+/* Registers the dtypes; idempotent. */
+void nb_repack_init(void);
+/* The repacked type for a GGUF type, or the type itself when there is no
+ * repacked form or this CPU lacks the kernels (AVX-512 VNNI); NIBBLE_REPACK=0
+ * disables repacking. */
+nb_dtype nb_repack_target(nb_dtype t);
+/* Repacks `rows` rows of K elements from src (type `from`) into dst (its
+ * nb_repack_target); dst holds rows * row_bytes(target, K). */
+void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K);
+
+/* Kernels and dequantization of a repacked type (NULL when not one). */
+const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa);
+nb_to_float_fn nb_repack_to_float(nb_dtype t);
+
+/* Scalar references (the definitions; tests compare the SIMD kernels to them). */
+void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
+void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
+void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
+/* AVX-512 VNNI kernels (kernels/x86/repack_avx512.c) */
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+
+#endif
