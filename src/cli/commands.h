@@ -10,7 +10,9 @@
     X(synth, "write a deterministic random-weight model of any shape")            \
     X(plan, "the memory account: weights, KV pool, concurrency per length")       \
     X(perplexity, "perplexity of a model over a text file")                       \
-    X(bench, "throughput: prompt processing, generation, decode roofline")
+    X(quantize, "round-to-nearest quantization to GGUF, per-tensor report, --check quality")   \
+    X(bench, "throughput: prompt processing, generation, decode roofline")          \
+    X(serve, "OpenAI-compatible HTTP server: completions, chat, streaming, metrics")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv) __attribute__((weak));
 NB_COMMANDS(X)
