@@ -20,5 +20,35 @@ if [ -n "$model" ]; then
   "$BIN" inspect "$model" | head -n 24
   echo
 fi
+echo "== nibble serve (built-in default model): start, one chat request, one streamed request, stop"
+log=$(mktemp)
+"$BIN" serve --port 0 --max-model-len 256 >"$log" 2>&1 &
+spid=$!
+port=
+for _ in $(seq 1 600); do
+  [ -z "$port" ] && port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' | head -n 1 || true)
+  if [ -n "$port" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]; then break; fi
+  kill -0 $spid 2>/dev/null || break
+  sleep 0.1
+done
+cat "$log"
+if [ -n "$port" ] && kill -0 $spid 2>/dev/null; then
+  echo
+  echo "\$ curl http://127.0.0.1:$port/v1/chat/completions -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 16, \"temperature\": 0}'"
+  curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" \
+    -d '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16, "temperature": 0}'
+  echo
+  echo
+  echo "\$ curl -N http://127.0.0.1:$port/v1/chat/completions -d '{..., \"stream\": true, \"stream_options\": {\"include_usage\": true}}'"
+  curl -sN -m 60 "http://127.0.0.1:$port/v1/chat/completions" \
+    -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 8, "temperature": 0.8, "seed": 7, "stream": true, "stream_options": {"include_usage": true}}'
+  echo "\$ curl http://127.0.0.1:$port/metrics | grep -v '^#' | head -n 12"
+  curl -s -m 10 "http://127.0.0.1:$port/metrics" | grep -v '^#' | head -n 12
+fi
+kill -TERM $spid 2>/dev/null || true
+wait $spid 2>/dev/null || true
+tail -n 2 "$log"
+rm -f "$log"
+echo
 echo "Run a real model:  $BIN generate -m path/to/model.gguf -p 'Hello' -n 64"
 echo "                   $BIN generate -m path/to/hf-model-dir -p 'Hello' -n 64"

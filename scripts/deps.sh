@@ -13,9 +13,13 @@ PKGS=(
   libcurl4-openssl-dev               # load generator client (nibble bench)
   curl python3                       # integration-test clients
 )
-# Node.js + npm (the `openai` npm client in the server tests) come later; on
-# machines with NodeSource's nodejs, npm is part of that package, so a
-# missing Debian `npm` package must not be installed over it.
+# Node.js + npm run the official `openai` npm client in the server tests
+# (tests/integration/serve_openai.sh). NodeSource's nodejs package already
+# contains npm and conflicts with Debian's `npm`, so Debian's nodejs + npm are
+# only added when no npm is on the PATH.
+if ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,80 @@
+/* A thin wrapper over libmicrohttpd (MHD) for the server: one callback per
+ * complete request (method, path, headers, body), answered with either a
+ * whole body or a stream.
+ *
+ * Threading: MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION
+ * with an internal polling thread for accept). The handler and a stream's
+ * read callback run on that connection's thread and may block (waiting for
+ * the engine); nb_http_peer_closed() lets them notice that the client went
+ * away. docs/serve.md explains the choice.
+ *
+ * Limits enforced here, before the handler sees anything: the body cap
+ * (Content-Length checked up front, chunked bodies counted as they arrive;
+ * the handler is then called with too_large set and no body), the
+ * connection limit and the idle-connection timeout. */
+#ifndef NB_SERVER_HTTP_H
+#define NB_SERVER_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/status.h"
+
+typedef struct nb_http nb_http;
+
+typedef struct nb_http_config {
+    const char *host;          /* numeric address or name; NULL: 127.0.0.1 */
+    int port;                  /* 0: any free port (see nb_http_port) */
+    size_t max_body;           /* bytes */
+    unsigned max_connections;  /* 0: 1024 */
+    unsigned idle_timeout_s;   /* 0: 300 */
+} nb_http_config;
+
+typedef struct nb_http_req {
+    const char *method, *path;
+    const char *body;          /* NUL-terminated copy (body_len bytes before the NUL) */
+    size_t body_len;
+    bool too_large;            /* the body exceeded max_body: answer 413 */
+    void *conn_;               /* MHD connection (private) */
+    int fd;                    /* the client socket */
+} nb_http_req;
+
+/* A stream reader: fills up to cap bytes, may block. Returns the number of
+ * bytes (> 0), NB_HTTP_STREAM_END when done, NB_HTTP_STREAM_ERROR to drop
+ * the connection. Never 0. */
+#define NB_HTTP_STREAM_END ((ssize_t)-1)
+#define NB_HTTP_STREAM_ERROR ((ssize_t)-2)
+typedef ssize_t (*nb_http_stream_fn)(void *ud, char *buf, size_t cap);
+/* Called once when the stream's response is released (finished, or the
+ * client disconnected). */
+typedef void (*nb_http_stream_free_fn)(void *ud);
+
+typedef struct nb_http_resp {
+    int status;
+    const char *content_type;      /* NULL: application/json */
+    char *body;                    /* malloc'd; the wrapper frees it */
+    size_t body_len;
+    nb_http_stream_fn stream;      /* set for a streamed (chunked) response instead of body */
+    nb_http_stream_free_fn stream_free;
+    void *stream_ud;
+    const char *header_name, *header_value; /* one extra header (Allow, WWW-Authenticate), optional */
+} nb_http_resp;
+
+typedef void (*nb_http_handler)(void *ud, const nb_http_req *req, nb_http_resp *resp);
+
+nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb_http **out)
+    __attribute__((warn_unused_result));
+int nb_http_port(const nb_http *s);
+/* Stops accepting new connections (existing ones continue). */
+void nb_http_quiesce(nb_http *s);
+/* Stops the server: closes every connection, joins the threads, frees. */
+void nb_http_stop(nb_http *s);
+
+/* A request header (case-insensitive name), NULL if absent. */
+const char *nb_http_header(const nb_http_req *r, const char *name);
+/* True when the client closed its end of the connection (POLLRDHUP/HUP/ERR). */
+bool nb_http_peer_closed(int fd);
+
+#endif

@@ -1,0 +1,160 @@
+/* Prometheus metrics: histograms observed by the server, counters read from
+ * the engine at scrape time. See metrics.h. */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* vLLM's bucket boundaries (vllm/v1/metrics/loggers.py). */
+static const double TTFT_LE[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                 1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+static const double ITL_LE[] = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double LAT_LE[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+void nb_metrics_init(nb_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->h[NB_HIST_TTFT] = (nb_histogram){.name = "nibble:time_to_first_token_seconds",
+                                        .help = "Time from request arrival to its first generated token.",
+                                        .le = TTFT_LE, .n_le = N_OF(TTFT_LE)};
+    m->h[NB_HIST_ITL] = (nb_histogram){.name = "nibble:inter_token_latency_seconds",
+                                       .help = "Time between consecutive generated tokens of a request.",
+                                       .le = ITL_LE, .n_le = N_OF(ITL_LE)};
+    m->h[NB_HIST_E2E] = (nb_histogram){.name = "nibble:e2e_request_latency_seconds",
+                                       .help = "Time from request arrival to its last event (finished or aborted).",
+                                       .le = LAT_LE, .n_le = N_OF(LAT_LE)};
+    m->h[NB_HIST_QUEUE] = (nb_histogram){.name = "nibble:request_queue_time_seconds",
+                                         .help = "Time a request waited before it was first scheduled.",
+                                         .le = LAT_LE, .n_le = N_OF(LAT_LE)};
+}
+
+void nb_metrics_destroy(nb_metrics *m) { pthread_mutex_destroy(&m->mu); }
+
+void nb_metrics_observe(nb_metrics *m, nb_hist_id id, double s) {
+    if (id < 0 || id >= NB_HIST_COUNT || !(s >= 0)) return; /* also drops NaN */
+    pthread_mutex_lock(&m->mu);
+    nb_histogram *h = &m->h[id];
+    int b = 0;
+    while (b < h->n_le && s > h->le[b]) b++;
+    h->counts[b]++;
+    h->sum += s;
+    h->count++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void addf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void addf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = *cap - *len;
+        int n = *buf ? vsnprintf(*buf + *len, room, fmt, ap) : -2;
+        va_end(ap);
+        if (n >= 0 && (size_t)n < room) {
+            *len += (size_t)n;
+            return;
+        }
+        if (n == -1) return;
+        size_t nc = *cap ? *cap * 2 : 4096;
+        if (n > 0)
+            while (nc - *len <= (size_t)n) nc *= 2;
+        char *q = realloc(*buf, nc);
+        if (!q) return; /* the page is truncated rather than crashing the server */
+        *buf = q;
+        *cap = nc;
+    }
+}
+
+/* Prometheus float formatting: integers without exponent, others %.17g. */
+static void fmt_num(char *o, size_t cap, double v) {
+    if (v == (double)(int64_t)v && v < 1e15 && v > -1e15) snprintf(o, cap, "%lld", (long long)v);
+    else snprintf(o, cap, "%.17g", v);
+}
+
+void nb_histogram_format(const nb_histogram *h, const char *labels, char **buf, size_t *len, size_t *cap) {
+    const char *sep = labels && *labels ? "," : "";
+    if (!labels) labels = "";
+    addf(buf, len, cap, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    uint64_t cum = 0;
+    char le[48];
+    for (int b = 0; b < h->n_le; b++) {
+        cum += h->counts[b];
+        snprintf(le, sizeof le, "%.15g", h->le[b]); /* shortest form of the bound: 0.1, not 0.10000000000000001 */
+        if (!strchr(le, '.') && !strchr(le, 'e')) strncat(le, ".0", sizeof le - strlen(le) - 1);
+        addf(buf, len, cap, "%s_bucket{%s%sle=\"%s\"} %llu\n", h->name, labels, sep, le, (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_le];
+    addf(buf, len, cap, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", h->name, labels, sep, (unsigned long long)cum);
+    char s[48];
+    fmt_num(s, sizeof s, h->sum);
+    addf(buf, len, cap, "%s_sum{%s} %s\n%s_count{%s} %llu\n", h->name, labels, s, h->name, labels,
+         (unsigned long long)h->count);
+}
+
+static void metric(char **b, size_t *l, size_t *c, const char *type, const char *name, const char *help,
+                   const char *labels, double v) {
+    char s[48];
+    fmt_num(s, sizeof s, v);
+    addf(b, l, c, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %s\n", name, help, name, type, name, labels, s);
+}
+
+char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name) {
+    char labels[512];
+    /* Label values escape backslash, quote and newline. */
+    size_t o = 0;
+    o += (size_t)snprintf(labels, sizeof labels, "model_name=\"");
+    for (const char *p = model_name ? model_name : ""; *p && o + 4 < sizeof labels; p++) {
+        if (*p == '\\' || *p == '"') { labels[o++] = '\\'; labels[o++] = *p; }
+        else if (*p == '\n') { labels[o++] = '\\'; labels[o++] = 'n'; }
+        else labels[o++] = *p;
+    }
+    labels[o++] = '"';
+    labels[o] = '\0';
+
+    struct nb_engine_stats z;
+    if (!st) {
+        memset(&z, 0, sizeof z);
+        st = &z;
+    }
+    char *b = NULL;
+    size_t l = 0, c = 0;
+    metric(&b, &l, &c, "gauge", "nibble:num_requests_running", "Requests in the running batch.", labels, st->running);
+    metric(&b, &l, &c, "gauge", "nibble:num_requests_waiting", "Requests waiting to be scheduled.", labels,
+           st->waiting);
+    metric(&b, &l, &c, "gauge", "nibble:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0..1).", labels,
+           st->kv_usage);
+    metric(&b, &l, &c, "gauge", "nibble:kv_cache_blocks_used", "KV-cache blocks referenced by live sequences.",
+           labels, (double)st->kv_blocks_used);
+    metric(&b, &l, &c, "gauge", "nibble:kv_cache_blocks_total", "KV-cache blocks in the pool.", labels,
+           (double)st->kv_blocks_total);
+    metric(&b, &l, &c, "counter", "nibble:num_preemptions_total", "Cumulative number of preemptions.", labels,
+           (double)st->preemptions_total);
+    double hit = st->prefix_queries_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_queries_tokens : 0;
+    metric(&b, &l, &c, "gauge", "nibble:prefix_cache_hit_rate", "Prefix-cache hits / queries, in tokens (0..1).",
+           labels, hit);
+    metric(&b, &l, &c, "counter", "nibble:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+           labels, (double)st->prefix_queries_tokens);
+    metric(&b, &l, &c, "counter", "nibble:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+           labels, (double)st->prefix_hit_tokens);
+    metric(&b, &l, &c, "counter", "nibble:prompt_tokens_total", "Prefill tokens processed.", labels,
+           (double)st->prompt_tokens_total);
+    metric(&b, &l, &c, "counter", "nibble:generation_tokens_total", "Generation tokens produced.", labels,
+           (double)st->generation_tokens_total);
+    addf(&b, &l, &c, "# HELP nibble:request_success_total Finished requests by finish reason.\n"
+                     "# TYPE nibble:request_success_total counter\n");
+    static const nb_finish_reason reasons[] = {NB_FINISH_STOP, NB_FINISH_LENGTH, NB_FINISH_ABORT, NB_FINISH_ERROR};
+    static const char *const names[] = {"stop", "length", "abort", "error"}; /* nb_finish_reason_str's */
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        addf(&b, &l, &c, "nibble:request_success_total{%s,finished_reason=\"%s\"} %llu\n", labels, names[i],
+             (unsigned long long)st->requests_finished[reasons[i]]);
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < NB_HIST_COUNT; i++) nb_histogram_format(&m->h[i], labels, &b, &l, &c);
+    pthread_mutex_unlock(&m->mu);
+    return b;
+}

@@ -1,0 +1,878 @@
+/* The OpenAI routes and the request lifecycle of `nibble serve`; see
+ * server.h.
+ *
+ * One request = one srv_req, reference-counted: the HTTP side holds one
+ * reference until its response is released, the engine side one until the
+ * final event (finish != NONE) arrived. Events are copied into the srv_req
+ * under its mutex by the sink (engine thread); the HTTP thread waits on its
+ * condition variable in 50 ms slices, checking in between whether the
+ * client closed the connection (then it aborts the engine request, which
+ * frees its KV blocks before the next engine step). */
+#include "server/server.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+#include "tokenizer/chat_template.h"
+
+enum { ST_LOADING = 0, ST_READY, ST_SHUTTING };
+
+typedef struct srv_req srv_req;
+
+struct nb_server {
+    nb_http *http;
+    nb_server_config cfg;
+    char *model_name, *api_key;
+    _Atomic int state;
+    nb_server_backend be;
+    nb_chat_template tmpl;
+    char bos_text[64], eos_text[64];
+    int32_t eot_id;       /* the template's end-of-turn token, -1 if none */
+    nb_metrics metrics;
+    pthread_mutex_t mu;   /* guards reqs, in_flight */
+    srv_req *reqs;        /* live requests (doubly linked) */
+    int in_flight;
+    _Atomic uint64_t id_seq;
+    int64_t created;
+};
+
+typedef struct lp_entry {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[NB_MAX_TOP_LOGPROBS];
+    float top_lps[NB_MAX_TOP_LOGPROBS];
+} lp_entry;
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+} buf;
+
+struct srv_req {
+    nb_server *srv;
+    srv_req *prev, *next;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    bool chat, stream, include_usage, submitted, client_gone;
+    int32_t logprobs;
+    uint64_t eid;
+    int fd;
+    char id[48];
+    int64_t created;
+    int32_t n_prompt;
+    /* filled by the sink */
+    buf text;              /* new text not yet consumed */
+    lp_entry *lps;         /* new logprob entries not yet consumed */
+    size_t n_lps, cap_lps;
+    bool done, got_first;
+    nb_finish_reason finish;
+    char error[512];
+    int32_t n_generated, n_cached;
+    double t_submit, t_last;
+    /* streaming */
+    int stage;             /* 0 role chunk due (chat), 1 tokens, 2 finished */
+    buf out;
+    size_t out_off;
+    size_t text_offset;    /* completions logprobs text_offset */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static bool buf_add(buf *b, const char *s, size_t n) {
+    if (n == 0) return true;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) return false;
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return true;
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+static void set_json(nb_http_resp *rs, int status, json_t *j) {
+    rs->status = status;
+    rs->body = json_dumps(j, JSON_COMPACT);
+    rs->body_len = rs->body ? strlen(rs->body) : 0;
+    if (!rs->body) rs->status = 500;
+    json_decref(j);
+}
+
+static void set_error(nb_http_resp *rs, const nb_oai_error *e) {
+    rs->status = e->status;
+    rs->body = nb_oai_error_json(e);
+    rs->body_len = rs->body ? strlen(rs->body) : 0;
+}
+
+static void error_resp(nb_http_resp *rs, int status, const char *type, const char *param, const char *code,
+                       const char *msg) {
+    nb_oai_error e;
+    nb_oai_error_set(&e, status, type, param, code, "%s", msg);
+    set_error(rs, &e);
+}
+
+static json_t *jstr(const char *s, size_t n) {
+    size_t l;
+    char *c = nb_utf8_sanitize(s, n, &l);
+    if (!c) return json_null();
+    json_t *j = json_stringn(c, l);
+    free(c);
+    return j ? j : json_null();
+}
+
+static json_t *usage_json(const srv_req *r) {
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(r->n_prompt));
+    json_object_set_new(u, "completion_tokens", json_integer(r->n_generated));
+    json_object_set_new(u, "total_tokens", json_integer((json_int_t)r->n_prompt + r->n_generated));
+    json_t *d = json_object();
+    json_object_set_new(d, "cached_tokens", json_integer(r->n_cached));
+    json_object_set_new(u, "prompt_tokens_details", d);
+    return u;
+}
+
+static const char *finish_str(nb_finish_reason f) {
+    switch (f) {
+    case NB_FINISH_STOP: return "stop";
+    case NB_FINISH_LENGTH: return "length";
+    case NB_FINISH_ABORT: return "abort";
+    case NB_FINISH_ERROR: return "error";
+    default: return NULL;
+    }
+}
+
+static json_t *token_json(const nb_tokenizer *tok, int32_t id, bool with_bytes) {
+    size_t n = 0;
+    const char *p = nb_token_piece_ref(tok, id, true, &n);
+    if (!p) { p = ""; n = 0; }
+    json_t *o = json_object();
+    json_object_set_new(o, "token", jstr(p, n));
+    if (with_bytes) {
+        json_t *b = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(b, json_integer((unsigned char)p[i]));
+        json_object_set_new(o, "bytes", b);
+    }
+    return o;
+}
+
+/* Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs: [...]}]} */
+static json_t *chat_logprobs(const nb_tokenizer *tok, const lp_entry *e, size_t n) {
+    json_t *content = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = token_json(tok, e[i].token, true);
+        json_object_set_new(o, "logprob", json_real(e[i].logprob));
+        json_t *tops = json_array();
+        for (int32_t k = 0; k < e[i].n_top; k++) {
+            json_t *t = token_json(tok, e[i].top_ids[k], true);
+            json_object_set_new(t, "logprob", json_real(e[i].top_lps[k]));
+            json_array_append_new(tops, t);
+        }
+        json_object_set_new(o, "top_logprobs", tops);
+        json_array_append_new(content, o);
+    }
+    json_t *lp = json_object();
+    json_object_set_new(lp, "content", content);
+    return lp;
+}
+
+/* Completions logprobs: {tokens, token_logprobs, top_logprobs: [{tok: lp}], text_offset}. */
+static json_t *completion_logprobs(const nb_tokenizer *tok, const lp_entry *e, size_t n, size_t *offset) {
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = nb_token_piece_ref(tok, e[i].token, true, &len);
+        if (!p) { p = ""; len = 0; }
+        json_array_append_new(toks, jstr(p, len));
+        json_array_append_new(lps, json_real(e[i].logprob));
+        json_array_append_new(offs, json_integer((json_int_t)*offset));
+        *offset += len;
+        json_t *t = json_object();
+        for (int32_t k = 0; k < e[i].n_top; k++) {
+            size_t l2 = 0;
+            const char *q = nb_token_piece_ref(tok, e[i].top_ids[k], true, &l2);
+            size_t sl;
+            char *key = nb_utf8_sanitize(q ? q : "", q ? l2 : 0, &sl);
+            if (key) json_object_set_new(t, key, json_real(e[i].top_lps[k]));
+            free(key);
+        }
+        json_array_append_new(tops, t);
+    }
+    json_t *lp = json_object();
+    json_object_set_new(lp, "tokens", toks);
+    json_object_set_new(lp, "token_logprobs", lps);
+    json_object_set_new(lp, "top_logprobs", tops);
+    json_object_set_new(lp, "text_offset", offs);
+    return lp;
+}
+
+static json_t *envelope(const srv_req *r, const char *object) {
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(r->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(r->created));
+    json_object_set_new(o, "model", json_string(r->srv->model_name));
+    return o;
+}
+
+/* ---- request lifecycle -------------------------------------------------- */
+
+static void req_release(srv_req *r) {
+    nb_server *s = r->srv;
+    pthread_mutex_lock(&r->mu);
+    int left = --r->refs;
+    pthread_mutex_unlock(&r->mu);
+    if (left > 0) return;
+    pthread_mutex_lock(&s->mu);
+    if (r->prev) r->prev->next = r->next;
+    else if (s->reqs == r) s->reqs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->text.p);
+    free(r->out.p);
+    free(r->lps);
+    free(r);
+}
+
+/* The HTTP side is done with the request (response sent or dropped). */
+static void req_http_done(srv_req *r) {
+    nb_server *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    s->in_flight--;
+    pthread_mutex_unlock(&s->mu);
+    req_release(r);
+}
+
+static void sink(void *ud, const nb_token_event *ev) {
+    srv_req *r = ud;
+    nb_server *s = r->srv;
+    double t = now_s();
+    pthread_mutex_lock(&r->mu);
+    if (ev->text_len && ev->text) buf_add(&r->text, ev->text, ev->text_len);
+    if (ev->token >= 0) {
+        if (r->logprobs >= 0) {
+            if (r->n_lps == r->cap_lps) {
+                size_t cap = r->cap_lps ? r->cap_lps * 2 : 16;
+                lp_entry *q = realloc(r->lps, cap * sizeof *q);
+                if (q) { r->lps = q; r->cap_lps = cap; }
+            }
+            if (r->n_lps < r->cap_lps) {
+                lp_entry *e = &r->lps[r->n_lps++];
+                e->token = ev->token;
+                e->logprob = ev->logprob;
+                e->n_top = NB_MAX(0, NB_MIN(ev->n_top, NB_MAX_TOP_LOGPROBS));
+                memcpy(e->top_ids, ev->top_ids, sizeof e->top_ids);
+                memcpy(e->top_lps, ev->top_logprobs, sizeof e->top_lps);
+            }
+        }
+        if (!r->got_first) {
+            r->got_first = true;
+            nb_metrics_observe(&s->metrics, NB_HIST_TTFT, ev->ttft_s > 0 ? ev->ttft_s : t - r->t_submit);
+            nb_metrics_observe(&s->metrics, NB_HIST_QUEUE, ev->queue_s);
+        } else {
+            nb_metrics_observe(&s->metrics, NB_HIST_ITL, t - r->t_last);
+        }
+        r->t_last = t;
+    }
+    if (ev->n_generated > r->n_generated) r->n_generated = ev->n_generated;
+    if (ev->n_prompt_tokens > 0) r->n_prompt = ev->n_prompt_tokens;
+    r->n_cached = ev->n_cached_tokens;
+    bool fin = ev->finish != NB_FINISH_NONE;
+    if (fin) {
+        r->done = true;
+        r->finish = ev->finish;
+        if (ev->error) snprintf(r->error, sizeof r->error, "%s", ev->error);
+        nb_metrics_observe(&s->metrics, NB_HIST_E2E, t - r->t_submit);
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (fin) req_release(r);
+}
+
+/* Waits (mu held) until there is news or the request is done; false when
+ * the client went away (the engine request is then aborted). */
+static bool wait_news(srv_req *r, bool any_news) {
+    while (!r->done && !(any_news && (r->text.len || r->n_lps))) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        if (!r->done && !(any_news && (r->text.len || r->n_lps)) && nb_http_peer_closed(r->fd)) {
+            r->client_gone = true;
+            pthread_mutex_unlock(&r->mu);
+            r->srv->be.abort(r->srv->be.ctx, r->eid);
+            pthread_mutex_lock(&r->mu);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool sse_add(buf *b, json_t *j) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) return false;
+    bool ok = buf_add(b, "data: ", 6) && buf_add(b, s, strlen(s)) && buf_add(b, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+static json_t *chunk(srv_req *r, const char *text, size_t n, const lp_entry *lps, size_t n_lps, bool role,
+                     nb_finish_reason fin) {
+    const nb_tokenizer *tok = r->srv->be.tok;
+    json_t *o = envelope(r, r->chat ? "chat.completion.chunk" : "text_completion");
+    json_t *c = json_object();
+    json_object_set_new(c, "index", json_integer(0));
+    if (r->chat) {
+        json_t *d = json_object();
+        if (role) json_object_set_new(d, "role", json_string("assistant"));
+        if (role || n || n_lps || !fin) json_object_set_new(d, "content", jstr(text, n));
+        json_object_set_new(c, "delta", d);
+        json_object_set_new(c, "logprobs", n_lps ? chat_logprobs(tok, lps, n_lps) : json_null());
+    } else {
+        json_object_set_new(c, "text", jstr(text, n));
+        json_object_set_new(c, "logprobs", n_lps ? completion_logprobs(tok, lps, n_lps, &r->text_offset) : json_null());
+    }
+    const char *f = finish_str(fin);
+    json_object_set_new(c, "finish_reason", f ? json_string(f) : json_null());
+    json_t *arr = json_array();
+    json_array_append_new(arr, c);
+    json_object_set_new(o, "choices", arr);
+    if (r->include_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+static ssize_t stream_read(void *ud, char *out, size_t cap) {
+    srv_req *r = ud;
+    for (;;) {
+        if (r->out_off < r->out.len) {
+            size_t n = NB_MIN(cap, r->out.len - r->out_off);
+            memcpy(out, r->out.p + r->out_off, n);
+            r->out_off += n;
+            return (ssize_t)n;
+        }
+        r->out.len = 0;
+        r->out_off = 0;
+        if (r->stage == 2) return NB_HTTP_STREAM_END;
+        if (r->stage == 0 && r->chat) {
+            r->stage = 1;
+            if (!sse_add(&r->out, chunk(r, "", 0, NULL, 0, true, NB_FINISH_NONE))) return NB_HTTP_STREAM_ERROR;
+            continue;
+        }
+        r->stage = 1;
+        pthread_mutex_lock(&r->mu);
+        if (!wait_news(r, true)) {
+            pthread_mutex_unlock(&r->mu);
+            return NB_HTTP_STREAM_ERROR;
+        }
+        buf text = r->text;
+        lp_entry *lps = r->lps;
+        size_t n_lps = r->n_lps;
+        r->text = (buf){0};
+        r->lps = NULL;
+        r->n_lps = r->cap_lps = 0;
+        bool done = r->done;
+        nb_finish_reason fin = r->finish;
+        pthread_mutex_unlock(&r->mu);
+        bool ok = true;
+        if (text.len || n_lps) ok = sse_add(&r->out, chunk(r, text.p, text.len, lps, n_lps, false, NB_FINISH_NONE));
+        free(text.p);
+        free(lps);
+        if (done) {
+            if (fin == NB_FINISH_ERROR || fin == NB_FINISH_ABORT) {
+                nb_oai_error e;
+                if (fin == NB_FINISH_ERROR)
+                    nb_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", r->error[0] ? r->error : "engine error");
+                else
+                    nb_oai_error_set(&e, 503, "service_unavailable", NULL, "aborted",
+                                     "the request was aborted (server shutting down)");
+                char *s = nb_oai_error_json(&e);
+                ok = ok && s && buf_add(&r->out, "data: ", 6) && buf_add(&r->out, s, strlen(s)) &&
+                     buf_add(&r->out, "\n\n", 2);
+                free(s);
+            } else {
+                ok = ok && sse_add(&r->out, chunk(r, "", 0, NULL, 0, false, fin));
+            }
+            if (r->include_usage) {
+                json_t *u = envelope(r, r->chat ? "chat.completion.chunk" : "text_completion");
+                json_object_set_new(u, "choices", json_array());
+                json_object_set_new(u, "usage", usage_json(r));
+                ok = ok && sse_add(&r->out, u);
+            }
+            ok = ok && buf_add(&r->out, "data: [DONE]\n\n", 14);
+            r->stage = 2;
+        }
+        if (!ok) return NB_HTTP_STREAM_ERROR;
+    }
+}
+
+static void stream_free(void *ud) {
+    srv_req *r = ud;
+    pthread_mutex_lock(&r->mu);
+    bool done = r->done;
+    pthread_mutex_unlock(&r->mu);
+    if (!done) r->srv->be.abort(r->srv->be.ctx, r->eid); /* client went away mid-stream */
+    req_http_done(r);
+}
+
+static void finish_blocking(srv_req *r, nb_http_resp *rs) {
+    pthread_mutex_lock(&r->mu);
+    bool ok = wait_news(r, false);
+    pthread_mutex_unlock(&r->mu);
+    if (!ok) {
+        error_resp(rs, 499, "invalid_request_error", NULL, "client_closed", "client closed the connection");
+        return;
+    }
+    if (r->finish == NB_FINISH_ERROR) {
+        error_resp(rs, 500, "server_error", NULL, NULL, r->error[0] ? r->error : "engine error");
+        return;
+    }
+    if (r->finish == NB_FINISH_ABORT) {
+        error_resp(rs, 503, "service_unavailable", NULL, "aborted", "the request was aborted (server shutting down)");
+        return;
+    }
+    const nb_tokenizer *tok = r->srv->be.tok;
+    json_t *o = envelope(r, r->chat ? "chat.completion" : "text_completion");
+    json_t *c = json_object();
+    json_object_set_new(c, "index", json_integer(0));
+    if (r->chat) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("assistant"));
+        json_object_set_new(m, "content", jstr(r->text.p ? r->text.p : "", r->text.len));
+        json_object_set_new(c, "message", m);
+        json_object_set_new(c, "logprobs", r->logprobs >= 0 ? chat_logprobs(tok, r->lps, r->n_lps) : json_null());
+    } else {
+        json_object_set_new(c, "text", jstr(r->text.p ? r->text.p : "", r->text.len));
+        json_object_set_new(c, "logprobs",
+                            r->logprobs >= 0 ? completion_logprobs(tok, r->lps, r->n_lps, &r->text_offset)
+                                             : json_null());
+    }
+    json_object_set_new(c, "finish_reason", json_string(finish_str(r->finish)));
+    json_t *arr = json_array();
+    json_array_append_new(arr, c);
+    json_object_set_new(o, "choices", arr);
+    json_object_set_new(o, "usage", usage_json(r));
+    set_json(rs, 200, o);
+}
+
+/* Tokenizes the prompt of a parsed request. */
+static bool build_prompt(nb_server *s, const nb_oai_request *q, int32_t **ids, size_t *n, nb_oai_error *e) {
+    const nb_tokenizer *tok = s->be.tok;
+    nb_status st;
+    *ids = NULL;
+    *n = 0;
+    if (q->kind == NB_OAI_CHAT) {
+        char *text = NULL;
+        bool generic = s->tmpl.family == NB_CHAT_GENERIC;
+        st = nb_chat_render(&s->tmpl, q->msgs, q->n_msgs, true, generic ? "" : s->bos_text, s->eos_text, &text);
+        if (st != NB_OK) {
+            nb_oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value", "%s", nb_errmsg());
+            return false;
+        }
+        int32_t *t = NULL;
+        size_t nt = 0;
+        st = nb_tokenize(tok, text, strlen(text), false, true, &t, &nt);
+        free(text);
+        if (st != NB_OK) goto fail;
+        int32_t bos = nb_tokenizer_bos(tok);
+        if (generic && nb_tokenizer_add_bos(tok) && bos >= 0) {
+            int32_t *u = realloc(t, (nt + 1) * sizeof *u);
+            if (!u) { free(t); goto fail; }
+            memmove(u + 1, u, nt * sizeof *u);
+            u[0] = bos;
+            t = u;
+            nt++;
+        }
+        *ids = t;
+        *n = nt;
+    } else if (q->prompt_ids) {
+        int32_t nv = nb_tokenizer_n_vocab(tok);
+        for (size_t i = 0; i < q->n_prompt_ids; i++)
+            if (q->prompt_ids[i] >= nv) {
+                nb_oai_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                                 "'prompt[%zu]' is token id %d, the vocabulary has ids 0..%d", i, q->prompt_ids[i],
+                                 nv - 1);
+                return false;
+            }
+        *ids = malloc((q->n_prompt_ids ? q->n_prompt_ids : 1) * sizeof **ids);
+        if (!*ids) goto fail;
+        memcpy(*ids, q->prompt_ids, q->n_prompt_ids * sizeof **ids);
+        *n = q->n_prompt_ids;
+    } else {
+        st = nb_tokenize(tok, q->prompt, strlen(q->prompt), true, false, ids, n);
+        if (st != NB_OK) goto fail;
+    }
+    if (*n == 0) {
+        int32_t bos = nb_tokenizer_bos(tok);
+        if (bos < 0) {
+            nb_oai_error_set(e, 400, "invalid_request_error", q->kind == NB_OAI_CHAT ? "messages" : "prompt",
+                             "invalid_value", "the prompt is empty and the model has no BOS token to start from");
+            free(*ids);
+            *ids = NULL;
+            return false;
+        }
+        free(*ids);
+        *ids = malloc(sizeof **ids);
+        if (!*ids) goto fail;
+        (*ids)[0] = bos;
+        *n = 1;
+    }
+    return true;
+fail:
+    free(*ids);
+    *ids = NULL;
+    nb_oai_error_set(e, 500, "server_error", NULL, NULL, "tokenizing the prompt failed: %s", nb_errmsg());
+    return false;
+}
+
+static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, nb_oai_kind kind) {
+    int state = atomic_load(&s->state);
+    if (state != ST_READY) {
+        error_resp(rs, 503, "service_unavailable", NULL, state == ST_LOADING ? "model_loading" : "shutting_down",
+                   state == ST_LOADING ? "the model is still loading" : "the server is shutting down");
+        return;
+    }
+    nb_oai_request q;
+    nb_oai_error e;
+    if (!nb_oai_parse(kind, req->body, req->body_len, &q, &e)) {
+        set_error(rs, &e);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    srv_req *r = NULL;
+    if (q.model && strcmp(q.model, s->model_name) != 0) {
+        nb_oai_error_set(&e, 400, "invalid_request_error", "model", "model_not_found",
+                         "The model `%.200s` does not exist. This server serves `%.200s` (GET /v1/models).", q.model,
+                         s->model_name);
+        set_error(rs, &e);
+        goto out;
+    }
+    if (!build_prompt(s, &q, &ids, &n_ids, &e)) {
+        set_error(rs, &e);
+        goto out;
+    }
+    int64_t mml = s->be.max_model_len;
+    int64_t max_tokens = q.max_tokens;
+    bool given = max_tokens > 0;
+    if (!given) max_tokens = kind == NB_OAI_COMPLETIONS ? NB_OAI_COMPLETIONS_DEFAULT_MAX_TOKENS : mml - (int64_t)n_ids;
+    if (max_tokens < 1) max_tokens = 1;
+    if ((int64_t)n_ids + max_tokens > mml) {
+        const char *what = kind == NB_OAI_CHAT ? "messages" : "prompt";
+        nb_oai_error_set(&e, 400, "invalid_request_error", what, "context_length_exceeded",
+                         "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
+                         "(%zu in the %s, %lld in the completion). Please reduce the length of the %s or "
+                         "max_tokens.",
+                         (long long)mml, (long long)((int64_t)n_ids + max_tokens), n_ids, what,
+                         (long long)max_tokens, what);
+        set_error(rs, &e);
+        goto out;
+    }
+    if (q.min_tokens > max_tokens) {
+        nb_oai_error_set(&e, 400, "invalid_request_error", "min_tokens", "invalid_value",
+                         "'min_tokens' (%d) must be at most max_tokens (%lld)", q.min_tokens, (long long)max_tokens);
+        set_error(rs, &e);
+        goto out;
+    }
+
+    r = calloc(1, sizeof *r);
+    if (!r) {
+        error_resp(rs, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    r->srv = s;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->refs = 1;
+    r->chat = kind == NB_OAI_CHAT;
+    r->stream = q.stream;
+    r->include_usage = q.include_usage;
+    r->logprobs = q.logprobs;
+    r->fd = req->fd;
+    r->n_prompt = (int32_t)n_ids;
+    r->created = (int64_t)time(NULL);
+    uint64_t seq = atomic_fetch_add(&s->id_seq, 1);
+    snprintf(r->id, sizeof r->id, "%s-%08llx%016llx", r->chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)(s->created & 0xffffffff), (unsigned long long)(seq * 0x9E3779B97F4A7C15ull));
+    r->t_submit = now_s();
+
+    nb_request_params p = {0};
+    p.prompt = ids;
+    p.n_prompt = n_ids;
+    p.sampling = q.sampling;
+    p.max_tokens = (int32_t)max_tokens;
+    p.min_tokens = q.min_tokens;
+    p.ignore_eos = q.ignore_eos;
+    p.stop = q.stop;
+    p.n_stop = q.n_stop;
+    p.stop_ids = (r->chat && s->eot_id >= 0) ? &s->eot_id : NULL;
+    p.n_stop_ids = p.stop_ids ? 1 : 0;
+    p.logprobs = q.logprobs;
+    p.sink = sink;
+    p.ud = r;
+
+    pthread_mutex_lock(&s->mu);
+    r->next = s->reqs;
+    if (s->reqs) s->reqs->prev = r;
+    s->reqs = r;
+    s->in_flight++;
+    r->refs = 2; /* HTTP side + engine side */
+    pthread_mutex_unlock(&s->mu);
+    uint64_t eid = 0;
+    nb_status st = s->be.submit(s->be.ctx, &p, &eid);
+    pthread_mutex_lock(&s->mu);
+    r->eid = eid;
+    r->submitted = st == NB_OK;
+    pthread_mutex_unlock(&s->mu);
+    if (st != NB_OK) {
+        r->refs = 1; /* the engine never saw it */
+        if (st == NB_ERR_OVERLOADED)
+            error_resp(rs, 429, "rate_limit_error", NULL, "queue_full", nb_errmsg());
+        else if (st == NB_ERR_INVALID || st == NB_ERR_RANGE)
+            error_resp(rs, 400, "invalid_request_error", NULL, "invalid_value", nb_errmsg());
+        else
+            error_resp(rs, 500, "server_error", NULL, NULL, nb_errmsg());
+        req_http_done(r);
+        goto out;
+    }
+    if (q.stream) {
+        rs->status = 200;
+        rs->content_type = "text/event-stream";
+        rs->stream = stream_read;
+        rs->stream_free = stream_free;
+        rs->stream_ud = r;
+    } else {
+        finish_blocking(r, rs);
+        req_http_done(r);
+    }
+out:
+    free(ids);
+    nb_oai_request_free(&q);
+}
+
+static void handle_models(nb_server *s, nb_http_resp *rs) {
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(s->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(s->created));
+    json_object_set_new(m, "owned_by", json_string("nibble"));
+    json_object_set_new(m, "root", json_string(s->model_name));
+    if (atomic_load(&s->state) != ST_LOADING) json_object_set_new(m, "max_model_len", json_integer(s->be.max_model_len));
+    json_t *arr = json_array();
+    json_array_append_new(arr, m);
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", arr);
+    set_json(rs, 200, o);
+}
+
+static void handle_metrics(nb_server *s, nb_http_resp *rs) {
+    struct nb_engine_stats st;
+    bool have = atomic_load(&s->state) != ST_LOADING && s->be.stats;
+    if (have) s->be.stats(s->be.ctx, &st);
+    rs->body = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    rs->body_len = rs->body ? strlen(rs->body) : 0;
+    rs->status = rs->body ? 200 : 500;
+    rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static bool authorized(nb_server *s, const nb_http_req *req) {
+    if (!s->api_key) return true;
+    const char *h = nb_http_header(req, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return nb_secret_equal(h, s->api_key);
+}
+
+static void handle(void *ud, const nb_http_req *req, nb_http_resp *rs) {
+    nb_server *s = ud;
+    char path[256];
+    size_t pl = strcspn(req->path, "?");
+    if (pl >= sizeof path) pl = sizeof path - 1;
+    memcpy(path, req->path, pl);
+    path[pl] = '\0';
+    while (pl > 1 && path[pl - 1] == '/') path[--pl] = '\0'; /* "/v1/models/" == "/v1/models" */
+    bool get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
+    bool post = !strcmp(req->method, "POST");
+    bool is_v1 = !strncmp(path, "/v1/", 4) || !strcmp(path, "/v1");
+    bool open_route = !strcmp(path, "/health") || !strcmp(path, "/metrics");
+
+    if (req->too_large) {
+        char m[160];
+        snprintf(m, sizeof m, "The request body is larger than %zu bytes (--max-request-bytes)", s->cfg.max_request_bytes);
+        error_resp(rs, 413, "invalid_request_error", NULL, "request_too_large", m);
+        return;
+    }
+    if ((is_v1 || (open_route && s->cfg.protect_metrics)) && !authorized(s, req)) {
+        error_resp(rs, 401, "authentication_error", NULL, "invalid_api_key",
+                   "Missing or incorrect API key: send 'Authorization: Bearer <key>'");
+        rs->header_name = "WWW-Authenticate";
+        rs->header_value = "Bearer";
+        return;
+    }
+    const char *allow = NULL;
+    if (!strcmp(path, "/v1/completions") || !strcmp(path, "/v1/chat/completions")) {
+        if (post) {
+            handle_generate(s, req, rs, path[4] == 'c' && path[5] == 'h' ? NB_OAI_CHAT : NB_OAI_COMPLETIONS);
+            return;
+        }
+        allow = "POST";
+    } else if (!strcmp(path, "/v1/models")) {
+        if (get) {
+            handle_models(s, rs);
+            return;
+        }
+        allow = "GET, HEAD";
+    } else if (!strcmp(path, "/health")) {
+        if (get) {
+            int st = atomic_load(&s->state);
+            json_t *o = json_object();
+            json_object_set_new(o, "status",
+                                json_string(st == ST_READY ? "ok" : st == ST_LOADING ? "loading" : "shutting_down"));
+            set_json(rs, st == ST_READY ? 200 : 503, o);
+            return;
+        }
+        allow = "GET, HEAD";
+    } else if (!strcmp(path, "/metrics")) {
+        if (get) {
+            handle_metrics(s, rs);
+            return;
+        }
+        allow = "GET, HEAD";
+    }
+    if (allow) {
+        char m[128];
+        snprintf(m, sizeof m, "Method %.16s is not allowed on %.64s (allowed: %s)", req->method, path, allow);
+        error_resp(rs, 405, "invalid_request_error", NULL, "method_not_allowed", m);
+        rs->header_name = "Allow";
+        rs->header_value = allow;
+        return;
+    }
+    char m[160];
+    snprintf(m, sizeof m, "No route for %.16s %.100s", req->method, path);
+    error_resp(rs, 404, "not_found_error", NULL, "not_found", m);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+nb_status nb_server_create(const nb_server_config *c, nb_server **out) {
+    *out = NULL;
+    if (!c->served_model_name || !*c->served_model_name)
+        return nb_fail(NB_ERR_INVALID, "--served-model-name: must not be empty");
+    nb_server *s = nb_calloc(1, sizeof *s);
+    if (!s) return NB_ERR_NOMEM;
+    s->cfg = *c;
+    if (!s->cfg.max_request_bytes) s->cfg.max_request_bytes = NB_SERVER_DEFAULT_MAX_REQUEST_BYTES;
+    s->model_name = nb_strdup(c->served_model_name);
+    s->api_key = c->api_key && *c->api_key ? nb_strdup(c->api_key) : NULL;
+    s->cfg.served_model_name = s->model_name;
+    s->cfg.api_key = s->api_key;
+    s->eot_id = -1;
+    s->created = (int64_t)time(NULL);
+    atomic_store(&s->id_seq, ((uint64_t)getpid() << 32) ^ (uint64_t)s->created);
+    pthread_mutex_init(&s->mu, NULL);
+    nb_metrics_init(&s->metrics);
+    nb_http_config hc = {.host = c->host, .port = c->port, .max_body = s->cfg.max_request_bytes,
+                         .max_connections = c->max_connections};
+    nb_status st = s->model_name ? nb_http_start(&hc, handle, s, &s->http) : NB_ERR_NOMEM;
+    if (st != NB_OK) {
+        nb_metrics_destroy(&s->metrics);
+        pthread_mutex_destroy(&s->mu);
+        free(s->model_name);
+        free(s->api_key);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return NB_OK;
+}
+
+int nb_server_port(const nb_server *s) { return nb_http_port(s->http); }
+
+void nb_server_set_ready(nb_server *s, const nb_server_backend *b) {
+    s->be = *b;
+    const char *t = b->chat_template ? b->chat_template : nb_tokenizer_chat_template(b->tok);
+    nb_chat_template_detect(t, &s->tmpl);
+    if (s->tmpl.family == NB_CHAT_GENERIC)
+        NB_WARN("chat template: %s; /v1/chat/completions uses the generic format "
+                "\"System: ...\\n\\nUser: ...\\n\\nAssistant:\" (docs/serve.md)",
+                t && *t ? "not one of the known families (chatml, llama2, llama3, mistral, zephyr, gemma)"
+                        : "the model has none");
+    else
+        NB_INFO("chat template: %s%s%s", nb_chat_family_name(s->tmpl.family),
+                s->tmpl.default_system[0] ? ", default system prompt: " : "", s->tmpl.default_system);
+    int32_t bos = nb_tokenizer_bos(b->tok), eos = nb_tokenizer_eos(b->tok);
+    s->bos_text[0] = s->eos_text[0] = '\0';
+    if (bos >= 0) {
+        size_t n = nb_token_piece(b->tok, bos, true, s->bos_text, sizeof s->bos_text - 1);
+        s->bos_text[NB_MIN(n, sizeof s->bos_text - 1)] = '\0';
+    }
+    if (eos >= 0) {
+        size_t n = nb_token_piece(b->tok, eos, true, s->eos_text, sizeof s->eos_text - 1);
+        s->eos_text[NB_MIN(n, sizeof s->eos_text - 1)] = '\0';
+    }
+    const char *eot = nb_chat_end_of_turn(s->tmpl.family);
+    s->eot_id = eot ? nb_tokenizer_find(b->tok, eot, strlen(eot)) : -1;
+    atomic_store(&s->state, ST_READY);
+}
+
+void nb_server_begin_shutdown(nb_server *s) {
+    atomic_store(&s->state, ST_SHUTTING);
+    nb_http_quiesce(s->http);
+}
+
+int nb_server_in_flight(nb_server *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->in_flight;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void nb_server_abort_all(nb_server *s) {
+    if (!s->be.abort) return;
+    pthread_mutex_lock(&s->mu);
+    size_t n = 0;
+    for (srv_req *r = s->reqs; r; r = r->next) n++;
+    uint64_t *ids = n ? malloc(n * sizeof *ids) : NULL;
+    size_t k = 0;
+    for (srv_req *r = s->reqs; r && ids; r = r->next)
+        if (r->submitted) ids[k++] = r->eid;
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < k; i++) s->be.abort(s->be.ctx, ids[i]);
+    free(ids);
+}
+
+void nb_server_free(nb_server *s) {
+    if (!s) return;
+    nb_http_stop(s->http);
+    nb_metrics_destroy(&s->metrics);
+    pthread_mutex_destroy(&s->mu);
+    free(s->model_name);
+    free(s->api_key);
+    free(s);
+}

@@ -1,0 +1,65 @@
+/* The OpenAI-compatible HTTP server of `nibble serve`: routes, auth, the
+ * request lifecycle (parse -> template -> tokenize -> submit -> wait or
+ * stream) and the shutdown sequence.
+ *
+ * The server talks to the engine through nb_server_backend (the engine's
+ * submit / abort / stats plus its tokenizer), so it can start before the
+ * model is loaded (/health answers 503 until nb_server_set_ready) and can be
+ * tested against a fake engine.
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions,
+ * GET /v1/models, GET /health, GET /metrics (docs/serve.md).
+ *
+ * Threads: HTTP connections run on libmicrohttpd's threads (one per
+ * connection); backend sinks run on the engine thread. All functions below
+ * are called from the owner's thread (the CLI's main thread). */
+#ifndef NB_SERVER_SERVER_H
+#define NB_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+#define NB_SERVER_DEFAULT_MAX_REQUEST_BYTES (8u << 20)
+
+typedef struct nb_server_backend {
+    void *ctx;
+    nb_status (*submit)(void *ctx, const nb_request_params *p, uint64_t *id);
+    void (*abort)(void *ctx, uint64_t id);
+    void (*stats)(void *ctx, struct nb_engine_stats *out);
+    const nb_tokenizer *tok;
+    int32_t max_model_len;
+    const char *chat_template; /* NULL: the tokenizer's (GGUF / tokenizer_config.json) */
+} nb_server_backend;
+
+typedef struct nb_server_config {
+    const char *host;               /* NULL: 127.0.0.1 */
+    int port;                       /* 0: a free port (nb_server_port) */
+    const char *served_model_name;  /* the only accepted `model` value */
+    const char *api_key;            /* NULL or "": no auth */
+    bool protect_metrics;           /* /health and /metrics need the key too */
+    size_t max_request_bytes;       /* 0: NB_SERVER_DEFAULT_MAX_REQUEST_BYTES */
+    unsigned max_connections;       /* 0: 1024 */
+} nb_server_config;
+
+typedef struct nb_server nb_server;
+
+/* Starts listening; the server answers 503 to model requests until ready. */
+nb_status nb_server_create(const nb_server_config *c, nb_server **out) __attribute__((warn_unused_result));
+int nb_server_port(const nb_server *s);
+/* The engine is loaded: detects the chat template (logging the family, and a
+ * warning for the generic fallback) and starts serving. b is copied. */
+void nb_server_set_ready(nb_server *s, const nb_server_backend *b);
+/* Stops accepting connections; requests arriving on open connections get 503. */
+void nb_server_begin_shutdown(nb_server *s);
+/* Requests accepted and not yet answered completely. */
+int nb_server_in_flight(nb_server *s);
+/* Aborts every request still running in the engine. */
+void nb_server_abort_all(nb_server *s);
+/* Closes every connection and frees. Call after the engine delivered its
+ * final events (nb_engine_free) so that no sink still refers to a request. */
+void nb_server_free(nb_server *s);
+
+#endif
