@@ -1,8 +1,18 @@
 /* nibble bench model: llama-bench-like prompt processing (pp) and token
  * generation (tg) throughput, plus the decode roofline: weight bytes
  * streamed per token, the bandwidth decode achieves, and the machine's
- * measured read bandwidth, so the gap to the physical limit is visible. */
+ * measured read bandwidth, so the gap to the physical limit is visible.
+ *
+ * With --concurrency 1,8,32: N requests at once through the serving engine
+ * (no HTTP) per level: aggregate prompt and decode tok/s, mean TTFT / TPOT,
+ * preemptions, how full the allocated KV blocks are (live tokens / tokens
+ * the used blocks hold, vs a static max_model_len slot per sequence), and
+ * the ratio of decode tok/s at the highest level to N = 1. With
+ * --shared-prefix P every prompt starts with the same P tokens and each
+ * level runs with prefix caching off and on (TTFT side by side). */
 #include <jansson.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +21,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/budget.h"
+#include "engine/engine.h"
 #include "engine/session.h"
 #include "eval/membw.h"
 
@@ -34,7 +46,270 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
                "  pp: P prompt tokens in batches of B; tg: N tokens one at a time after a 1-token prompt.\n"
                "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight bytes read per\n"
-               "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth.\n");
+               "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth.\n"
+               "\n"
+               "usage: nibble bench model [MODEL] --concurrency 1,8,32 [--input-len 128] [--output-len 128]\n"
+               "       [--shared-prefix P] [--max-num-seqs N] [--max-num-batched-tokens T] [--max-model-len L]\n"
+               "       [--block-size B] [--kv-cache-bytes SIZE] [--kv-cache-dtype auto|f16|bf16|fp8|int8] [-t N] [--json]\n"
+               "  N concurrent requests per level through the serving engine (no HTTP): aggregate prompt and\n"
+               "  decode tok/s, mean TTFT and TPOT, KV block fill vs static slots, preemptions, and the decode\n"
+               "  speed-up of the highest level over the lowest. --shared-prefix P: every prompt starts with the\n"
+               "  same P tokens; each level runs with prefix caching off, then on, and TTFTs are compared.\n");
+}
+
+/* ---- concurrency mode ------------------------------------------------------ */
+
+typedef struct creq {
+    int32_t n_gen, n_prompt;
+    double t_first, t_last, ttft;
+    bool done;
+    nb_finish_reason fin;
+} creq;
+
+typedef struct cstate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int remaining;
+    int64_t live_tokens; /* prompt + generated of requests in flight */
+} cstate;
+
+typedef struct csink {
+    cstate *cs;
+    creq *r;
+} csink;
+
+static void conc_sink(void *ud, const nb_token_event *ev) {
+    csink *k = ud;
+    double t = now_s();
+    pthread_mutex_lock(&k->cs->mu);
+    if (ev->token >= 0) {
+        if (k->r->n_gen == 0) {
+            k->r->t_first = t;
+            k->r->ttft = ev->ttft_s;
+        }
+        k->r->n_gen++;
+        k->r->t_last = t;
+        k->cs->live_tokens++;
+    }
+    if (ev->finish != NB_FINISH_NONE) {
+        k->r->done = true;
+        k->r->fin = ev->finish;
+        k->cs->live_tokens -= k->r->n_prompt + k->r->n_gen;
+        k->cs->remaining--;
+        pthread_cond_signal(&k->cs->cv);
+    }
+    pthread_mutex_unlock(&k->cs->mu);
+}
+
+typedef struct clevel {
+    int n;
+    bool prefix_caching;
+    double wall, prompt_tps, decode_tps, ttft, tpot, kv_fill, kv_static;
+    uint64_t preemptions, prefix_hits;
+    int64_t max_blocks_used;
+} clevel;
+
+static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_len, int32_t out_len, uint32_t salt,
+                          clevel *L) {
+    const nb_model *m = nb_engine_model(e);
+    int32_t V = m->hp.n_vocab, plen = prefix_len + in_len;
+    creq *rs = calloc((size_t)n, sizeof *rs);
+    csink *ks = calloc((size_t)n, sizeof *ks);
+    int32_t *prompt = malloc((size_t)plen * sizeof *prompt);
+    if (!rs || !ks || !prompt) { free(rs); free(ks); free(prompt); return nb_fail(NB_ERR_NOMEM, "out of memory"); }
+    cstate cs = {.remaining = n};
+    pthread_mutex_init(&cs.mu, NULL);
+    pthread_cond_init(&cs.cv, NULL);
+    nb_engine_stats s0, s;
+    nb_engine_get_stats(e, &s0);
+    double t0 = now_s();
+    nb_status st = NB_OK;
+    for (int i = 0; i < n && st == NB_OK; i++) {
+        for (int32_t j = 0; j < plen; j++) {
+            uint32_t x = j < prefix_len ? (uint32_t)j * 2654435761u + 17 : ((uint32_t)j * 2654435761u) ^ ((uint32_t)(i + 1) * 40503u + salt);
+            prompt[j] = (int32_t)(x % (uint32_t)(V - 3)) + 3;
+        }
+        nb_request_params p;
+        memset(&p, 0, sizeof p);
+        p.prompt = prompt;
+        p.n_prompt = (size_t)plen;
+        nb_sampling_defaults(&p.sampling);
+        p.sampling.temperature = 0;
+        p.max_tokens = out_len;
+        p.ignore_eos = true;
+        p.logprobs = -1;
+        p.sink = conc_sink;
+        ks[i].cs = &cs;
+        ks[i].r = &rs[i];
+        rs[i].n_prompt = plen;
+        p.ud = &ks[i];
+        pthread_mutex_lock(&cs.mu);
+        cs.live_tokens += plen;
+        pthread_mutex_unlock(&cs.mu);
+        uint64_t id;
+        st = nb_engine_submit(e, &p, &id);
+    }
+    /* sample KV fill while requests run */
+    double fill = 0, stat_fill = 0;
+    int samples = 0;
+    int64_t max_used = 0;
+    for (;;) {
+        pthread_mutex_lock(&cs.mu);
+        int rem = cs.remaining;
+        int64_t live = cs.live_tokens;
+        pthread_mutex_unlock(&cs.mu);
+        if (rem == 0 || st != NB_OK) break;
+        nb_engine_get_stats(e, &s);
+        if (s.running > 0 && s.kv_blocks_used > 0) {
+            int64_t held = s.kv_blocks_used * s.block_size;
+            double f = (double)NB_MIN(live, held) / (double)held;
+            fill += f;
+            stat_fill += (double)NB_MIN(live, held) / ((double)(s.running + s.waiting) * s.max_model_len);
+            samples++;
+            max_used = NB_MAX(max_used, s.kv_blocks_used);
+        }
+        usleep(10000);
+    }
+    double t1 = now_s();
+    nb_engine_get_stats(e, &s);
+    double first_max = t0, ttft = 0, tpot = 0;
+    int64_t gen = 0, dec = 0;
+    int ntp = 0;
+    for (int i = 0; i < n; i++) {
+        first_max = NB_MAX(first_max, rs[i].t_first);
+        ttft += rs[i].ttft;
+        gen += rs[i].n_gen;
+        if (rs[i].n_gen > 1) {
+            tpot += (rs[i].t_last - rs[i].t_first) / (rs[i].n_gen - 1);
+            dec += rs[i].n_gen - 1;
+            ntp++;
+        }
+    }
+    (void)gen;
+    double last_first = first_max, end = t0;
+    for (int i = 0; i < n; i++) end = NB_MAX(end, rs[i].t_last);
+    L->n = n;
+    L->wall = t1 - t0;
+    L->prompt_tps = (double)n * plen / (last_first - t0 > 0 ? last_first - t0 : 1e-9);
+    /* decode: tokens after each request's first, over the time any request was decoding */
+    double dstart = end;
+    for (int i = 0; i < n; i++) dstart = NB_MIN(dstart, rs[i].t_first);
+    L->decode_tps = (double)dec / (end - dstart > 0 ? end - dstart : 1e-9);
+    L->ttft = ttft / n;
+    L->tpot = ntp ? tpot / ntp : 0;
+    L->kv_fill = samples ? fill / samples : 0;
+    L->kv_static = samples ? stat_fill / samples : 0;
+    L->preemptions = s.preemptions_total - s0.preemptions_total;
+    L->prefix_hits = s.prefix_hit_tokens - s0.prefix_hit_tokens;
+    L->max_blocks_used = max_used;
+    pthread_mutex_lock(&cs.mu);
+    while (cs.remaining > 0 && st == NB_OK) pthread_cond_wait(&cs.cv, &cs.mu);
+    pthread_mutex_unlock(&cs.mu);
+    pthread_mutex_destroy(&cs.mu);
+    pthread_cond_destroy(&cs.cv);
+    free(rs); free(ks); free(prompt);
+    return st;
+}
+
+static int bench_concurrency(const char *model, const char *levels, int n_threads, int64_t in_len, int64_t out_len,
+                             int64_t prefix_len, const nb_engine_config *base, bool json) {
+    int lv[16], nl = 0, maxn = 1;
+    for (const char *p = levels; *p && nl < 16;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 4096) {
+            fprintf(stderr, "nibble %s: --concurrency '%s': expected a list like 1,8,32 of values in 1..4096\n", CMD, levels);
+            return NB_EXIT_USAGE;
+        }
+        lv[nl++] = (int)x;
+        maxn = NB_MAX(maxn, (int)x);
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+            fprintf(stderr, "nibble %s: --concurrency '%s': expected a list like 1,8,32\n", CMD, levels);
+            return NB_EXIT_USAGE;
+        }
+    }
+    nb_engine_config c = *base;
+    c.n_threads = n_threads;
+    if (c.max_model_len <= 0) c.max_model_len = (int32_t)(prefix_len + in_len + out_len);
+    if (c.max_num_seqs <= 0) c.max_num_seqs = maxn;
+    if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = NB_MAX(512, c.max_num_seqs);
+    int passes = prefix_len > 0 ? 2 : 1;
+    clevel res[2][16];
+    memset(res, 0, sizeof res);
+    char model_desc[512] = "", acct[2048] = "";
+    nb_engine_stats es;
+    memset(&es, 0, sizeof es);
+    for (int pass = 0; pass < passes; pass++) {
+        c.enable_prefix_caching = passes == 2 ? pass == 1 : base->enable_prefix_caching;
+        nb_engine *e;
+        nb_status st = nb_engine_create(model, &c, &e);
+        if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+        snprintf(model_desc, sizeof model_desc, "threads %d (%s, attention %s), weights %.2f GB, KV %s", nb_engine_threads(e),
+                 nb_engine_isa(e), nb_engine_attn_isa(e), (double)nb_engine_model(e)->weight_bytes / 1e9,
+                 nb_kv_type_name((nb_kv_type)(c.kv_cache_dtype == NB_KV_AUTO ? 0 : c.kv_cache_dtype - 1)));
+        snprintf(acct, sizeof acct, "%s", nb_engine_account(e));
+        nb_engine_get_stats(e, &es);
+        /* warm-up: pages in the weights; with prefix caching it also caches the shared prefix */
+        clevel w;
+        st = c.enable_prefix_caching ? conc_run(e, 1, (int32_t)prefix_len, (int32_t)in_len, 2, 0xabcdu, &w)
+                                     : conc_run(e, 1, 0, (int32_t)NB_MIN(in_len, 16), 2, 0xabcdu, &w);
+        for (int i = 0; i < nl && st == NB_OK; i++)
+            st = conc_run(e, lv[i], (int32_t)prefix_len, (int32_t)in_len, (int32_t)out_len, (uint32_t)(i * 7919 + pass),
+                          &res[pass][i]);
+        for (int i = 0; i < nl; i++) res[pass][i].prefix_caching = c.enable_prefix_caching;
+        nb_engine_free(e);
+        if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+    }
+    if (json) {
+        json_t *arr = json_array();
+        for (int pass = 0; pass < passes; pass++)
+            for (int i = 0; i < nl; i++) {
+                clevel *L = &res[pass][i];
+                json_array_append_new(arr, json_pack("{s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "concurrency", L->n,
+                    "prefix_caching", L->prefix_caching, "wall_s", L->wall, "prompt_tok_s", L->prompt_tps,
+                    "decode_tok_s", L->decode_tps, "mean_ttft_s", L->ttft, "mean_tpot_s", L->tpot,
+                    "kv_used_blocks_fill", L->kv_fill, "kv_static_slots_fill", L->kv_static,
+                    "preemptions", (json_int_t)L->preemptions, "prefix_hit_tokens", (json_int_t)L->prefix_hits));
+            }
+        json_t *o = json_pack("{s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "model", model, "input_len", (json_int_t)in_len,
+                              "output_len", (json_int_t)out_len, "shared_prefix", (json_int_t)prefix_len,
+                              "kv_bytes_per_token", (json_int_t)es.kv_bytes_per_token, "kv_blocks_total",
+                              (json_int_t)es.kv_blocks_total, "block_size", (json_int_t)es.block_size,
+                              "max_model_len", (json_int_t)es.max_model_len, "levels", arr);
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+        json_decref(o);
+        return NB_EXIT_OK;
+    }
+    printf("model: %s\n%s\n%s", model, model_desc, acct);
+    printf("requests: shared prefix %lld + input %lld tokens, output %lld tokens (greedy, ignore_eos); "
+           "max_num_seqs %d, max_num_batched_tokens %d, block %d\n\n", (long long)prefix_len, (long long)in_len,
+           (long long)out_len, c.max_num_seqs, c.max_num_batched_tokens, c.block_size > 0 ? c.block_size : 16);
+    printf("| N | prefix cache | prompt tok/s | decode tok/s | mean TTFT s | mean TPOT s | KV fill (used blocks) | KV fill (static slots) | preemptions |\n");
+    printf("|---|---|---|---|---|---|---|---|---|\n");
+    for (int pass = 0; pass < passes; pass++)
+        for (int i = 0; i < nl; i++) {
+            clevel *L = &res[pass][i];
+            printf("| %d | %s | %.1f | %.2f | %.3f | %.4f | %.1f%% | %.1f%% | %llu |\n", L->n, L->prefix_caching ? "on" : "off",
+                   L->prompt_tps, L->decode_tps, L->ttft, L->tpot, 100 * L->kv_fill, 100 * L->kv_static,
+                   (unsigned long long)L->preemptions);
+        }
+    int lo = 0, hi = 0;
+    for (int i = 0; i < nl; i++) {
+        if (lv[i] < lv[lo]) lo = i;
+        if (lv[i] > lv[hi]) hi = i;
+    }
+    clevel *R = res[passes - 1];
+    if (hi != lo)
+        printf("\naggregate decode tok/s at N=%d vs N=%d: %.2fx\n", lv[hi], lv[lo],
+               R[hi].decode_tps / (R[lo].decode_tps > 0 ? R[lo].decode_tps : 1e-9));
+    if (passes == 2)
+        for (int i = 0; i < nl; i++)
+            printf("prefix cache, shared %lld-token prefix, N=%d: mean TTFT %.3f s off vs %.3f s on: %.2fx faster\n",
+                   (long long)prefix_len, lv[i], res[0][i].ttft, res[1][i].ttft,
+                   res[0][i].ttft / (res[1][i].ttft > 0 ? res[1][i].ttft : 1e-9));
+    return NB_EXIT_OK;
 }
 
 int nb_cmd_bench(int argc, char **argv) {
@@ -47,6 +322,12 @@ int nb_cmd_bench(int argc, char **argv) {
     nb_session_params sp = {0};
     int64_t pp = 512, tg = 128, reps = 3, batch = 512, v;
     bool json = false, bw = true;
+    const char *conc = NULL;
+    int64_t in_len = 128, out_len = 128, prefix_len = 0;
+    nb_engine_config ec;
+    nb_engine_config_defaults(&ec);
+    ec.max_num_seqs = 0;
+    ec.max_num_batched_tokens = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
@@ -60,6 +341,18 @@ int nb_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &tg)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-r")) { if (!nb_arg_int(CMD, a, val, 1, 1000, &reps)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-b")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 16, &batch)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "--concurrency")) conc = val;
+        else if (!strcmp(a, "--input-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &in_len)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "--output-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &out_len)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "--shared-prefix")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &prefix_len)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "--max-num-seqs")) { if (!nb_arg_int(CMD, a, val, 1, 65536, &v)) return NB_EXIT_USAGE; ec.max_num_seqs = (int32_t)v; }
+        else if (!strcmp(a, "--max-num-batched-tokens")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &v)) return NB_EXIT_USAGE; ec.max_num_batched_tokens = (int32_t)v; }
+        else if (!strcmp(a, "--max-model-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 24, &v)) return NB_EXIT_USAGE; ec.max_model_len = (int32_t)v; }
+        else if (!strcmp(a, "--block-size")) { if (!nb_arg_int(CMD, a, val, 1, 1024, &v)) return NB_EXIT_USAGE; ec.block_size = (int32_t)v; }
+        else if (!strcmp(a, "--kv-cache-bytes")) { if (!nb_arg_bytes(CMD, a, val, &ec.kv_cache_bytes)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "--kv-cache-dtype")) {
+            if (nb_engine_kv_dtype_parse(val, &ec.kv_cache_dtype) != NB_OK) { nb_cli_error(CMD); return NB_EXIT_USAGE; }
+        }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!nb_arg_int(CMD, a, val, 1, 512, &v)) return NB_EXIT_USAGE;
             sp.n_threads = (int)v;
@@ -67,6 +360,10 @@ int nb_cmd_bench(int argc, char **argv) {
             fprintf(stderr, "nibble %s: unknown option '%s'\n", CMD, a);
             return NB_EXIT_USAGE;
         }
+    }
+    if (conc) {
+        ec.use_mmap = sp.use_mmap;
+        return bench_concurrency(sp.model_path, conc, sp.n_threads, in_len, out_len, prefix_len, &ec, json);
     }
     sp.n_ctx = (int32_t)NB_MAX(pp, tg + 1);
     sp.n_batch = (int32_t)NB_MIN(batch, sp.n_ctx);

@@ -1,5 +1,7 @@
-/* nibble generate: stream a continuation of a prompt to stdout. */
+/* nibble generate: stream a continuation of a prompt to stdout, through the
+ * serving engine (one request; the same code path as `nibble serve`). */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,10 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/sampler.h"
-#include "engine/session.h"
+#include "engine/budget.h"
+#include "engine/engine.h"
+#include "formats/source.h"
+#include "model/synth.h"
 
 #define CMD "generate"
 #define PROMPT_FILE_MAX (64u << 20)
@@ -36,6 +41,7 @@ static void usage(FILE *f) {
             "      --no-bos            do not add BOS even if the model asks for it\n"
             "      --echo              print the prompt before the generated text\n"
             "      --ids               print the generated token ids as one JSON array instead of text\n"
+            "      --kv-cache-dtype T  auto|f32|f16|bf16|fp8|int8 (default auto = f32)\n"
             "      --mmap              compute from the file mapping instead of a huge-page copy of the weights\n");
 }
 
@@ -45,11 +51,58 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+typedef struct gen_out {
+    bool ids_out;
+    int64_t n_gen;
+    double t_first, t_last;
+    nb_finish_reason fin;
+    char err[512];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} gen_out;
+
+/* Runs on the engine thread: print as tokens arrive. */
+static void gen_sink(void *ud, const nb_token_event *ev) {
+    gen_out *g = ud;
+    double t = now_s();
+    if (ev->token >= 0) {
+        g->n_gen++;
+        if (g->n_gen == 1) g->t_first = t;
+        g->t_last = t;
+        if (g->ids_out) printf("%s%d", g->n_gen > 1 ? ", " : "", ev->token);
+    }
+    if (!g->ids_out && ev->text_len) fwrite(ev->text, 1, ev->text_len, stdout);
+    fflush(stdout);
+    if (ev->finish != NB_FINISH_NONE) {
+        pthread_mutex_lock(&g->mu);
+        g->fin = ev->finish;
+        if (ev->error) snprintf(g->err, sizeof g->err, "%s", ev->error);
+        g->done = true;
+        pthread_cond_signal(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+}
+
+static uint64_t random_seed(void) {
+    uint64_t s = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&s, sizeof s, 1, f) != 1) s = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    if (f) fclose(f);
+    return s;
+}
+
 int nb_cmd_generate(int argc, char **argv) {
-    nb_session_params sp = {0};
+    struct {
+        const char *model_path, *tokenizer_path;
+        int n_threads;
+        int32_t n_ctx;
+        bool use_mmap;
+    } sp = {0};
     const char *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, v;
     double d;
+    nb_kv_dtype kv_dtype = NB_KV_AUTO;
     bool echo = false, ids_out = false, ignore_eos = false, no_bos = false;
     nb_sampling smp;
     nb_sampling_defaults(&smp);
@@ -86,6 +139,10 @@ int nb_cmd_generate(int argc, char **argv) {
             smp.has_seed = true;
         }
         else if (!strcmp(a, "--mmap")) sp.use_mmap = true;
+        else if (!strcmp(a, "--kv-cache-dtype")) {
+            VAL();
+            if (nb_engine_kv_dtype_parse(val, &kv_dtype) != NB_OK) { nb_cli_error(CMD); return NB_EXIT_USAGE; }
+        }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-bos")) no_bos = true;
         else if (!strcmp(a, "--echo")) echo = true;
@@ -118,107 +175,120 @@ int nb_cmd_generate(int argc, char **argv) {
     }
 
     int rc = NB_EXIT_FAIL;
-    nb_session *s = NULL;
-    nb_sampler *sampler = NULL;
+    nb_engine *e = NULL;
+    nb_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    char *out = NULL;
-    nb_status st = nb_session_open(&sp, &s);
-    if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    st = nb_tokenize(s->tok, prompt, strlen(prompt), !no_bos, false, &ids, &n_ids);
+    char path[4096];
+    nb_status st;
+    if (sp.model_path) snprintf(path, sizeof path, "%s", sp.model_path);
+    else if ((st = nb_default_model_path(path, sizeof path)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+    /* the context the model computes exactly (hyper-parameters only; the engine loads the weights) */
+    nb_source src;
+    if ((st = nb_source_open(path, &src)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+    int64_t model_ctx = src.hp.n_ctx_train;
+    if (src.hp.sliding_window > 0 && src.hp.sliding_window < model_ctx) model_ctx = src.hp.sliding_window;
+    nb_source_close(&src);
+    if ((st = nb_tokenizer_load(path, sp.tokenizer_path, &tok)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+    st = nb_tokenize(tok, prompt, strlen(prompt), !no_bos, false, &ids, &n_ids);
     if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     if (n_ids == 0) {
-        int32_t bos = nb_tokenizer_bos(s->tok);
+        int32_t bos = nb_tokenizer_bos(tok);
         if (bos < 0) {
             fprintf(stderr, "nibble %s: the prompt is empty and the model has no BOS token to start from\n", CMD);
             rc = NB_EXIT_USAGE;
             goto done;
         }
-        ids = realloc(ids, sizeof *ids);
+        int32_t *one = realloc(ids, sizeof *ids);
+        if (!one) goto done;
+        ids = one;
         ids[0] = bos;
         n_ids = 1;
     }
-    if (sp.n_ctx <= 0 && (int64_t)n_ids + n_predict > s->n_ctx) {
-        /* The default context is too small for this request: reopen with what it needs, capped at the model's. */
-        int64_t need = (int64_t)n_ids + n_predict;
-        if (need > s->model->hp.n_ctx_train) need = s->model->hp.n_ctx_train;
-        if (need > s->n_ctx) {
-            nb_session_free(s);
-            s = NULL;
-            nb_session_params p1 = sp;
-            p1.n_ctx = (int32_t)need;
-            if ((st = nb_session_open(&p1, &s)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-        }
-    }
-    if ((int64_t)n_ids > s->n_ctx) {
-        fprintf(stderr, "nibble %s: the prompt has %zu tokens, more than the context size %d\n", CMD, n_ids, s->n_ctx);
+    /* default context: prompt + n, at most the model's */
+    int64_t n_ctx = sp.n_ctx > 0 ? sp.n_ctx : NB_MIN((int64_t)n_ids + NB_MAX(n_predict, 1), model_ctx);
+    if (model_ctx <= 0 && sp.n_ctx <= 0) n_ctx = (int64_t)n_ids + NB_MAX(n_predict, 1);
+    if ((int64_t)n_ids > n_ctx) {
+        fprintf(stderr, "nibble %s: the prompt has %zu tokens, more than the context size %lld\n", CMD, n_ids,
+                (long long)n_ctx);
         rc = NB_EXIT_USAGE;
         goto done;
     }
-    if ((int64_t)n_ids + n_predict > s->n_ctx) {
-        fprintf(stderr, "nibble %s: note: prompt (%zu) + n (%lld) exceeds the context size %d; generation stops "
-                "at the context end\n", CMD, n_ids, (long long)n_predict, s->n_ctx);
-        n_predict = s->n_ctx - (int64_t)n_ids;
+    if ((int64_t)n_ids + n_predict > n_ctx) {
+        fprintf(stderr, "nibble %s: note: prompt (%zu) + n (%lld) exceeds the context size %lld; generation stops "
+                "at the context end\n", CMD, n_ids, (long long)n_predict, (long long)n_ctx);
+        n_predict = n_ctx - (int64_t)n_ids;
     }
-    if ((st = nb_sampler_create(&smp, s->n_vocab, &sampler)) != NB_OK) { nb_cli_error(CMD); goto done; }
-    nb_sampler_set_prompt(sampler, ids, n_ids);
-
-    size_t cap = nb_tokenizer_max_piece(s->tok) + NB_DETOK_SLACK;
-    out = malloc(cap);
-    float *logits = malloc((size_t)s->n_vocab * sizeof(float));
-    if (!out || !logits) { free(logits); fprintf(stderr, "nibble %s: out of memory\n", CMD); goto done; }
+    if (!smp.has_seed) {
+        smp.seed = random_seed();
+        smp.has_seed = true;
+    }
+    nb_engine_config ec;
+    nb_engine_config_defaults(&ec);
+    ec.tokenizer_path = sp.tokenizer_path;
+    ec.n_threads = sp.n_threads;
+    ec.use_mmap = sp.use_mmap;
+    ec.max_model_len = (int32_t)n_ctx;
+    ec.max_num_seqs = 1;
+    ec.max_num_batched_tokens = 512;
+    ec.enable_prefix_caching = false;
+    ec.kv_cache_dtype = kv_dtype;
+    if ((st = nb_engine_create(path, &ec, &e)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     if (echo && !ids_out) {
         char *pt;
         size_t pl;
-        if (nb_detokenize(s->tok, ids, n_ids, false, &pt, &pl) == NB_OK) {
+        if (nb_detokenize(tok, ids, n_ids, false, &pt, &pl) == NB_OK) {
             fwrite(pt, 1, pl, stdout);
             free(pt);
         }
     }
-    nb_detok dt;
-    nb_detok_init(&dt, s->tok); /* a continuation keeps its leading space */
-
-    double t0 = now_s();
-    st = nb_session_eval(s, ids, (int32_t)n_ids, false, logits);
-    double t1 = now_s(), t2 = t1;
-    int64_t n_gen = 0;
+    gen_out g = {.ids_out = ids_out};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
     if (ids_out) fputc('[', stdout);
-    while (st == NB_OK && n_gen < n_predict) {
-        int32_t id = nb_sampler_sample(sampler, logits);
-        n_gen++;
-        bool eog = nb_tokenizer_is_eog(s->tok, id);
-        if (ids_out) {
-            printf("%s%d", n_gen > 1 ? ", " : "", id);
-        } else if (!eog || ignore_eos) {
-            size_t k = nb_detok_push(&dt, id, out, cap);
-            fwrite(out, 1, k, stdout);
+    double t0 = now_s();
+    g.t_first = g.t_last = t0;
+    if (n_predict > 0) {
+        nb_request_params rp;
+        memset(&rp, 0, sizeof rp);
+        rp.prompt = ids;
+        rp.n_prompt = n_ids;
+        rp.sampling = smp;
+        rp.max_tokens = (int32_t)n_predict;
+        rp.ignore_eos = ignore_eos;
+        rp.logprobs = -1;
+        rp.sink = gen_sink;
+        rp.ud = &g;
+        uint64_t id;
+        if ((st = nb_engine_submit(e, &rp, &id)) != NB_OK) {
+            nb_cli_error(CMD);
+            rc = nb_cli_exit_code(st);
+            goto done;
         }
-        fflush(stdout);
-        if (eog && !ignore_eos) break;
-        if (n_gen == n_predict) break;
-        st = nb_session_eval(s, &id, 1, false, logits);
+        pthread_mutex_lock(&g.mu);
+        while (!g.done) pthread_cond_wait(&g.cv, &g.mu);
+        pthread_mutex_unlock(&g.mu);
     }
-    t2 = now_s();
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
     if (ids_out) fputs("]\n", stdout);
-    else {
-        size_t k = nb_detok_flush(&dt, out, cap);
-        fwrite(out, 1, k, stdout);
-        fputc('\n', stdout);
-    }
+    else fputc('\n', stdout);
     fflush(stdout);
-    free(logits);
-    if (st != NB_OK) { nb_cli_error(CMD); goto done; }
-    fprintf(stderr, "nibble: model %s, %d threads (%s), seed %llu\n", s->model_path, nb_fwd_threads(s->fwd),
-            nb_fwd_isa(s->fwd), (unsigned long long)nb_sampler_seed(sampler));
+    if (g.fin == NB_FINISH_ERROR || g.fin == NB_FINISH_ABORT) {
+        fprintf(stderr, "nibble %s: %s\n", CMD, g.err[0] ? g.err : "generation aborted");
+        goto done;
+    }
+    double t1 = g.t_first, t2 = g.t_last;
+    fprintf(stderr, "nibble: model %s, %d threads (%s, attention %s), seed %llu\n", path, nb_engine_threads(e),
+            nb_engine_isa(e), nb_engine_attn_isa(e), (unsigned long long)smp.seed);
     fprintf(stderr, "nibble: prompt %zu tokens in %.3f s (%.2f tok/s); generation %lld tokens in %.3f s (%.2f tok/s)\n",
-            n_ids, t1 - t0, (double)n_ids / (t1 - t0 > 0 ? t1 - t0 : 1e-9), (long long)n_gen, t2 - t1,
-            n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+            n_ids, t1 - t0, (double)n_ids / (t1 - t0 > 0 ? t1 - t0 : 1e-9), (long long)g.n_gen, t2 - t1,
+            g.n_gen > 1 ? (double)(g.n_gen - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
     rc = NB_EXIT_OK;
 done:
-    nb_sampler_free(sampler);
-    nb_session_free(s);
+    nb_engine_free(e);
+    nb_tokenizer_free(tok);
     free(ids);
-    free(out);
     free(file_text);
     return rc;
 }

@@ -24,7 +24,7 @@
 #include "tokenizer/tokenizer.h"
 
 typedef enum nb_kv_dtype {
-    NB_KV_AUTO = 0, /* the engine's default (f32 today) */
+    NB_KV_AUTO = 0, /* the engine's default (f32 today; docs/engine.md) */
     NB_KV_F32, NB_KV_F16, NB_KV_BF16, NB_KV_FP8, NB_KV_INT8,
 } nb_kv_dtype;
 
@@ -136,9 +136,14 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
  * next step). The sink gets a final NB_FINISH_ABORT event. Unknown or
  * finished ids are ignored. */
 void nb_engine_abort(nb_engine *e, uint64_t id);
-void nb_engine_stats(nb_engine *e, nb_engine_stats *out);
+/* (named _get_: nb_engine_stats is the struct's name) */
+void nb_engine_get_stats(nb_engine *e, nb_engine_stats *out);
 
 const nb_model *nb_engine_model(const nb_engine *e);
+/* Forward-pass threads, the matmul ISA and the paged-attention kernel in use (for logs). */
+int nb_engine_threads(const nb_engine *e);
+const char *nb_engine_isa(const nb_engine *e);
+const char *nb_engine_attn_isa(const nb_engine *e);
 const nb_tokenizer *nb_engine_tokenizer(const nb_engine *e);
 /* The startup memory account as printed lines (same text as `nibble plan` for this host). */
 const char *nb_engine_account(const nb_engine *e);

@@ -8,6 +8,8 @@
  *   logits = rmsnorm(x) * output_norm  Woutput   (wanted rows only) */
 #include "model/forward.h"
 
+#include "model/attn.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,8 @@ struct nb_fwd {
     const nb_model *m;
     nb_kv_pool *kv;
     nb_kctx k;
+    nb_attn_fn attn;
+    const char *attn_isa;
     int32_t max_tokens;
     float *x, *xn, *q, *kk, *vv, *att, *g, *u, *rope; /* [max_tokens][...] */
     float *att_scores;   /* [threads][att_cap] */
@@ -36,6 +40,13 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     f->max_tokens = max_tokens;
     nb_status st = nb_kctx_init(&f->k, n_threads);
     if (st != NB_OK) { free(f); return st; }
+    f->attn = nb_attn_get(f->k.isa, &f->attn_isa);
+    if (kv->n_layer != m->hp.n_layer || kv->head_dim != m->hp.head_dim || kv->n_head_kv != m->hp.n_head_kv) {
+        nb_fwd_free(f);
+        return nb_fail(NB_ERR_INVALID, "KV pool shape (%d layers x %d heads x %d) does not match the model's "
+                       "(%d x %d x %d)", kv->n_layer, kv->n_head_kv, kv->head_dim, m->hp.n_layer, m->hp.n_head_kv,
+                       m->hp.head_dim);
+    }
     const nb_hparams *hp = &m->hp;
     int64_t T = max_tokens, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
             KV = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -67,6 +78,7 @@ void nb_fwd_free(nb_fwd *f) {
 
 int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
+const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn_isa; }
 
 static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
     double ss = 0;
@@ -117,38 +129,20 @@ static void attention_worker(void *arg, int ith, int nth) {
     nb_fwd *f = j->f;
     const nb_batch *b = j->b;
     const nb_hparams *hp = &f->m->hp;
-    const nb_kv_pool *kv = f->kv;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *sc = f->att_scores + (int64_t)ith * f->att_cap;
+    nb_attn_head a = {.kv = f->kv, .layer = j->layer, .scale = 1.0f / sqrtf((float)hd),
+                      .scores = f->att_scores + (int64_t)ith * f->att_cap};
     int64_t lo, hi;
     nb_split((int64_t)b->n * hp->n_head, ith, nth, &lo, &hi);
     for (int64_t job = lo; job < hi; job++) {
         int32_t t = (int32_t)(job / hp->n_head);
-        int h = (int)(job % hp->n_head), kvh = h / group;
-        const nb_seq_view *s = &b->seqs[b->seq[t]];
-        int32_t p = b->pos[t];
-        const float *q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
-        float mx = -INFINITY;
-        for (int32_t i = 0; i <= p; i++) {
-            const float *k = nb_kv_k(kv, j->layer, s->blocks[i / kv->block_size], i % kv->block_size) + kvh * hd;
-            float d = f->k.fk->dot_f32(hd, k, q) * scale;
-            sc[i] = d;
-            if (d > mx) mx = d;
-        }
-        float sum = 0;
-        for (int32_t i = 0; i <= p; i++) {
-            sc[i] = expf(sc[i] - mx);
-            sum += sc[i];
-        }
-        float inv = 1.0f / sum;
-        float *o = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int32_t i = 0; i <= p; i++) {
-            const float *v = nb_kv_v(kv, j->layer, s->blocks[i / kv->block_size], i % kv->block_size) + kvh * hd;
-            float w = sc[i] * inv;
-            for (int d = 0; d < hd; d++) o[d] += w * v[d];
-        }
+        int h = (int)(job % hp->n_head);
+        a.blocks = b->seqs[b->seq[t]].blocks;
+        a.n_pos = b->pos[t] + 1;
+        a.kvh = h / group;
+        a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+        a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+        f->attn(&a);
     }
 }
 
@@ -217,8 +211,7 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
             const nb_seq_view *s = &b->seqs[b->seq[t]];
             int32_t p = b->pos[t];
             int32_t blk = s->blocks[p / f->kv->block_size], slot = p % f->kv->block_size;
-            memcpy(nb_kv_k(f->kv, l, blk, slot), f->kk + t * KV, (size_t)KV * sizeof(float));
-            memcpy(nb_kv_v(f->kv, l, blk, slot), f->vv + t * KV, (size_t)KV * sizeof(float));
+            nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
         }
         att_job aj = {f, b, l};
         nb_pool_run(f->k.pool, attention_worker, &aj);

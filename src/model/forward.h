@@ -38,6 +38,8 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
 void nb_fwd_free(nb_fwd *f);
 int nb_fwd_threads(const nb_fwd *f);
 const char *nb_fwd_isa(const nb_fwd *f);
+/* The paged-attention kernel in use ("avx2", "scalar"). */
+const char *nb_fwd_attn_isa(const nb_fwd *f);
 
 /* Runs the batch; logits of the wanted tokens, in batch order, go to
  * `logits` ([n_wanted][n_vocab]). Bad token ids, positions or block tables

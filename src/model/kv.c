@@ -1,29 +1,70 @@
-/* KV pool allocation. */
+/* KV pool allocation, stores with conversion to the pool's element type,
+ * block copies, and the fp8 e4m3 conversions (see kv.h for the layout). */
 #include "model/kv.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t nb_kv_bytes_per_token(const nb_hparams *hp) {
-    return 2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * sizeof(float);
+#include "base/half.h"
+
+static int32_t type_elem(nb_kv_type t) {
+    switch (t) {
+    case NB_KVT_F32: return 4;
+    case NB_KVT_F16: case NB_KVT_BF16: return 2;
+    default: return 1;
+    }
 }
 
+static bool type_scaled(nb_kv_type t) { return t == NB_KVT_INT8 || t == NB_KVT_FP8; }
+
+const char *nb_kv_type_name(nb_kv_type t) {
+    static const char *n[] = {"f32", "f16", "bf16", "int8", "fp8"};
+    return (unsigned)t < 5 ? n[t] : "?";
+}
+
+uint64_t nb_kv_bytes_per_token_type(const nb_hparams *hp, nb_kv_type t) {
+    uint64_t per_layer = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (uint64_t)type_elem(t);
+    if (type_scaled(t)) per_layer += (uint64_t)hp->n_head_kv * sizeof(float);
+    return 2ull * (uint64_t)hp->n_layer * per_layer;
+}
+
+uint64_t nb_kv_bytes_per_token(const nb_hparams *hp) { return nb_kv_bytes_per_token_type(hp, NB_KVT_F32); }
+
 nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks) {
+    return nb_kv_pool_init_type(kv, hp, block_size, n_blocks, NB_KVT_F32);
+}
+
+nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks,
+                               nb_kv_type type) {
     memset(kv, 0, sizeof *kv);
     if (block_size < 1 || block_size > 1024)
         return nb_fail(NB_ERR_RANGE, "block size %d outside 1..1024", block_size);
     if (n_blocks < 1) return nb_fail(NB_ERR_RANGE, "KV pool needs at least one block (got %lld)", (long long)n_blocks);
+    if ((unsigned)type > NB_KVT_FP8) return nb_fail(NB_ERR_RANGE, "KV element type %d unknown", (int)type);
     kv->n_layer = hp->n_layer;
+    kv->n_head_kv = hp->n_head_kv;
+    kv->head_dim = hp->head_dim;
     kv->kv_dim = hp->n_head_kv * hp->head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
-    uint64_t n;
-    if (!nb_mul_ok((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)kv->kv_dim * (uint64_t)hp->n_layer, &n) ||
-        !nb_mul_ok(n, sizeof(float), &n))
-        return nb_fail(NB_ERR_RANGE, "KV pool size overflows");
+    kv->type = type;
+    kv->elem = type_elem(type);
+    uint64_t slots, n, ns = 0;
+    if (!nb_mul_ok((uint64_t)n_blocks * (uint64_t)block_size, (uint64_t)hp->n_layer, &slots) ||
+        !nb_mul_ok(slots, (uint64_t)kv->kv_dim * (uint64_t)kv->elem, &n) ||
+        !nb_mul_ok(slots, (uint64_t)kv->n_head_kv * sizeof(float), &ns) || n > SIZE_MAX / 2)
+        return nb_fail(NB_ERR_RANGE, "KV pool size overflows (%lld blocks of %d tokens)", (long long)n_blocks,
+                       block_size);
     kv->k = malloc(n);
     kv->v = malloc(n);
-    if (!kv->k || !kv->v) {
+    bool ok = kv->k && kv->v;
+    if (ok && type_scaled(type)) {
+        kv->ks = malloc(ns);
+        kv->vs = malloc(ns);
+        ok = kv->ks && kv->vs;
+    }
+    if (!ok) {
         nb_kv_pool_free(kv);
         return nb_fail(NB_ERR_NOMEM, "out of memory for a KV pool of 2 x %llu bytes", (unsigned long long)n);
     }
@@ -33,5 +74,98 @@ nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_si
 void nb_kv_pool_free(nb_kv_pool *kv) {
     free(kv->k);
     free(kv->v);
+    free(kv->ks);
+    free(kv->vs);
     kv->k = kv->v = NULL;
+    kv->ks = kv->vs = NULL;
+}
+
+uint8_t nb_fp32_to_fp8_e4m3(float f) {
+    if (isnan(f)) return 0x7f;
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a >= 448.0f) return sign | 0x7e;
+    if (a < 0.015625f) { /* below 2^-6: subnormals in steps of 2^-9 (8 -> the smallest normal) */
+        int q = (int)rintf(a * 512.0f);
+        return (uint8_t)(sign | q);
+    }
+    int e2;
+    float m = frexpf(a, &e2); /* a = m * 2^e2, m in [0.5, 1) */
+    int e = e2 - 1;           /* a = (2m) * 2^e, 2m in [1, 2) */
+    int q = (int)rintf((2.0f * m - 1.0f) * 8.0f);
+    if (q == 8) { q = 0; e++; }
+    int code = ((e + 7) << 3) | q;
+    if (code > 0x7e) code = 0x7e;
+    return (uint8_t)(sign | code);
+}
+
+float nb_fp8_e4m3_to_fp32(uint8_t c) {
+    int e = (c >> 3) & 15, m = c & 7;
+    float v;
+    if ((c & 0x7f) == 0x7f) return NAN;
+    if (e == 0) v = (float)m * (1.0f / 512.0f);
+    else v = ldexpf(1.0f + (float)m / 8.0f, e - 7);
+    return (c & 0x80) ? -v : v;
+}
+
+static void store_row(const nb_kv_pool *kv, uint8_t *dst, float *scales, const float *x) {
+    int32_t n = kv->kv_dim, hd = kv->head_dim;
+    switch (kv->type) {
+    case NB_KVT_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    case NB_KVT_F16: {
+        uint16_t *d = (uint16_t *)(void *)dst;
+        for (int32_t i = 0; i < n; i++) d[i] = nb_fp32_to_fp16(x[i]);
+        break;
+    }
+    case NB_KVT_BF16: {
+        uint16_t *d = (uint16_t *)(void *)dst;
+        for (int32_t i = 0; i < n; i++) d[i] = nb_fp32_to_bf16(x[i]);
+        break;
+    }
+    case NB_KVT_INT8:
+    case NB_KVT_FP8: {
+        float qmax = kv->type == NB_KVT_INT8 ? 127.0f : 448.0f;
+        for (int32_t h = 0; h < kv->n_head_kv; h++) {
+            const float *xh = x + (int64_t)h * hd;
+            uint8_t *dh = dst + (int64_t)h * hd;
+            float amax = 0;
+            for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xh[i]));
+            float s = amax / qmax, inv = amax > 0 ? qmax / amax : 0;
+            scales[h] = s;
+            for (int32_t i = 0; i < hd; i++) {
+                float y = xh[i] * inv;
+                if (kv->type == NB_KVT_INT8) {
+                    float r = rintf(y);
+                    dh[i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+                } else {
+                    dh[i] = nb_fp32_to_fp8_e4m3(y);
+                }
+            }
+        }
+        break;
+    }
+    }
+}
+
+void nb_kv_store(nb_kv_pool *kv, int layer, int32_t block, int32_t slot, const float *k, const float *v) {
+    int64_t idx = nb_kv_index(kv, layer, block, slot);
+    size_t off = (size_t)idx * (size_t)kv->kv_dim * (size_t)kv->elem;
+    float *ks = kv->ks ? kv->ks + idx * kv->n_head_kv : NULL;
+    float *vs = kv->vs ? kv->vs + idx * kv->n_head_kv : NULL;
+    store_row(kv, kv->k + off, ks, k);
+    store_row(kv, kv->v + off, vs, v);
+}
+
+void nb_kv_copy_block(nb_kv_pool *kv, int32_t dst, int32_t src) {
+    size_t row = (size_t)kv->kv_dim * (size_t)kv->elem * (size_t)kv->block_size;
+    size_t srow = (size_t)kv->n_head_kv * sizeof(float) * (size_t)kv->block_size;
+    for (int l = 0; l < kv->n_layer; l++) {
+        int64_t d = nb_kv_index(kv, l, dst, 0), s = nb_kv_index(kv, l, src, 0);
+        memcpy(kv->k + d * kv->kv_dim * kv->elem, kv->k + s * kv->kv_dim * kv->elem, row);
+        memcpy(kv->v + d * kv->kv_dim * kv->elem, kv->v + s * kv->kv_dim * kv->elem, row);
+        if (kv->ks) {
+            memcpy(kv->ks + d * kv->n_head_kv, kv->ks + s * kv->n_head_kv, srow);
+            memcpy(kv->vs + d * kv->n_head_kv, kv->vs + s * kv->n_head_kv, srow);
+        }
+    }
 }

@@ -1,32 +1,67 @@
 /* KV cache storage: one pool of fixed-size blocks per layer, addressed
  * through a sequence's block table (the layout vLLM's paged attention uses).
  * This file owns only the bytes; which block belongs to which sequence is the
- * block manager's business (engine/). A single sequence with blocks 0..n-1 is
- * the "simple per-sequence buffer" case.
+ * block manager's business (engine/kvcache.h). A single sequence with blocks
+ * 0..n-1 is the "simple per-sequence buffer" case.
  *
- * Layout: k[layer][block][slot][kv_dim], kv_dim = n_head_kv * head_dim, f32.
- * Memory per token = 2 * n_layer * kv_dim * 4 bytes. */
+ * Layout: k[layer][block][slot][kv_dim] elements of the pool's type,
+ * kv_dim = n_head_kv * head_dim; v the same. The 8-bit types also keep one
+ * f32 scale per (layer, block, slot, kv head) for K and for V:
+ * ks[layer][block][slot][n_head_kv]; element = scale x code.
+ *   F32, F16, BF16: plain values (F16/BF16 rounded to nearest even).
+ *   INT8: symmetric, scale = max|x| / 127 over the head's head_dim values,
+ *         code = round(x / scale) in -127..127.
+ *   FP8:  OCP fp8 e4m3fn codes (bias 7, max 448, no inf), scale =
+ *         max|x| / 448 over the head's values, code = e4m3(x / scale) (RNE).
+ * Per-token, per-head scales (rather than per block) keep a block's
+ * existing codes valid when later tokens are appended to it and cost
+ * 8 bytes per token per KV head (3% at head_dim 128).
+ * Memory per token = 2 * n_layer * (kv_dim * elem + n_head_kv * scale). */
 #ifndef NB_MODEL_KV_H
 #define NB_MODEL_KV_H
 
 #include "formats/source.h"
 
+typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
+
 typedef struct nb_kv_pool {
-    int32_t n_layer, kv_dim, block_size;
+    int32_t n_layer, kv_dim, n_head_kv, head_dim, block_size;
     int64_t n_blocks;
-    float *k, *v;
+    nb_kv_type type;
+    int32_t elem;          /* bytes per element */
+    uint8_t *k, *v;        /* [layer][block][slot][kv_dim] */
+    float *ks, *vs;        /* [layer][block][slot][n_head_kv], INT8 / FP8 only */
 } nb_kv_pool;
 
+/* f32 pool (the session's). */
 nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks)
     __attribute__((warn_unused_result));
+nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks,
+                               nb_kv_type type) __attribute__((warn_unused_result));
 void nb_kv_pool_free(nb_kv_pool *kv);
-uint64_t nb_kv_bytes_per_token(const nb_hparams *hp);
+uint64_t nb_kv_bytes_per_token(const nb_hparams *hp); /* f32 */
+uint64_t nb_kv_bytes_per_token_type(const nb_hparams *hp, nb_kv_type type);
+const char *nb_kv_type_name(nb_kv_type type);
 
-static inline float *nb_kv_k(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
-    return kv->k + (((int64_t)layer * kv->n_blocks + block) * kv->block_size + slot) * kv->kv_dim;
+/* Writes one token's K and V (kv_dim floats each) at (layer, block, slot),
+ * converting to the pool's type. */
+void nb_kv_store(nb_kv_pool *kv, int layer, int32_t block, int32_t slot, const float *k, const float *v);
+/* Copies all layers of block src to block dst (copy-on-write). */
+void nb_kv_copy_block(nb_kv_pool *kv, int32_t dst, int32_t src);
+
+static inline int64_t nb_kv_index(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
+    return ((int64_t)layer * kv->n_blocks + block) * kv->block_size + slot;
 }
-static inline float *nb_kv_v(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
-    return kv->v + (((int64_t)layer * kv->n_blocks + block) * kv->block_size + slot) * kv->kv_dim;
+/* The kv_dim elements of a slot (type per kv->type). */
+static inline const uint8_t *nb_kv_krow(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
+    return kv->k + nb_kv_index(kv, layer, block, slot) * kv->kv_dim * kv->elem;
 }
+static inline const uint8_t *nb_kv_vrow(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
+    return kv->v + nb_kv_index(kv, layer, block, slot) * kv->kv_dim * kv->elem;
+}
+
+/* OCP fp8 e4m3fn: round to nearest even, saturating at +-448; NaN -> 0x7f. */
+uint8_t nb_fp32_to_fp8_e4m3(float f);
+float nb_fp8_e4m3_to_fp32(uint8_t c);
 
 #endif

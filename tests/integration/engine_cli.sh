@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The serving engine from the command line: `nibble generate` (which runs
+# through the engine) with a KV dtype, `nibble bench model --concurrency`
+# (N requests at once, no HTTP), the startup refusal when the KV pool cannot
+# hold one max_model_len sequence (exit 2, vLLM's wording) and forced
+# preemption under a tiny pool. Expected text comes from llama.cpp
+# (shared/reference/aidreams260K.json).
+set -u
+BIN=$1
+SHARED=${2:-../shared}
+fails=0; passes=0
+ok() { passes=$((passes+1)); echo "ok: $*"; }
+bad() { fails=$((fails+1)); echo "FAIL: $*"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME=$tmp/cache
+
+"$BIN" generate --kv-cache-dtype q3 -p hi >/dev/null 2>"$tmp/e"; rc=$?
+check "bad --kv-cache-dtype exits 2 naming the choices" '[ $rc -eq 2 ] && grep -q "auto, f32, f16, bf16, fp8, int8" "$tmp/e"'
+
+M=$SHARED/models/aidreams260K.gguf
+if [ ! -f "$M" ]; then
+  echo "SKIP: $M not found"
+  echo "$passes passed, $fails failed"
+  [ $fails -eq 0 ] && exit 0 || exit 1
+fi
+REF=$SHARED/reference/aidreams260K.json
+want_text=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][0]["continuation_text"])' "$REF")
+
+got=$("$BIN" generate -m "$M" -p "Once upon a time" -n 48 --temp 0 --kv-cache-dtype f16 2>/dev/null)
+check "generate with an f16 KV cache gives llama.cpp's greedy text" '[ "$got" = "$want_text" ]'
+
+"$BIN" bench model "$M" --concurrency 1,4 --input-len 16 --output-len 16 -t 2 >"$tmp/b" 2>"$tmp/e"; rc=$?
+check "bench --concurrency runs" '[ $rc -eq 0 ]'
+check "bench prints one row per level and the decode ratio" 'grep -q "^| 1 |" "$tmp/b" && grep -q "^| 4 |" "$tmp/b" && grep -q "aggregate decode tok/s at N=4 vs N=1" "$tmp/b"'
+
+"$BIN" bench model "$M" --concurrency 2 --input-len 8 --output-len 8 --max-model-len 128 --kv-cache-bytes 4096 \
+  >/dev/null 2>"$tmp/e"; rc=$?
+check "a pool smaller than one max_model_len sequence refuses with exit 2" '[ $rc -eq 2 ]'
+check "the refusal names max model len and the pool's tokens" 'grep -q "max model len 128 is larger than the maximum number of tokens that can be stored in KV cache (2)" "$tmp/e"'
+
+# 128 tokens of f32 KV (2 x 4 layers x 64 x 4 bytes = 2048 per token): four 64-token requests contend
+"$BIN" bench model "$M" --concurrency 4 --input-len 32 --output-len 32 --max-model-len 64 --kv-cache-bytes 262144 \
+  --block-size 4 --json -t 2 >"$tmp/j" 2>"$tmp/e"; rc=$?
+check "tiny pool: requests complete with preemptions counted" '[ $rc -eq 0 ] && python3 - "$tmp/j" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+lv = d["levels"][0]
+assert lv["concurrency"] == 4 and lv["preemptions"] > 0, lv
+PY'
+
+"$BIN" bench model "$M" --concurrency 4 --input-len 8 --output-len 8 --shared-prefix 64 --json -t 2 >"$tmp/p" 2>"$tmp/e"; rc=$?
+check "shared prefix: cached prefix tokens are hits only with prefix caching on" '[ $rc -eq 0 ] && python3 - "$tmp/p" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+off, on = d["levels"]
+assert not off["prefix_caching"] and on["prefix_caching"]
+assert off["prefix_hit_tokens"] == 0 and on["prefix_hit_tokens"] == 4 * 64, (off, on)
+PY'
+
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]
