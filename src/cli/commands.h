@@ -2,19 +2,20 @@
 #ifndef NB_CLI_COMMANDS_H
 #define NB_CLI_COMMANDS_H
 
-#define NB_COMMANDS(X)                                                              \
-    X(generate, "generate text from a prompt (default: the built-in model)")      \
-    X(logits, "teacher-forced top-K logits per position, as JSON lines")          \
-    X(tokenize, "show how a model's tokenizer splits a text")                     \
-    X(inspect, "architecture, parameters, dtypes, metadata of a model file")      \
-    X(synth, "write a deterministic random-weight model of any shape")            \
-    X(plan, "the memory account: weights, KV pool, concurrency per length")       \
-    X(perplexity, "perplexity of a model over a text file")                       \
-    X(quantize, "round-to-nearest quantization to GGUF, per-tensor report, --check quality")   \
-    X(bench, "throughput: prompt processing, generation, decode roofline")          \
-    X(serve, "OpenAI-compatible HTTP server: completions, chat, streaming, metrics")
+/* In the order of the workflow (plan -> quantize -> serve -> bench), then the tools. */
+#define NB_COMMANDS(X)                                                                        \
+    X(plan, "the memory account: weights, KV pool, concurrency per length")                 \
+    X(quantize, "round-to-nearest quantization to GGUF, per-tensor report, --check quality") \
+    X(serve, "OpenAI-compatible HTTP server: completions, chat, streaming, metrics")        \
+    X(bench, "throughput: prompt processing, generation, decode roofline, concurrency")     \
+    X(generate, "generate text from a prompt (default: the built-in model)")                \
+    X(perplexity, "perplexity of a model over a text file (llama-perplexity's procedure)")  \
+    X(logits, "teacher-forced top-K logits per position, as JSON lines")                    \
+    X(tokenize, "show how a model's tokenizer splits a text")                               \
+    X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
+    X(synth, "write a deterministic random-weight model of any shape")
 
-#define X(name, help) int nb_cmd_##name(int argc, char **argv) __attribute__((weak));
+#define X(name, help) int nb_cmd_##name(int argc, char **argv);
 NB_COMMANDS(X)
 #undef X
 

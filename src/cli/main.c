@@ -21,7 +21,7 @@ static void usage(FILE *f) {
     fprintf(f, "nibble %s - run large language models quantized\n\nusage: nibble <command> [options]\n\ncommands:\n",
             NIBBLE_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n'nibble <command> --help' shows a command's options.\n");
 }
 
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
         return NB_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn && !strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "nibble: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return NB_EXIT_USAGE;
