@@ -5,13 +5,7 @@
 set -u
 BIN=$1
 SHARED=${2:-../shared}
-fails=0; passes=0
-ok() { passes=$((passes+1)); echo "ok: $*"; }
-bad() { fails=$((fails+1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib/check.sh"
 export XDG_CACHE_HOME=$tmp/cache
 
 # --- error paths (need no shared/) ---
@@ -39,8 +33,8 @@ fi
 
 if [ ! -f "$SHARED/models/aidreams260K.gguf" ]; then
   echo "SKIP: $SHARED/models not found; reference checks skipped"
-  echo "$passes passed, $fails failed"
-  [ $fails -eq 0 ] && exit 0 || exit 1
+  finish
+  exit
 fi
 M=$SHARED/models/aidreams260K.gguf
 REF=$SHARED/reference/aidreams260K.json
@@ -80,5 +74,4 @@ PY'
 out=$("$BIN" perplexity -m "$M" -f "$SHARED/reference/aidreams-sample.txt" -c 128 --json 2>/dev/null)
 check "perplexity --json matches llama-perplexity (10.105)" 'python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert abs(d[\"ppl\"]-10.105)<0.002 and d[\"n_chunks\"]==23" "$out"'
 
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish

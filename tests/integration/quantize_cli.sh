@@ -11,13 +11,7 @@
 set -u
 BIN=$1
 SHARED=${2:-../shared}
-fails=0; passes=0
-ok() { passes=$((passes+1)); echo "ok: $*"; }
-bad() { fails=$((fails+1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib/check.sh"
 export XDG_CACHE_HOME=$tmp/cache
 
 # --- error paths (need no shared/) ---
@@ -37,8 +31,8 @@ check "--list shows registry formats and mixes" '[ $rc -eq 0 ] && grep -q "^NF4"
 
 if [ ! -f "$SHARED/models/aidreams260K.gguf" ]; then
   echo "SKIP: $SHARED/models not found; model checks skipped"
-  echo "$passes passed, $fails failed"
-  [ $fails -eq 0 ] && exit 0 || exit 1
+  finish
+  exit
 fi
 M=$SHARED/models/aidreams260K.gguf
 REF=$SHARED/reference/aidreams260K.json
@@ -86,5 +80,4 @@ PY'
 "$BIN" quantize "$M" "$tmp/c.gguf" --type Q8_0 --check "$TEXT" -c 128 --chunks 2 --json >"$tmp/cj" 2>/dev/null
 check "--chunks limits the check" 'python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"check\"][\"n_chunks\"] == 2" "$tmp/cj"'
 
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish

@@ -10,15 +10,11 @@ set -u
 BIN=$1
 SHARED=${2:-../shared}
 HERE=$(cd "$(dirname "$0")" && pwd)
-fails=0; passes=0
-ok() { passes=$((passes+1)); echo "ok: $*"; }
-bad() { fails=$((fails+1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$HERE/../lib/check.sh"
 for t in curl python3; do
   command -v $t >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
 done
 
-tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -68,7 +64,7 @@ MAXB=65536
 NIBBLE_API_KEY=$KEY start_server "$tmp/a.log" ${M:+"$M"} --max-model-len 128 -t 2 --max-request-bytes 64KiB
 if [ $? -ne 0 ]; then
   bad "server A did not become ready: $(tail -n 5 "$tmp/a.log")"
-  echo "$passes passed, $fails failed"; exit 1
+  finish; exit 1
 fi
 ok "server A ready on port $PORT"
 check "startup log has the memory account (KV pool, concurrency)" 'grep -q "KV" "$tmp/a.log" && grep -qi "concurrency" "$tmp/a.log"'
@@ -165,5 +161,4 @@ else
   check "shutdown log names the in-flight requests" 'grep -q "shutting down" "$tmp/b.log"'
 fi
 
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish
