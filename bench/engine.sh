@@ -31,8 +31,14 @@ if [ ! -f "$Q40" ]; then
   "$BIN" quantize "$F16" "$Q40" --type Q4_0 -q > "$DIR/quantize-Q4_0.log"
 fi
 
-echo "== 1. concurrency 1, 8, 32 (input 32, output 32 tokens) =="
-"$BIN" bench model "$Q40" --concurrency 1,8,32 --input-len 32 --output-len 32 -t "$T"
+echo "== 1. concurrency 1, 8, 32 (input 128, output 64 tokens) =="
+"$BIN" bench model "$Q40" --concurrency 1,8,32 --input-len 128 --output-len 64 -t "$T"
+
+if [ -f "$F16" ]; then
+  echo
+  echo "== 1b. the same model with F16 weights (decode bandwidth-bound at N=1) =="
+  "$BIN" bench model "$F16" --concurrency 1,32 --input-len 16 --output-len 32 -t "$T"
+fi
 
 echo
 echo "== 2. prefix caching: shared 1000-token system prompt + 24 own tokens, 8 generated =="

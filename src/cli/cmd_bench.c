@@ -4,7 +4,9 @@
  * measured read bandwidth, so the gap to the physical limit is visible.
  *
  * With --concurrency 1,8,32: N requests at once through the serving engine
- * (no HTTP) per level: aggregate prompt and decode tok/s, mean TTFT / TPOT,
+ * (no HTTP) per level: aggregate prompt tok/s (all prompts / time to the
+ * last first token), aggregate decode tok/s (tokens generated once every
+ * request is past its prefill / that phase's time), mean TTFT / TPOT,
  * preemptions, how full the allocated KV blocks are (live tokens / tokens
  * the used blocks hold, vs a static max_model_len slot per sequence), and
  * the ratio of decode tok/s at the highest level to N = 1. With
@@ -69,8 +71,10 @@ typedef struct creq {
 typedef struct cstate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int remaining;
+    int remaining, n, started;
     int64_t live_tokens; /* prompt + generated of requests in flight */
+    double t_all;        /* when the last request got its first token: all decode from then on */
+    int64_t after_all;   /* tokens generated after t_all */
 } cstate;
 
 typedef struct csink {
@@ -86,6 +90,9 @@ static void conc_sink(void *ud, const nb_token_event *ev) {
         if (k->r->n_gen == 0) {
             k->r->t_first = t;
             k->r->ttft = ev->ttft_s;
+            if (++k->cs->started == k->cs->n) k->cs->t_all = t;
+        } else if (k->cs->started == k->cs->n) {
+            k->cs->after_all++;
         }
         k->r->n_gen++;
         k->r->t_last = t;
@@ -117,7 +124,7 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
     csink *ks = calloc((size_t)n, sizeof *ks);
     int32_t *prompt = malloc((size_t)plen * sizeof *prompt);
     if (!rs || !ks || !prompt) { free(rs); free(ks); free(prompt); return nb_fail(NB_ERR_NOMEM, "out of memory"); }
-    cstate cs = {.remaining = n};
+    cstate cs = {.remaining = n, .n = n};
     pthread_mutex_init(&cs.mu, NULL);
     pthread_cond_init(&cs.cv, NULL);
     nb_engine_stats s0, s;
@@ -191,10 +198,10 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
     L->n = n;
     L->wall = t1 - t0;
     L->prompt_tps = (double)n * plen / (last_first - t0 > 0 ? last_first - t0 : 1e-9);
-    /* decode: tokens after each request's first, over the time any request was decoding */
-    double dstart = end;
-    for (int i = 0; i < n; i++) dstart = NB_MIN(dstart, rs[i].t_first);
-    L->decode_tps = (double)dec / (end - dstart > 0 ? end - dstart : 1e-9);
+    /* decode: the steady phase where every request is decoding (from the last
+     * first token on), so other requests' prefill is not counted against it */
+    (void)dec;
+    L->decode_tps = (double)cs.after_all / (end - cs.t_all > 0 ? end - cs.t_all : 1e-9);
     L->ttft = ttft / n;
     L->tpot = ntp ? tpot / ntp : 0;
     L->kv_fill = samples ? fill / samples : 0;

@@ -112,11 +112,19 @@ nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint
                           (unsigned long long)nbk, (unsigned long long)bs, (double)(held * bpt) / GIB,
                           (unsigned long long)mml, (unsigned long long)(held / mml));
     if (held < cap_tokens) {
+        char per[160] = "";
+        size_t po = 0;
+        for (uint64_t div = 1; div <= 16 && po < sizeof per; div *= 4) {
+            uint64_t len = mml / div;
+            if (len < 1 || (div > 1 && len < bs)) break;
+            po += (size_t)snprintf(per + po, sizeof per - po, "%s%llu at %llu tokens", div > 1 ? ", " : "",
+                                   (unsigned long long)(held / len), (unsigned long long)len);
+        }
         snprintf(b->warning, sizeof b->warning,
-                 "max_num_seqs %d x max_model_len %llu = %llu tokens exceeds the KV pool of %llu tokens: at most "
-                 "%llu sequences of max_model_len run at once (more wait or get preempted)",
+                 "max_num_seqs %d x max_model_len %llu = %llu tokens exceeds the KV pool of %llu tokens: sequences "
+                 "that fit at once: %s (more wait or get preempted)",
                  c->max_num_seqs, (unsigned long long)mml, (unsigned long long)cap_tokens, (unsigned long long)held,
-                 (unsigned long long)(held / mml));
+                 per);
         snprintf(b->text + o, sizeof b->text - o, "warning: %s\n", b->warning);
     }
     return NB_OK;

@@ -188,6 +188,7 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
         if (p->prompt[i] < 0 || p->prompt[i] >= e->n_vocab)
             return nb_fail(NB_ERR_RANGE, "prompt[%zu]: token id %d outside 0..%d", i, p->prompt[i], e->n_vocab - 1);
     if (p->n_stop_ids > 1024) return nb_fail(NB_ERR_RANGE, "stop_token_ids: %zu ids, at most 1024", p->n_stop_ids);
+    if (p->n_stop_ids && !p->stop_ids) return nb_fail(NB_ERR_INVALID, "stop_token_ids: %zu ids announced, none given", p->n_stop_ids);
     for (size_t i = 0; i < p->n_stop_ids; i++)
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= e->n_vocab)
             return nb_fail(NB_ERR_RANGE, "stop_token_ids[%zu]: %d outside 0..%d", i, p->stop_ids[i], e->n_vocab - 1);
@@ -331,9 +332,10 @@ static void on_logits(nb_engine *e, req *r, float *row) {
         fin = NB_FINISH_STOP;
     } else {
         size_t k = nb_detok_push(&r->dt, tok, e->piece, e->piece_cap);
-        const char *o;
-        size_t no;
-        if (nb_stop_push(&r->stop, e->piece, k, &o, &no)) fin = NB_FINISH_STOP;
+        const char *o = e->piece;
+        size_t no = k;
+        /* stop strings count from min_tokens on (vLLM); before that the text passes unchecked */
+        if (r->n_gen >= r->min_tokens && nb_stop_push(&r->stop, e->piece, k, &o, &no)) fin = NB_FINISH_STOP;
         if (no && text_reserve(e, no)) {
             memcpy(e->text, o, no);
             n_text = no;

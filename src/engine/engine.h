@@ -89,7 +89,7 @@ typedef struct nb_request_params {
     size_t n_prompt;
     nb_sampling sampling;
     int32_t max_tokens;        /* >= 1; prompt + max_tokens must fit max_model_len */
-    int32_t min_tokens;        /* EOS/stop tokens banned until this many were generated */
+    int32_t min_tokens;        /* EOS/stop tokens banned and stop strings unchecked until this many were generated */
     bool ignore_eos;
     const char *const *stop;   /* stop strings (copied), at most NB_MAX_STOP_STRINGS of NB_MAX_STOP_LEN bytes */
     size_t n_stop;

@@ -324,6 +324,15 @@ static void test_stop_and_abort(void **state) {
     assert_int_equal(a.first_top_id, cases[0].cont[0]);
     fprintf(stderr, "first token logprob %.5f, llama.cpp %.5f\n", a.first_logprob, cases[0].first_logprob);
     assert_true(fabs(a.first_logprob - cases[0].first_logprob) < 1e-3);
+    /* stop strings count from min_tokens on: "petals" completes before token 20 and never again */
+    coll m = {0};
+    p.min_tokens = 20;
+    p.ud = &m;
+    assert_int_equal(nb_engine_submit(e, &p, &id), NB_OK);
+    wait_done(&m);
+    assert_int_equal(m.fin, NB_FINISH_LENGTH);
+    assert_string_equal(m.text, cases[0].text);
+    p.min_tokens = 0;
     /* stop token id: the 5th generated token */
     coll b = {0};
     p.stop = NULL;
