@@ -160,8 +160,9 @@ const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) {
 }
 
 nb_to_float_fn nb_repack_to_float(nb_dtype t) {
-    if ((int)t == NB_Q4_0R) return q4_0r_to_float;
-    if ((int)t == NB_Q8_0R) return q8_0r_to_float;
+    bool simd = nb_cpu_isa() >= NB_ISA_AVX512;
+    if ((int)t == NB_Q4_0R) return simd ? nb_q4_0r_to_float_avx512 : q4_0r_to_float;
+    if ((int)t == NB_Q8_0R) return simd ? nb_q8_0r_to_float_avx512 : q8_0r_to_float;
     if ((int)t == NB_Q8_0P) return q8_0p_to_float;
     return NULL;
 }

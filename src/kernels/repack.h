@@ -47,5 +47,7 @@ void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
 /* AVX-512 VNNI kernels (kernels/x86/repack_avx512.c) */
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
+void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 
 #endif

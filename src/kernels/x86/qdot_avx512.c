@@ -4,7 +4,9 @@
  * detection of AVX512F/BW/VL/DQ and AVX512_VNNI (kernels/qdot.c).
  * Auto-vectorisation is off: GCC 12 miscompiles scalar u8 x s8 sums into
  * vpdpbusd under -mavx512vnni (see kernels/x86/repack_avx512.c). */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-vectorize")
+#endif
 #define NB_QDOT_VNNI 1
 #define NB_QDOT_ISA "avx512"
 #define NB_QDOT_TABLE nb_qdot_avx512

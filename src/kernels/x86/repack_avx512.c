@@ -10,7 +10,9 @@
  * `sum += (u8 - 128) * s8` into vpdpbusd with the wrong signedness under
  * -mavx512vnni (a miscompile: -19616 for -2976 on a 32-element test), so
  * vectorisation is off for this file; the hot loops are intrinsics anyway. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-vectorize")
+#endif
 #include <immintrin.h>
 #include <string.h>
 
@@ -98,4 +100,35 @@ void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
         sum += tail_scale(wdb, adb, i) * (float)s;
     }
     *out = sum;
+}
+
+/* Dequantization of planar rows for the batched (GEMM) path: one block per
+ * iteration, nibbles / bytes widened to 16 floats at a time. */
+void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
+    const int64_t nb = n / 32;
+    const uint8_t *q = src;
+    const uint16_t *d = (const uint16_t *)(q + nb * 16);
+    const __m512 eight = _mm512_set1_ps(8.0f);
+    for (int64_t i = 0; i < nb; i++) {
+        __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
+        __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16));
+        __m512i lo = _mm512_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(15)));
+        __m512i hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15)));
+        _mm512_storeu_ps(dst + i * 32, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(lo), eight), s));
+        _mm512_storeu_ps(dst + i * 32 + 16, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(hi), eight), s));
+    }
+}
+
+void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
+    const int64_t nb = n / 32;
+    const uint8_t *q = src;
+    const uint16_t *d = (const uint16_t *)(q + nb * 32);
+    const __m512 off = _mm512_set1_ps(128.0f);
+    for (int64_t i = 0; i < nb; i++) {
+        __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
+        for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + i * 32 + h * 16)));
+            _mm512_storeu_ps(dst + i * 32 + h * 16, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(v), off), s));
+        }
+    }
 }

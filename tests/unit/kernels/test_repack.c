@@ -46,7 +46,7 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
         ref_pl->quantize_act(x, ap, K);
         for (int64_t r = 0; r < rows; r++) {
             qt->to_float(g + r * grb, d0, K);
-            nb_repack_to_float(planar)(p + r * prb, d1, K);
+            nb_repack_to_float(planar)(p + r * prb, d1, K); /* the SIMD one where available */
             for (int64_t i = 0; i < K; i++) assert_true(d0[i] == d1[i]);
             double mag = 0;
             for (int64_t i = 0; i < K; i++) mag += fabs((double)d0[i] * x[i]);
