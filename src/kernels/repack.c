@@ -39,16 +39,16 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
     for (int64_t r = 0; r < rows; r++) {
         if (from == NB_Q4_0) {
             const nb_block_q4_0 *b = (const nb_block_q4_0 *)src + r * nb;
-            uint8_t *q = (uint8_t *)dst + r * nb * 18;
-            uint8_t *d = q + nb * 16;
+            uint8_t *d = (uint8_t *)dst + r * nb * 18;
+            uint8_t *q = d + nb * 2;
             for (int64_t i = 0; i < nb; i++) {
                 memcpy(q + i * 16, b[i].qs, 16);
                 memcpy(d + i * 2, &b[i].d, 2);
             }
         } else if (from == NB_Q8_0) {
             const nb_block_q8_0 *b = (const nb_block_q8_0 *)src + r * nb;
-            uint8_t *q = (uint8_t *)dst + r * nb * 34;
-            uint8_t *d = q + nb * 32;
+            uint8_t *d = (uint8_t *)dst + r * nb * 34;
+            uint8_t *q = d + nb * 2;
             for (int64_t i = 0; i < nb; i++) {
                 for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)(b[i].qs[j] + 128);
                 memcpy(d + i * 2, &b[i].d, 2);
@@ -71,8 +71,8 @@ static float geth(const void *p) {
 
 static void q4_0r_to_float(const void *src, float *dst, int64_t n) {
     int64_t nb = n / 32;
-    const uint8_t *q = src;
-    const uint8_t *d = q + nb * 16;
+    const uint8_t *d = src;
+    const uint8_t *q = d + nb * 2;
     for (int64_t i = 0; i < nb; i++) {
         float s = geth(d + i * 2);
         for (int j = 0; j < 16; j++) {
@@ -84,8 +84,8 @@ static void q4_0r_to_float(const void *src, float *dst, int64_t n) {
 
 static void q8_0r_to_float(const void *src, float *dst, int64_t n) {
     int64_t nb = n / 32;
-    const uint8_t *q = src;
-    const uint8_t *d = q + nb * 32;
+    const uint8_t *d = src;
+    const uint8_t *q = d + nb * 2;
     for (int64_t i = 0; i < nb; i++) {
         float s = geth(d + i * 2);
         for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)(q[i * 32 + j] - 128);
@@ -120,7 +120,7 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
 
 void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     int64_t nb = n / 32;
-    const uint8_t *q = w, *wd = q + nb * 16;
+    const uint8_t *wd = w, *q = wd + nb * 2;
     const int8_t *x = a;
     const uint8_t *ad = (const uint8_t *)a + nb * 32;
     float s = 0;
@@ -135,7 +135,7 @@ void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
 
 void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     int64_t nb = n / 32;
-    const uint8_t *q = w, *wd = q + nb * 32;
+    const uint8_t *wd = w, *q = wd + nb * 2;
     const int8_t *x = a;
     const uint8_t *ad = (const uint8_t *)a + nb * 32;
     float s = 0;

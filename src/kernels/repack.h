@@ -5,10 +5,12 @@
  * kernel spends most of its instructions fetching and converting scalar
  * scales one block at a time. A planar row keeps the quants of all blocks
  * contiguous, then all scales as f32:
- *   Q4_0R row (nb = K/32 blocks): nb x 16 bytes of nibbles (Q4_0's order:
- *         byte j = w[j] | w[j+16] << 4, unsigned 0..15, value = d*(q-8)),
- *         then nb x fp16 d                      -> 18 bytes per block, as Q4_0
- *   Q8_0R row: nb x 32 bytes q+128 (unsigned), then nb x fp16 d -> 34, as Q8_0
+ *   Q4_0R row (nb = K/32 blocks): nb x fp16 d, then nb x 16 bytes of
+ *         nibbles (Q4_0's order: byte j = w[j] | w[j+16] << 4, unsigned
+ *         0..15, value = d*(q-8))              -> 18 bytes per block, as Q4_0
+ *   Q8_0R row: nb x fp16 d, then nb x 32 bytes q+128 (unsigned) -> 34, as Q8_0
+ * Scales come first so a row is read front to back as one stream (with the
+ * scales at the end, every row began with a cache miss the kernel waited on).
  *   Q8_0P (activations): nb x 32 int8, then nb x f32 d   -> 36 per block,
  *         quantized exactly like llama.cpp's x86 quantize_row_q8_0
  * Same bytes per block as GGUF (decode streams no more memory), same values,

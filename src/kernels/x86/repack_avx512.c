@@ -26,6 +26,14 @@ static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
     return _cvtsh_ss(h) * b;
 }
 
+/* Software prefetch distance in bytes: decode streams each weight once and
+ * the loop is too short per byte for the hardware prefetcher to stay ahead
+ * (measured: docs/performance.md). Past the row's end it runs into the next
+ * row, which is what this thread reads next. */
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 2048
+#endif
+
 /* lanes 0-7 <- wd[0]*ad[0], lanes 8-15 <- wd[1]*ad[1] (wd: 2 fp16, ad: 2 f32) */
 static inline __m512 pair_scales(const uint16_t *wd, const float *ad) {
     const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -38,14 +46,15 @@ static inline __m512 pair_scales(const uint16_t *wd, const float *ad) {
 
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const int64_t nb = n / 32;
-    const uint8_t *q = w;
-    const uint16_t *wd = (const uint16_t *)(q + nb * 16);
+    const uint16_t *wd = w;
+    const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32);
     const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
+        _mm_prefetch((const char *)(q + i * 16) + PREFETCH_AHEAD, _MM_HINT_T0);
         for (int h = 0; h < 2; h++) {
             int64_t b = i + 2 * h;
             __m256i r = _mm256_loadu_si256((const __m256i *)(q + b * 16));     /* [w0 | w1] nibble bytes */
@@ -61,7 +70,7 @@ void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
         }
     }
     float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    const uint8_t *wdb = q + nb * 16, *adb = (const uint8_t *)a + nb * 32;
+    const uint8_t *wdb = w, *adb = (const uint8_t *)a + nb * 32;
     for (; i < nb; i++) {
         int s = 0;
         for (int j = 0; j < 16; j++)
@@ -73,14 +82,16 @@ void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
 
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const int64_t nb = n / 32;
-    const uint8_t *q = w;
-    const uint16_t *wd = (const uint16_t *)(q + nb * 32);
+    const uint16_t *wd = w;
+    const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32);
     const __m512i off = _mm512_set1_epi8((char)0x80);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
+        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
         for (int h = 0; h < 2; h++) {
             int64_t b = i + 2 * h;
             __m512i z = _mm512_loadu_si512((const void *)(q + b * 32));
@@ -93,7 +104,7 @@ void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
         }
     }
     float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    const uint8_t *wdb = q + nb * 32, *adb = (const uint8_t *)a + nb * 32;
+    const uint8_t *wdb = w, *adb = (const uint8_t *)a + nb * 32;
     for (; i < nb; i++) {
         int s = 0;
         for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
@@ -106,8 +117,8 @@ void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
  * iteration, nibbles / bytes widened to 16 floats at a time. */
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
     const int64_t nb = n / 32;
-    const uint8_t *q = src;
-    const uint16_t *d = (const uint16_t *)(q + nb * 16);
+    const uint16_t *d = src;
+    const uint8_t *q = (const uint8_t *)src + nb * 2;
     const __m512 eight = _mm512_set1_ps(8.0f);
     for (int64_t i = 0; i < nb; i++) {
         __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
@@ -121,8 +132,8 @@ void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
 
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
     const int64_t nb = n / 32;
-    const uint8_t *q = src;
-    const uint16_t *d = (const uint16_t *)(q + nb * 32);
+    const uint16_t *d = src;
+    const uint8_t *q = (const uint8_t *)src + nb * 2;
     const __m512 off = _mm512_set1_ps(128.0f);
     for (int64_t i = 0; i < nb; i++) {
         __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
