@@ -74,6 +74,15 @@ static inline __m256i bits32_x16(uint32_t x) {
 
 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+/* Software prefetch of the weights QDOT_PREFETCH bytes ahead of block p
+ * (`bytes` long): decode streams every weight once and these loops are too
+ * short per byte for the hardware prefetcher to keep up (measurements in
+ * docs/performance.md). */
+#define QDOT_PREFETCH 2048
+static inline void prefetch_ahead(const void *p, int bytes) {
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QDOT_PREFETCH + o, _MM_HINT_T0);
+}
+
 static const __m256i *ones_u8(void) {
     static const uint8_t o[32] __attribute__((aligned(32))) = {
         1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -96,6 +105,7 @@ static void k_q4_0(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_0 *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
+        if ((i & 3) == 0) prefetch_ahead(&x[i], 64);
         acc = blk_u(acc, nibbles32(x[i].qs), load32(y[i].qs), 8, H2F(x[i].d) * H2F(y[i].d), 0.0f);
     }
     *out = hsum_ps(acc);
@@ -144,6 +154,7 @@ static void k_q8_0(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_0 *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
+        if ((i & 1) == 0) prefetch_ahead(&x[i], 64);
         __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(H2F(x[i].d) * H2F(y[i].d)), acc);
     }
@@ -155,6 +166,7 @@ static void k_w8(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_0 *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
+        if ((i & 1) == 0) prefetch_ahead(&x[i], 64);
         __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * H2F(y[i].d)), acc);
     }
@@ -166,6 +178,7 @@ static void k_w8a8(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_w8 *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
+        if ((i & 1) == 0) prefetch_ahead(&x[i], 64);
         __m256i s = dot_ss(load32(x[i].qs), load32(y[i].qs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * y[i].d), acc);
     }
@@ -199,6 +212,8 @@ static inline void k_q45_K(int64_t n, const void *w, const void *a, float *out, 
     float macc = 0;
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_ahead((const uint8_t *)w + i * (five ? sizeof(nb_block_q5_K) : sizeof(nb_block_q4_K)),
+                       five ? (int)sizeof(nb_block_q5_K) : (int)sizeof(nb_block_q4_K));
         const uint8_t *sc12, *qs, *qh = NULL;
         float dw, dmw;
         if (five) {
@@ -247,6 +262,7 @@ static void k_q6_K(int64_t n, const void *w, const void *a, float *out) {
     __m256 acc = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_ahead(&x[i], (int)sizeof x[i]);
         int msum = 0;
         for (int g = 0; g < 16; g++) msum += x[i].scales[g] * y[i].bsums[g];
         __m256i isum = _mm256_setzero_si256();
