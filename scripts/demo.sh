@@ -17,7 +17,8 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/nibble
 model=$(ls "$cache"/default-*.gguf 2>/dev/null | head -n 1 || true)
 if [ -n "$model" ]; then
   echo "== the default model ($model)"
-  "$BIN" inspect "$model" | head -n 24
+  "$BIN" inspect "$model" > "${TMPDIR:-/tmp}/nibble-demo-inspect.txt"
+  head -n 24 "${TMPDIR:-/tmp}/nibble-demo-inspect.txt"
   echo
 fi
 echo "== nibble serve (built-in default model): start, one chat request, one streamed request, stop"
@@ -43,7 +44,8 @@ if [ -n "$port" ] && kill -0 $spid 2>/dev/null; then
   curl -sN -m 60 "http://127.0.0.1:$port/v1/chat/completions" \
     -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 8, "temperature": 0.8, "seed": 7, "stream": true, "stream_options": {"include_usage": true}}'
   echo "\$ curl http://127.0.0.1:$port/metrics | grep -v '^#' | head -n 12"
-  curl -s -m 10 "http://127.0.0.1:$port/metrics" | grep -v '^#' | head -n 12
+  metrics=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
+  printf '%s\n' "$metrics" | grep -v '^#' | sed -n '1,12p'   # (no head: SIGPIPE under pipefail)
 fi
 kill -TERM $spid 2>/dev/null || true
 wait $spid 2>/dev/null || true
