@@ -7,35 +7,19 @@
 #ifndef NIBBLE_H
 #define NIBBLE_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "nibble_status.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+/* The embeddable API, one include for programs linking libnibble.a (compile
+ * with -I<nibble>/include -I<nibble>/src; link libnibble.a -lpcre2-8
+ * -ljansson -lpthread -lm):
+ *   engine/engine.h    nb_engine_*: load a model, submit requests with
+ *                      sampling parameters and stop conditions, stream
+ *                      tokens through a sink, abort, stats (thread-safe)
+ *   engine/session.h   nb_session_*: one sequence, teacher-forced logits
+ *   plan/plan.h        nb_plan_*: the memory account
+ * tests/embed/embed_example.c is a complete program using it. */
+#include "engine/engine.h"
+#include "engine/session.h"
+#include "plan/plan.h"
 
-#define NIBBLE_VERSION "0.1.0"
-
-typedef enum nb_status {
-    NB_OK = 0,
-    NB_ERR_INVALID = 1,     /* bad argument or request parameter */
-    NB_ERR_IO = 2,          /* open/read/write/mmap failed */
-    NB_ERR_FORMAT = 3,      /* malformed model/tokenizer/config file */
-    NB_ERR_UNSUPPORTED = 4, /* well-formed but not supported (arch, dtype, tokenizer) */
-    NB_ERR_NOMEM = 5,
-    NB_ERR_RANGE = 6,       /* a value outside its allowed range */
-    NB_ERR_CAPACITY = 7,    /* configuration does not fit the memory budget */
-    NB_ERR_OVERLOADED = 8,  /* queue full */
-    NB_ERR_ABORTED = 9,
-    NB_ERR_NOT_FOUND = 10,  /* key, tensor, file or model name absent */
-    NB_ERR_INTERNAL = 11,
-} nb_status;
-
-const char *nb_status_str(nb_status st);
-const char *nb_errmsg(void);
-
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -10,7 +10,7 @@
 #ifndef NB_BASE_STATUS_H
 #define NB_BASE_STATUS_H
 
-#include "nibble.h"
+#include "nibble_status.h"
 
 #define NB_ERRMSG_MAX 1024
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "nibble.h"
+#include "nibble_status.h"
 
 bool nb_arg_int(const char *cmd, const char *flag, const char *val, int64_t lo, int64_t hi, int64_t *out) {
     char *end;

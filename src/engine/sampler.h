@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nibble.h"
+#include "nibble_status.h"
 
 /* Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS). */
 #define NB_SAMPLING_GREEDY_EPS 1e-5f
