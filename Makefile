@@ -5,7 +5,8 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai
 
 .PHONY: all deps build demo test test-release test-asan test-fuzz clean
 
@@ -32,10 +33,11 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L 'unit|oracle'
 
-# libFuzzer over the model-file parsers, bounded in time, seeded from tests/fuzz/corpus.
+# libFuzzer over every parser of untrusted input (model files, tokenizer
+# files, HTTP request bodies), FUZZ_SECONDS each, seeded from tests/fuzz/corpus.
 test-fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNB_FUZZ=ON >/dev/null
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
