@@ -166,3 +166,48 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t) {
     if ((int)t == NB_Q8_0P) return q8_0p_to_float;
     return NULL;
 }
+
+size_t nb_actpack_bytes(int64_t K, int64_t n) {
+    int64_t nb = K / 32, ng = (n + NB_ACTPACK_TOKENS - 1) / NB_ACTPACK_TOKENS;
+    return (size_t)(ng * nb) * (512 + 16 * 4 + 16 * 4);
+}
+
+void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K) {
+    int64_t nb = K / 32, ng = (n + NB_ACTPACK_TOKENS - 1) / NB_ACTPACK_TOKENS;
+    uint8_t *m = mem;
+    ap->K = K; ap->nb = nb; ap->n = n; ap->ng = ng;
+    ap->q = (int8_t *)m;
+    m += (size_t)(ng * nb) * 512;
+    ap->sum = (int32_t *)m;
+    m += (size_t)(ng * nb) * 64;
+    ap->d = (float *)m;
+}
+
+void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, int8_t *row) {
+    const int64_t nb = ap->nb, K = ap->K;
+    memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
+    memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
+    memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
+    for (int64_t tt = 0; tt < NB_ACTPACK_TOKENS && g * NB_ACTPACK_TOKENS + tt < ap->n; tt++) {
+        nb_q8_0p_quantize_ref(X + (g * NB_ACTPACK_TOKENS + tt) * K, row, K);
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t *dst = ap->q + (g * nb + b) * 512;
+            int32_t s = 0;
+            for (int kk = 0; kk < 8; kk++)
+                for (int c = 0; c < 4; c++) {
+                    int8_t v = row[b * 32 + kk * 4 + c];
+                    dst[kk * 64 + tt * 4 + c] = v;
+                    s += v;
+                }
+            ap->sum[(g * nb + b) * 16 + tt] = s;
+            memcpy(&ap->d[(g * nb + b) * 16 + tt], row + K + b * 4, 4);
+        }
+    }
+}
+
+nb_repack_gemm_fn nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
+    if (max_isa < NB_ISA_AVX512 || nb_cpu_isa() < NB_ISA_AVX512 || !nb_cpu_get()->avx512vnni) return NULL;
+    if ((int)t == NB_Q4_0R) return nb_q4_0r_gemm_avx512;
+    if ((int)t == NB_Q8_0R) return nb_q8_0r_gemm_avx512;
+    return NULL;
+}

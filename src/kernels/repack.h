@@ -52,4 +52,40 @@ void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 
+
+/* Batched int8 GEMM for planar Q4_0R / Q8_0R weights (prefill and batched
+ * decode). Activations are quantized like the decode path (Q8_0P rounding)
+ * and packed for vpdpbusd: per group of 16 tokens and per 32-wide block,
+ * 8 x 64 bytes = for each 4 consecutive k, the 4 bytes of each of the 16
+ * tokens, plus each token's sum of the block (for the unsigned-weight offset)
+ * and its scale. A weight's 4 bytes are broadcast and multiplied with 16
+ * tokens at once; the products are exactly the integer dots of the decode
+ * kernels, so results differ from them only by float summation order. */
+#define NB_ACTPACK_TOKENS 16
+typedef struct nb_actpack {
+    int64_t K, nb, n, ng; /* row length, blocks, tokens, token groups */
+    int8_t *q;            /* [ng][nb][8][64] */
+    int32_t *sum;         /* [ng][nb][16] */
+    float *d;             /* [ng][nb][16] */
+} nb_actpack;
+
+/* Bytes for n tokens of row length K, plus one row of scratch per thread
+ * (K + K/8 bytes each; callers add it). */
+size_t nb_actpack_bytes(int64_t K, int64_t n);
+/* Lays the pack out in mem (64-byte aligned); then every token group g is
+ * filled by nb_actpack_group (groups are independent: threads may split
+ * them), `row` being K + K/8 bytes of the caller's scratch. */
+void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K);
+void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, int8_t *row);
+
+typedef void (*nb_repack_gemm_fn)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                                  int64_t ldy);
+/* The int8 GEMM for a repacked type, NULL when none (or no AVX-512 VNNI). */
+nb_repack_gemm_fn nb_repack_gemm(nb_dtype t, nb_isa max_isa);
+/* y[t*ldy + r] for rows r < nr (weights at w + r*row_bytes) and all tokens. */
+void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy);
+void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy);
+
 #endif

@@ -143,3 +143,63 @@ void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
         }
     }
 }
+
+/* Batched int8 GEMM (see repack.h): per row and group of 16 tokens, per
+ * block: 8 x (broadcast 4 weight bytes, vpdpbusd with 16 tokens' 4 bytes),
+ * minus the offset times the tokens' sums, then scaled into float. Two rows
+ * at a time share every activation load. */
+static inline uint32_t w4_q4(const uint8_t *qs, int kk) {
+    uint32_t v;
+    memcpy(&v, qs + (kk & 3) * 4, 4);
+    return kk < 4 ? (v & 0x0f0f0f0fu) : ((v >> 4) & 0x0f0f0f0fu);
+}
+
+static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
+    uint32_t v;
+    memcpy(&v, qs + kk * 4, 4);
+    return v;
+}
+
+#define GEMM_BODY(QS_BYTES, W4, OFFSET_SHIFT)                                                                  \
+    const int64_t nb = ap->nb;                                                                                 \
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), \
+                                           _mm512_set1_epi32((int)ldy));                                      \
+    for (int64_t r = 0; r < nr; r += 2) {                                                                      \
+        const int two = r + 1 < nr;                                                                            \
+        const uint8_t *row0 = w + r * row_bytes, *row1 = two ? row0 + row_bytes : row0;                       \
+        const uint16_t *d0 = (const uint16_t *)row0, *d1 = (const uint16_t *)row1;                             \
+        const uint8_t *q0 = row0 + nb * 2, *q1 = row1 + nb * 2;                                                \
+        for (int64_t g = 0; g < ap->ng; g++) {                                                                 \
+            __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();                                         \
+            for (int64_t b = 0; b < nb; b++) {                                                                 \
+                const int8_t *a = ap->q + (g * nb + b) * 512;                                                  \
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();                              \
+                for (int kk = 0; kk < 8; kk++) {                                                               \
+                    __m512i av = _mm512_load_si512((const void *)(a + kk * 64));                               \
+                    i0 = _mm512_dpbusd_epi32(i0, _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk)), av);       \
+                    i1 = _mm512_dpbusd_epi32(i1, _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk)), av);       \
+                }                                                                                              \
+                __m512i off = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)), \
+                                                OFFSET_SHIFT);                                                 \
+                __m512 da = _mm512_load_ps(ap->d + (g * nb + b) * 16);                                         \
+                f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i0, off)),                            \
+                                     _mm512_mul_ps(da, _mm512_set1_ps(_cvtsh_ss(d0[b]))), f0);                 \
+                f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i1, off)),                            \
+                                     _mm512_mul_ps(da, _mm512_set1_ps(_cvtsh_ss(d1[b]))), f1);                 \
+            }                                                                                                  \
+            int64_t nt = ap->n - g * 16;                                                                       \
+            __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);                                     \
+            _mm512_mask_i32scatter_ps(y + g * 16 * ldy + r, m, idx, f0, 4);                                    \
+            if (two) _mm512_mask_i32scatter_ps(y + g * 16 * ldy + r + 1, m, idx, f1, 4);                      \
+        }                                                                                                      \
+    }
+
+void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    GEMM_BODY(16, w4_q4, 3)
+}
+
+void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    GEMM_BODY(32, w4_q8, 7)
+}

@@ -2,7 +2,8 @@
  * exactly the GGUF blocks' values, the scalar planar dot equals the GGUF
  * kernel's dot on the same activations (same integers; float order only),
  * and the AVX-512 kernels equal the scalar reference within 1e-5 of
- * sum |w*a|, for block counts that exercise the 4-block loop and its tail. */
+ * sum |w*a|, for block counts that exercise the 4-block loop and its tail;
+ * and the batched int8 GEMM equals the planar dot per (row, token). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +66,61 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
             simd && simd != ref_pl ? " (scalar and AVX-512)" : " (scalar only: no AVX-512 VNNI here)");
 }
 
+/* The batched int8 GEMM against the scalar planar dot of each (row, token)
+ * on the same quantized activations: odd row and token counts, partial
+ * token groups. */
+static void check_gemm(nb_dtype gguf, nb_dtype planar) {
+    nb_repack_gemm_fn gemm = nb_repack_gemm(planar, NB_ISA_AVX512);
+    if (!gemm) {
+        fprintf(stderr, "  SKIP: no AVX-512 VNNI here, the int8 GEMM is not used\n");
+        return;
+    }
+    const nb_qtype *qt = nb_qtype_get(gguf);
+    const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
+    static const int64_t shapes[][3] = {{64, 5, 21}, {96, 4, 16}, {32, 3, 1}, {256, 7, 37}}; /* K, rows, tokens */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t K = shapes[si][0], R = shapes[si][1], n = shapes[si][2];
+        uint64_t grb, arb;
+        assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
+        assert_true(nb_dtype_row_bytes((nb_dtype)NB_Q8_0P, (uint64_t)K, &arb));
+        float *w = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(K * n) * 4), *y = malloc((size_t)(n * R) * 4);
+        uint8_t *g = malloc(grb * R), *p = malloc(grb * R), *a = malloc(arb);
+        for (int64_t i = 0; i < K * R; i++) w[i] = frand();
+        for (int64_t i = 0; i < K * n; i++) x[i] = frand() * 2;
+        for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
+        nb_repack_rows(gguf, g, p, R, K);
+        void *mem = aligned_alloc(64, (nb_actpack_bytes(K, n) + 63) & ~(size_t)63);
+        int8_t *row = malloc((size_t)(K + K / 8));
+        nb_actpack ap;
+        nb_actpack_init(&ap, mem, n, K);
+        for (int64_t gi = 0; gi < ap.ng; gi++) nb_actpack_group(&ap, x, gi, row);
+        gemm(p, grb, R, &ap, y, R);
+        for (int64_t t = 0; t < n; t++) {
+            ref->quantize_act(x + t * K, a, K);
+            for (int64_t r = 0; r < R; r++) {
+                float want;
+                ref->vec_dot(K, p + r * grb, a, &want);
+                double mag = 0;
+                for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
+                if (!(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5))
+                    fprintf(stderr, "K=%lld t=%lld r=%lld gemm %g ref %g\n", (long long)K, (long long)t, (long long)r,
+                            y[t * R + r], want);
+                assert_true(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5);
+            }
+        }
+        free(w); free(x); free(y); free(g); free(p); free(a); free(mem); free(row);
+    }
+    fprintf(stderr, "  %s int8 GEMM equals the planar dots\n", nb_dtype_name(planar));
+}
+
+static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
+static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
+
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0), cmocka_unit_test(test_q8_0)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0), cmocka_unit_test(test_q8_0),
+                                       cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
