@@ -147,7 +147,8 @@ void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
 /* Batched int8 GEMM (see repack.h): per row and group of 16 tokens, per
  * block: 8 x (broadcast 4 weight bytes, vpdpbusd with 16 tokens' 4 bytes),
  * minus the offset times the tokens' sums, then scaled into float. Two rows
- * at a time share every activation load. */
+ * x two token groups at a time: every activation load and every weight
+ * broadcast feeds two vpdpbusd. */
 static inline uint32_t w4_q4(const uint8_t *qs, int kk) {
     uint32_t v;
     memcpy(&v, qs + (kk & 3) * 4, 4);
@@ -169,28 +170,39 @@ static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
         const uint8_t *row0 = w + r * row_bytes, *row1 = two ? row0 + row_bytes : row0;                       \
         const uint16_t *d0 = (const uint16_t *)row0, *d1 = (const uint16_t *)row1;                             \
         const uint8_t *q0 = row0 + nb * 2, *q1 = row1 + nb * 2;                                                \
-        for (int64_t g = 0; g < ap->ng; g++) {                                                                 \
-            __m512 f0 = _mm512_setzero_ps(), f1 = _mm512_setzero_ps();                                         \
+        for (int64_t g = 0; g < ap->ng; g += 2) {                                                              \
+            const int64_t h = g + 1 < ap->ng ? g + 1 : g; /* second group (repeats g at the end; not stored) */ \
+            __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;                                 \
             for (int64_t b = 0; b < nb; b++) {                                                                 \
-                const int8_t *a = ap->q + (g * nb + b) * 512;                                                  \
-                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();                              \
+                const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;               \
+                __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;                         \
                 for (int kk = 0; kk < 8; kk++) {                                                               \
-                    __m512i av = _mm512_load_si512((const void *)(a + kk * 64));                               \
-                    i0 = _mm512_dpbusd_epi32(i0, _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk)), av);       \
-                    i1 = _mm512_dpbusd_epi32(i1, _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk)), av);       \
+                    __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                             \
+                    __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));                             \
+                    __m512i w0 = _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk));                            \
+                    __m512i w1 = _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk));                            \
+                    i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                                   \
+                    i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                                   \
+                    i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                                   \
+                    i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                                   \
                 }                                                                                              \
-                __m512i off = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)), \
-                                                OFFSET_SHIFT);                                                 \
-                __m512 da = _mm512_load_ps(ap->d + (g * nb + b) * 16);                                         \
-                f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i0, off)),                            \
-                                     _mm512_mul_ps(da, _mm512_set1_ps(_cvtsh_ss(d0[b]))), f0);                 \
-                f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i1, off)),                            \
-                                     _mm512_mul_ps(da, _mm512_set1_ps(_cvtsh_ss(d1[b]))), f1);                 \
+                __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)),  \
+                                               OFFSET_SHIFT);                                                  \
+                __m512i o1 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (h * nb + b) * 16)),  \
+                                               OFFSET_SHIFT);                                                  \
+                __m512 da0 = _mm512_load_ps(ap->d + (g * nb + b) * 16), da1 = _mm512_load_ps(ap->d + (h * nb + b) * 16); \
+                __m512 s0 = _mm512_set1_ps(_cvtsh_ss(d0[b])), s1 = _mm512_set1_ps(_cvtsh_ss(d1[b]));           \
+                f00 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i00, o0)), _mm512_mul_ps(da0, s0), f00); \
+                f01 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i01, o1)), _mm512_mul_ps(da1, s0), f01); \
+                f10 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i10, o0)), _mm512_mul_ps(da0, s1), f10); \
+                f11 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i11, o1)), _mm512_mul_ps(da1, s1), f11); \
             }                                                                                                  \
-            int64_t nt = ap->n - g * 16;                                                                       \
-            __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);                                     \
-            _mm512_mask_i32scatter_ps(y + g * 16 * ldy + r, m, idx, f0, 4);                                    \
-            if (two) _mm512_mask_i32scatter_ps(y + g * 16 * ldy + r + 1, m, idx, f1, 4);                      \
+            for (int gi = 0; gi < (h != g ? 2 : 1); gi++) {                                                    \
+                int64_t gg = gi ? h : g, nt = ap->n - gg * 16;                                                 \
+                __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);                                 \
+                _mm512_mask_i32scatter_ps(y + gg * 16 * ldy + r, m, idx, gi ? f01 : f00, 4);                   \
+                if (two) _mm512_mask_i32scatter_ps(y + gg * 16 * ldy + r + 1, m, idx, gi ? f11 : f10, 4);     \
+            }                                                                                                  \
         }                                                                                                      \
     }
 
