@@ -176,15 +176,23 @@ static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
             for (int64_t b = 0; b < nb; b++) {                                                                 \
                 const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;               \
                 __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;                         \
-                for (int kk = 0; kk < 8; kk++) {                                                               \
-                    __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                             \
-                    __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));                             \
-                    __m512i w0 = _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk));                            \
-                    __m512i w1 = _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk));                            \
-                    i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                                   \
-                    i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                                   \
-                    i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                                   \
-                    i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                                   \
+                if (h != g) {                                                                                  \
+                    for (int kk = 0; kk < 8; kk++) {                                                           \
+                        __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
+                        __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));                         \
+                        __m512i w0 = _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk));                        \
+                        __m512i w1 = _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk));                        \
+                        i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                               \
+                        i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                               \
+                        i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                               \
+                        i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                               \
+                    }                                                                                          \
+                } else { /* a last, unpaired group: half the work */                                           \
+                    for (int kk = 0; kk < 8; kk++) {                                                           \
+                        __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
+                        i00 = _mm512_dpbusd_epi32(i00, _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk)), av0); \
+                        i10 = _mm512_dpbusd_epi32(i10, _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk)), av0); \
+                    }                                                                                          \
                 }                                                                                              \
                 __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)),  \
                                                OFFSET_SHIFT);                                                  \
