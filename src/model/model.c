@@ -77,7 +77,7 @@ static nb_status bind(nb_model *m) {
         /* Full attention equals sliding-window attention as long as no
          * sequence is longer than the window, so such models run exactly,
          * capped at the window (Mistral 7B v0.1: 4096 of 32768). */
-        NB_WARN("%s: sliding-window attention (window %d) is not implemented; contexts are capped at %d tokens "
+        NB_WARN("%s: sliding-window attention (window %d) runs as full attention, exact up to the window; contexts are capped at %d tokens "
                 "(the model was trained for %d)", m->src.path, hp->sliding_window, hp->sliding_window,
                 hp->n_ctx_train);
         m->max_ctx = hp->sliding_window;
