@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/budget.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 
@@ -47,7 +48,7 @@ int nb_cmd_logits(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: nibble logits [-m MODEL] (--ids JSON | -p TEXT) [--top K] [-t N] [--no-bos]\n"
+            printf("usage: nibble logits [-m MODEL] (--ids JSON | -p TEXT) [--top K] [-t N] [--no-bos] [--kv-cache-dtype T]\n"
                    "  One JSON line per position: the top-K next-token logits after consuming tokens 0..pos,\n"
                    "  and the log-sum-exp over the vocabulary (log p(id) = logit - logsumexp).\n");
             return NB_EXIT_OK;
@@ -62,6 +63,12 @@ int nb_cmd_logits(int argc, char **argv) {
             else if (!strcmp(a, "--ids")) ids_json = val;
             else if (!strcmp(a, "--top")) { if (!nb_arg_int(CMD, a, val, 1, 1000, &top)) return NB_EXIT_USAGE; }
             else { if (!nb_arg_int(CMD, a, val, 1, 512, &v)) return NB_EXIT_USAGE; sp.n_threads = (int)v; }
+        } else if (!strcmp(a, "--kv-cache-dtype")) {
+            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+            if (nb_engine_kv_dtype_parse(val, &sp.kv_dtype) != NB_OK) {
+                nb_cli_error(CMD);
+                return NB_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--no-bos")) {
             no_bos = true;
         } else {

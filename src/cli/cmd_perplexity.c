@@ -7,6 +7,7 @@
 #include "base/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/budget.h"
 #include "eval/ppl.h"
 
 #define CMD "perplexity"
@@ -25,7 +26,9 @@ int nb_cmd_perplexity(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: nibble perplexity [-m MODEL] -f TEXT_FILE [-c CTX] [-t N] [--json] [--keep-newline]\n"
+            printf("usage: nibble perplexity [-m MODEL] -f TEXT_FILE [-c CTX] [-t N] [--kv-cache-dtype T] [--json]\n"
+                   "       [--keep-newline]\n"
+                   "  --kv-cache-dtype auto|f32|f16|bf16|fp8|int8 measures what a quantized KV cache costs.\n"
                    "  Chunks of CTX tokens (default 512), each from an empty cache, second half scored -\n"
                    "  llama-perplexity's procedure; one trailing newline of the file is removed as it does.\n");
             return NB_EXIT_OK;
@@ -44,6 +47,12 @@ int nb_cmd_perplexity(int argc, char **argv) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, 512, &v))
                 return NB_EXIT_USAGE;
             sp.n_threads = (int)v;
+        } else if (!strcmp(a, "--kv-cache-dtype")) {
+            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+            if (nb_engine_kv_dtype_parse(val, &sp.kv_dtype) != NB_OK) {
+                nb_cli_error(CMD);
+                return NB_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--keep-newline")) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/budget.h"
 #include "model/synth.h"
 
 #define SESSION_BLOCK 16
@@ -38,7 +39,9 @@ nb_status nb_session_open(const nb_session_params *p, nb_session **out) {
     }
     s->n_batch = p->n_batch > 0 ? NB_MIN(p->n_batch, s->n_ctx) : NB_MIN(512, s->n_ctx);
     s->n_blocks = (s->n_ctx + SESSION_BLOCK - 1) / SESSION_BLOCK;
-    if ((st = nb_kv_pool_init(&s->kv, &s->model->hp, SESSION_BLOCK, s->n_blocks)) != NB_OK) goto fail;
+    nb_kv_type kvt;
+    if ((st = nb_engine_kv_type(p->kv_dtype, &kvt)) != NB_OK) goto fail;
+    if ((st = nb_kv_pool_init_type(&s->kv, &s->model->hp, SESSION_BLOCK, s->n_blocks, kvt)) != NB_OK) goto fail;
     s->blocks = nb_malloc((size_t)s->n_blocks * sizeof *s->blocks);
     s->logits = nb_malloc((size_t)s->n_batch * (size_t)s->n_vocab * sizeof(float));
     if (!s->blocks || !s->logits) { st = NB_ERR_NOMEM; goto fail; }

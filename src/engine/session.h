@@ -8,6 +8,7 @@
 #ifndef NB_ENGINE_SESSION_H
 #define NB_ENGINE_SESSION_H
 
+#include "engine/engine.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,6 +19,7 @@ typedef struct nb_session_params {
     int32_t n_ctx;              /* tokens the KV cache holds; <= 0: the model's context (capped at 4096) */
     int32_t n_batch;            /* tokens per forward call; <= 0: 512 */
     bool use_mmap;              /* compute from the file mapping (see nb_model_params) */
+    nb_kv_dtype kv_dtype;       /* KV cache element type (engine.h); auto = f32 */
 } nb_session_params;
 
 typedef struct nb_session {
