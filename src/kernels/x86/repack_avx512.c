@@ -44,59 +44,50 @@ static inline __m512 pair_scales(const uint16_t *wd, const float *ad) {
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_mul_ps(w, a)));
 }
 
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const int64_t nb = n / 32;
-    const uint16_t *wd = w;
-    const uint8_t *q = (const uint8_t *)w + nb * 2;
-    const int8_t *x = a;
-    const float *ad = (const float *)((const uint8_t *)a + nb * 32);
-    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        _mm_prefetch((const char *)(q + i * 16) + PREFETCH_AHEAD, _MM_HINT_T0);
-        for (int h = 0; h < 2; h++) {
-            int64_t b = i + 2 * h;
-            __m256i r = _mm256_loadu_si256((const __m256i *)(q + b * 16));     /* [w0 | w1] nibble bytes */
-            __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(r), _mm256_srli_epi16(r, 4), 1);
-            z = _mm512_and_si512(z, m4);                                      /* [w0 lo, w1 lo, w0 hi, w1 hi] */
-            z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));          /* [w0 lo, w0 hi, w1 lo, w1 hi] */
-            __m512i av = _mm512_loadu_si512((const void *)(x + b * 32));
-            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z, av);
-            s = _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, av));
-            __m512 f = _mm512_cvtepi32_ps(s), sc = pair_scales(wd + b, ad + b);
-            if (h == 0) acc0 = _mm512_fmadd_ps(f, sc, acc0);
-            else acc1 = _mm512_fmadd_ps(f, sc, acc1);
-        }
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    const uint8_t *wdb = w, *adb = (const uint8_t *)a + nb * 32;
-    for (; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 16; j++)
-            s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
-        sum += tail_scale(wdb, adb, i) * (float)s;
-    }
-    *out = sum;
+/* Two blocks of Q4_0R weights as 64 unsigned bytes in activation order:
+ * [w0 lo, w0 hi, w1 lo, w1 hi] from the 32 nibble bytes of the pair. */
+static inline __m512i pair_q4(const uint8_t *q) {
+    __m256i r = _mm256_loadu_si256((const __m256i *)q);
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(r), _mm256_srli_epi16(r, 4), 1);
+    z = _mm512_and_si512(z, _mm512_set1_epi8(15));           /* [w0 lo, w1 lo, w0 hi, w1 hi] */
+    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* [w0 lo, w0 hi, w1 lo, w1 hi] */
 }
 
-void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
+static inline __m512i pair_q8(const uint8_t *q) { return _mm512_loadu_si512((const void *)q); }
+
+/* Scalar (unsigned weight - offset) * activation sum of block i, for the tails. */
+static inline int tail_q4(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
+    return s;
+}
+
+static inline int tail_q8(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
+    return s;
+}
+
+/* The planar dot product; QS = quant bytes per block, PAIR / TAIL the
+ * format's loaders, OFF the unsigned offset (8 or 128). Blocks go two per
+ * 512-bit vpdpbusd, four per iteration into two accumulators. */
+static inline float planar_dot(int64_t n, const void *w, const void *a, int QS, __m512i (*PAIR)(const uint8_t *),
+                               int (*TAIL)(const uint8_t *, const int8_t *, int64_t), int OFF) {
     const int64_t nb = n / 32;
     const uint16_t *wd = w;
     const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32);
-    const __m512i off = _mm512_set1_epi8((char)0x80);
+    const __m512i off = _mm512_set1_epi8((char)OFF);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD, _MM_HINT_T0);
-        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        for (int l = 0; l < 4 * QS; l += 64) _mm_prefetch((const char *)(q + i * QS) + PREFETCH_AHEAD + l, _MM_HINT_T0);
         for (int h = 0; h < 2; h++) {
             int64_t b = i + 2 * h;
-            __m512i z = _mm512_loadu_si512((const void *)(q + b * 32));
             __m512i av = _mm512_loadu_si512((const void *)(x + b * 32));
-            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z, av);
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), PAIR(q + b * QS), av);
             s = _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, av));
             __m512 f = _mm512_cvtepi32_ps(s), sc = pair_scales(wd + b, ad + b);
             if (h == 0) acc0 = _mm512_fmadd_ps(f, sc, acc0);
@@ -104,13 +95,16 @@ void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
         }
     }
     float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    const uint8_t *wdb = w, *adb = (const uint8_t *)a + nb * 32;
-    for (; i < nb; i++) {
-        int s = 0;
-        for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
-        sum += tail_scale(wdb, adb, i) * (float)s;
-    }
-    *out = sum;
+    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)TAIL(q, x, i);
+    return sum;
+}
+
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
+    *out = planar_dot(n, w, a, 16, pair_q4, tail_q4, 8);
+}
+
+void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
+    *out = planar_dot(n, w, a, 32, pair_q8, tail_q8, 128);
 }
 
 /* Dequantization of planar rows for the batched (GEMM) path: one block per
