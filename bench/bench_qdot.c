@@ -2,15 +2,16 @@
  * 4096-wide activation row against a 4096 x 1024 weight matrix per format,
  * each compiled ISA side by side, printing GB/s of weights read and the ratio
  * to the scalar reference (numbers measured in one run, side by side).
- * Not built by default. Build by hand: compile this file with -O2 -Iinclude
- * -Isrc and link it with base (cpu, dtype, status, log), all of src/quant,
- * kernels/qdot.c, kernels/ref/qdot_ref.c and the two x86 qdot files compiled
- * with the ISA flags CMakeLists.txt gives _avx2.c / _avx512.c; -lm -lpthread. */
+ * Formats that are repacked at load (kernels/repack.h) get a second line,
+ * "<type>R", with the repacked kernel on the repacked rows.
+ * Not built by default. Build by hand (after building the library):
+ *   cc -O2 -Iinclude -Isrc bench/bench_qdot.c build/libnibble.a -lm -lpthread -lpcre2-8 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "kernels/qdot.h"
+#include "kernels/repack.h"
 #include "quant/qtypes.h"
 
 static double now(void) {
@@ -47,6 +48,22 @@ int main(void) {
             if (isa == NB_ISA_SCALAR) base = dt;
             printf("%-9s %8s %10.1f %10.2f %8.1f%s\n", all[t].name, k->isa, dt * 1e6, rb * R / dt / 1e9,
                    base / dt, sink == 12345.f ? "!" : "");
+        }
+        nb_dtype rt = nb_repack_target(all[t].type);
+        const nb_qdot *k = nb_repack_qdot(rt, NB_ISA_AVX512);
+        uint64_t prb;
+        if (rt != all[t].type && k && nb_dtype_row_bytes(rt, (uint64_t)K, &prb)) {
+            unsigned char *p = malloc(prb * R);
+            nb_repack_rows(all[t].type, q, p, R, K);
+            k->quantize_act(x, xa, K);
+            float sink = 0, o;
+            double t0 = now();
+            for (int rep = 0; rep < 30; rep++)
+                for (int64_t r = 0; r < R; r++) { k->vec_dot(K, p + r * prb, xa, &o); sink += o; }
+            double dt = (now() - t0) / 30;
+            printf("%-9s %8s %10.1f %10.2f %8s%s\n", nb_dtype_name(rt), k->isa, dt * 1e6, prb * R / dt / 1e9, "",
+                   sink == 12345.f ? "!" : "");
+            free(p);
         }
         free(q);
         free(xa);

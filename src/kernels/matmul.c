@@ -193,9 +193,10 @@ static int64_t quant_gemm_min(void) {
     return v;
 }
 
-/* Planar Q4_0R / Q8_0R batches: the int8 GEMM of kernels/repack.h, from 8
- * tokens on (measured on TinyLlama Q4_0: equal to per-row dots at 8 tokens,
- * 73 vs 53 tok/s at 12, 105 vs 62 at 128). NIBBLE_NO_INT8_GEMM=1 turns it off. */
+/* Repacked Q4_0R / Q8_0R / Q4_KR / Q6_KR batches: the int8 GEMM of
+ * kernels/repack.h, from 8 tokens on (measured on TinyLlama Q4_0: equal to
+ * per-row dots at 8 tokens, 73 vs 53 tok/s at 12, 105 vs 62 at 128).
+ * NIBBLE_NO_INT8_GEMM=1 turns it off. */
 #define RGEMM_MIN_TOKENS 8
 typedef struct {
     nb_repack_gemm_fn gemm;
@@ -205,14 +206,14 @@ typedef struct {
     uint64_t row_bytes;
     int64_t R;
     float *Y;
-    int8_t *rows; /* per-thread quantization scratch, K + K/8 bytes each */
+    uint8_t *rows; /* per-thread quantization scratch, nb_actpack_scratch_bytes(K) each */
 } rgemm_job;
 
 static void rgemm_pack_worker(void *arg, int ith, int nth) {
     rgemm_job *j = arg;
     int64_t g0, g1;
     nb_split(j->ap.ng, ith, nth, &g0, &g1);
-    int8_t *row = j->rows + (size_t)ith * (size_t)(j->ap.K + j->ap.K / 8);
+    uint8_t *row = j->rows + (size_t)ith * nb_actpack_scratch_bytes(j->ap.K);
     for (int64_t g = g0; g < g1; g++) nb_actpack_group(&j->ap, j->X, g, row);
 }
 
@@ -225,17 +226,17 @@ static void rgemm_worker(void *arg, int ith, int nth) {
     if (r1 > r0) j->gemm(j->w + (uint64_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, &j->ap, j->Y + r0, j->R);
 }
 
-static nb_status matmul_rgemm(nb_kctx *k, nb_repack_gemm_fn gemm, const nb_tensor *W, const float *X, int64_t n,
+static nb_status matmul_rgemm(nb_kctx *k, const nb_rgemm *gemm, const nb_tensor *W, const float *X, int64_t n,
                               float *Y) {
     int64_t K = W->ne[0];
-    rgemm_job j = {.gemm = gemm, .X = X, .w = W->data, .R = nb_tensor_rows(W), .Y = Y};
+    rgemm_job j = {.gemm = gemm->run, .X = X, .w = W->data, .R = nb_tensor_rows(W), .Y = Y};
     if (!nb_dtype_row_bytes(W->type, (uint64_t)K, &j.row_bytes))
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
                        (long long)K, nb_dtype_name(W->type));
-    size_t pack = nb_actpack_bytes(K, n), rows = (size_t)nb_pool_size(k->pool) * (size_t)(K + K / 8);
+    size_t pack = nb_actpack_bytes(K, n), rows = (size_t)nb_pool_size(k->pool) * nb_actpack_scratch_bytes(K);
     NB_TRY(nb_kctx_act(k, pack + rows));
-    nb_actpack_init(&j.ap, k->act, n, K);
-    j.rows = (int8_t *)k->act + pack;
+    nb_actpack_init(&j.ap, k->act, n, K, gemm->act);
+    j.rows = k->act + pack;
     nb_pool_run(k->pool, rgemm_pack_worker, &j);
     nb_pool_run(k->pool, rgemm_worker, &j);
     return NB_OK;
@@ -244,7 +245,7 @@ static nb_status matmul_rgemm(nb_kctx *k, nb_repack_gemm_fn gemm, const nb_tenso
 static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W, const float *X, int64_t n,
                               float *Y) {
     int64_t K = W->ne[0];
-    nb_repack_gemm_fn rg = nb_repack_gemm(W->type, k->isa);
+    const nb_rgemm *rg = nb_repack_gemm(W->type, k->isa);
     if (n >= RGEMM_MIN_TOKENS && rg && !getenv("NIBBLE_NO_INT8_GEMM")) return matmul_rgemm(k, rg, W, X, n, Y);
     nb_to_float_fn wdeq = to_float_for(W->type);
     if (n >= quant_gemm_min() && wdeq) {

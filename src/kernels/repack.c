@@ -1,5 +1,6 @@
-/* Planar repacking of Q4_0 / Q8_0 rows, their scalar reference kernels and
- * dequantization (layouts in repack.h). */
+/* Repacking of Q4_0 / Q8_0 / Q4_K / Q6_K rows, their scalar reference
+ * kernels and dequantization, and the activation pack of the int8 GEMMs
+ * (layouts in repack.h). */
 #include "kernels/repack.h"
 
 #include <math.h>
@@ -10,12 +11,26 @@
 #include "base/half.h"
 #include "quant/blocks.h"
 
+typedef struct __attribute__((packed)) {
+    uint16_t d, dmin;
+    uint8_t sc[8], m[8], qs[128];
+} q4_kr;
+typedef struct __attribute__((packed)) {
+    uint16_t d;
+    int8_t sc[16];
+    uint8_t ql[128], qh[64];
+} q6_kr;
+_Static_assert(sizeof(q4_kr) == 148, "q4_kr");
+_Static_assert(sizeof(q6_kr) == 210, "q6_kr");
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void register_types(void) {
     nb_dtype_register((nb_dtype)NB_Q4_0R, (nb_dtype_info){"Q4_0R", 32, 18});
     nb_dtype_register((nb_dtype)NB_Q8_0R, (nb_dtype_info){"Q8_0R", 32, 34});
     nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 36});
+    nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(q4_kr)});
+    nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(q6_kr)});
 }
 
 void nb_repack_init(void) { pthread_once(&once, register_types); }
@@ -31,10 +46,73 @@ nb_dtype nb_repack_target(nb_dtype t) {
     if (!have_kernels()) return t;
     if (t == NB_Q4_0) return (nb_dtype)NB_Q4_0R;
     if (t == NB_Q8_0) return (nb_dtype)NB_Q8_0R;
+    if (t == NB_Q4_K) return (nb_dtype)NB_Q4_KR;
+    if (t == NB_Q6_K) return (nb_dtype)NB_Q6_KR;
     return t;
 }
 
+/* Q4_K's 6-bit scale and min of sub-block j (packed as in ggml) */
+static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+static void repack_q4_k(const nb_block_q4_K *b, q4_kr *o) {
+    o->d = b->d;
+    o->dmin = b->dmin;
+    for (int j = 0; j < 8; j++) k4_scale_min(j, b->scales, &o->sc[j], &o->m[j]);
+    uint8_t q[256];
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = b->qs[32 * c + l] & 15;
+            q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
+        }
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 64; i++) o->qs[64 * p + i] = (uint8_t)(q[128 * p + i] | q[128 * p + 64 + i] << 4);
+}
+
+static void repack_q6_k(const nb_block_q6_K *b, q6_kr *o) {
+    o->d = b->d;
+    memcpy(o->sc, b->scales, 16);
+    uint8_t q[256]; /* unsigned 0..63, w = d*sc*(q-32) */
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            q[128 * h + l] = (uint8_t)((ql[l] & 15) | ((qh[l] & 3) << 4));
+            q[128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+            q[128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            q[128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+    for (int i = 0; i < 128; i++) o->ql[i] = (uint8_t)((q[i] & 15) | (q[128 + i] & 15) << 4);
+    for (int i = 0; i < 64; i++)
+        o->qh[i] = (uint8_t)((q[i] >> 4) | (q[64 + i] >> 4) << 2 | (q[128 + i] >> 4) << 4 | (q[192 + i] >> 4) << 6);
+}
+
+/* Weight e (0..255) of a repacked K block, unsigned: Q4_KR 0..15, Q6_KR 0..63. */
+static int q4_kr_q(const q4_kr *b, int e) {
+    int p = e / 128, i = e % 128;
+    return i < 64 ? b->qs[64 * p + i] & 15 : b->qs[64 * p + i - 64] >> 4;
+}
+
+static int q6_kr_q(const q6_kr *b, int e) {
+    int lo = e < 128 ? b->ql[e] & 15 : b->ql[e - 128] >> 4;
+    return lo | ((b->qh[e % 64] >> (2 * (e / 64))) & 3) << 4;
+}
+
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K) {
+    if (from == NB_Q4_K || from == NB_Q6_K) {
+        int64_t n = rows * (K / 256);
+        for (int64_t i = 0; i < n; i++) {
+            if (from == NB_Q4_K) repack_q4_k((const nb_block_q4_K *)src + i, (q4_kr *)dst + i);
+            else repack_q6_k((const nb_block_q6_K *)src + i, (q6_kr *)dst + i);
+        }
+        return;
+    }
     int64_t nb = K / 32;
     for (int64_t r = 0; r < rows; r++) {
         if (from == NB_Q4_0) {
@@ -90,6 +168,58 @@ static void q8_0r_to_float(const void *src, float *dst, int64_t n) {
         float s = geth(d + i * 2);
         for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)(q[i * 32 + j] - 128);
     }
+}
+
+static void q4_kr_to_float(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++) {
+        const q4_kr *b = (const q4_kr *)src + i;
+        float d = nb_fp16_to_fp32(b->d), dm = nb_fp16_to_fp32(b->dmin);
+        for (int e = 0; e < 256; e++) /* as ggml: (d*sc)*q - dmin*m */
+            dst[256 * i + e] = d * (float)b->sc[e / 32] * (float)q4_kr_q(b, e) - dm * (float)b->m[e / 32];
+    }
+}
+
+static void q6_kr_to_float(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++) {
+        const q6_kr *b = (const q6_kr *)src + i;
+        float d = nb_fp16_to_fp32(b->d);
+        for (int e = 0; e < 256; e++) dst[256 * i + e] = d * (float)b->sc[e / 16] * (float)(q6_kr_q(b, e) - 32);
+    }
+}
+
+/* The definitions, with integer sums per super-block as in the GGUF
+ * kernels (kernels/ref/qdot_ref.c): same integers, same float expression. */
+void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q8_K *y = a;
+    float acc = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const q4_kr *b = (const q4_kr *)w + i;
+        int isum = 0, msum = 0;
+        for (int j = 0; j < 8; j++) {
+            int s = 0;
+            for (int l = 0; l < 32; l++) s += q4_kr_q(b, 32 * j + l) * y[i].qs[32 * j + l];
+            isum += b->sc[j] * s;
+            msum += b->m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc += nb_fp16_to_fp32(b->d) * y[i].d * (float)isum - nb_fp16_to_fp32(b->dmin) * y[i].d * (float)msum;
+    }
+    *out = acc;
+}
+
+void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q8_K *y = a;
+    float acc = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const q6_kr *b = (const q6_kr *)w + i;
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += (q6_kr_q(b, 16 * g + l) - 32) * y[i].qs[16 * g + l];
+            isum += b->sc[g] * s;
+        }
+        acc += nb_fp16_to_fp32(b->d) * y[i].d * (float)isum;
+    }
+    *out = acc;
 }
 
 static void q8_0p_to_float(const void *src, float *dst, int64_t n) {
@@ -151,11 +281,17 @@ static const nb_qdot q4r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4
 static const nb_qdot q8r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
 static const nb_qdot q4r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, NULL, "avx512"};
 static const nb_qdot q8r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, NULL, "avx512"};
+static const nb_qdot q4kr_ref = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q4_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q6kr_ref = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q6_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q4kr_512 = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q4_kr_dot_avx512, NULL, "avx512"};
+static const nb_qdot q6kr_512 = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q6_kr_dot_avx512, NULL, "avx512"};
 
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) {
     bool simd = max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
     if ((int)t == NB_Q4_0R) return simd ? &q4r_512 : &q4r_ref;
     if ((int)t == NB_Q8_0R) return simd ? &q8r_512 : &q8r_ref;
+    if ((int)t == NB_Q4_KR) return simd ? &q4kr_512 : &q4kr_ref;
+    if ((int)t == NB_Q6_KR) return simd ? &q6kr_512 : &q6kr_ref;
     return NULL;
 }
 
@@ -164,50 +300,86 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t) {
     if ((int)t == NB_Q4_0R) return simd ? nb_q4_0r_to_float_avx512 : q4_0r_to_float;
     if ((int)t == NB_Q8_0R) return simd ? nb_q8_0r_to_float_avx512 : q8_0r_to_float;
     if ((int)t == NB_Q8_0P) return q8_0p_to_float;
+    if ((int)t == NB_Q4_KR) return q4_kr_to_float;
+    if ((int)t == NB_Q6_KR) return q6_kr_to_float;
     return NULL;
 }
 
+/* per token group and block: q 512, sum 64, fsum 64, sum16 128, d 64 bytes */
 size_t nb_actpack_bytes(int64_t K, int64_t n) {
     int64_t nb = K / 32, ng = (n + NB_ACTPACK_TOKENS - 1) / NB_ACTPACK_TOKENS;
-    return (size_t)(ng * nb) * (512 + 16 * 4 + 16 * 4);
+    return (size_t)(ng * nb) * (512 + 64 + 64 + 128 + 64);
 }
 
-void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K) {
+size_t nb_actpack_scratch_bytes(int64_t K) { return (size_t)(K / 256 + 1) * sizeof(nb_block_q8_K) + (size_t)K * 2; }
+
+void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype act) {
     int64_t nb = K / 32, ng = (n + NB_ACTPACK_TOKENS - 1) / NB_ACTPACK_TOKENS;
+    size_t blocks = (size_t)(ng * nb);
     uint8_t *m = mem;
-    ap->K = K; ap->nb = nb; ap->n = n; ap->ng = ng;
+    ap->K = K; ap->nb = nb; ap->n = n; ap->ng = ng; ap->act = act;
     ap->q = (int8_t *)m;
-    m += (size_t)(ng * nb) * 512;
+    m += blocks * 512;
     ap->sum = (int32_t *)m;
-    m += (size_t)(ng * nb) * 64;
+    m += blocks * 64;
+    ap->fsum = (float *)m;
+    m += blocks * 64;
+    ap->sum16 = (int32_t *)m;
+    m += blocks * 128;
     ap->d = (float *)m;
 }
 
-void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, int8_t *row) {
+void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     const int64_t nb = ap->nb, K = ap->K;
     memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
     memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
+    memset(ap->fsum + g * nb * 16, 0, (size_t)nb * 64);
+    memset(ap->sum16 + g * nb * 32, 0, (size_t)nb * 128);
     memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
     for (int64_t tt = 0; tt < NB_ACTPACK_TOKENS && g * NB_ACTPACK_TOKENS + tt < ap->n; tt++) {
-        nb_q8_0p_quantize_ref(X + (g * NB_ACTPACK_TOKENS + tt) * K, row, K);
+        const float *x = X + (g * NB_ACTPACK_TOKENS + tt) * K;
+        const int8_t *qs;
+        if (ap->act == NB_Q8_K) nb_quantize_row_q8_K_ref(x, row, K);
+        else nb_q8_0p_quantize_ref(x, row, K);
         for (int64_t b = 0; b < nb; b++) {
             int8_t *dst = ap->q + (g * nb + b) * 512;
-            int32_t s = 0;
+            float d;
+            if (ap->act == NB_Q8_K) {
+                const nb_block_q8_K *y = (const nb_block_q8_K *)row + b / 8;
+                qs = y->qs + 32 * (b % 8);
+                d = y->d;
+            } else {
+                qs = (const int8_t *)row + b * 32;
+                memcpy(&d, (const uint8_t *)row + K + b * 4, 4);
+            }
+            int32_t s[2] = {0, 0};
             for (int kk = 0; kk < 8; kk++)
                 for (int c = 0; c < 4; c++) {
-                    int8_t v = row[b * 32 + kk * 4 + c];
-                    dst[kk * 64 + tt * 4 + c] = v;
-                    s += v;
+                    dst[kk * 64 + tt * 4 + c] = qs[kk * 4 + c];
+                    s[kk / 4] += qs[kk * 4 + c];
                 }
-            ap->sum[(g * nb + b) * 16 + tt] = s;
-            memcpy(&ap->d[(g * nb + b) * 16 + tt], row + K + b * 4, 4);
+            int64_t at = (g * nb + b) * 16 + tt;
+            ap->sum[at] = s[0] + s[1];
+            ap->fsum[at] = (float)(s[0] + s[1]);
+            ap->sum16[(g * nb + b) * 32 + tt] = s[0];
+            ap->sum16[(g * nb + b) * 32 + 16 + tt] = s[1];
+            ap->d[at] = d;
         }
     }
 }
 
-nb_repack_gemm_fn nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
+static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, (nb_dtype)NB_Q8_0P};
+static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, (nb_dtype)NB_Q8_0P};
+static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K};
+static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K};
+
+const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
     if (max_isa < NB_ISA_AVX512 || nb_cpu_isa() < NB_ISA_AVX512 || !nb_cpu_get()->avx512vnni) return NULL;
-    if ((int)t == NB_Q4_0R) return nb_q4_0r_gemm_avx512;
-    if ((int)t == NB_Q8_0R) return nb_q8_0r_gemm_avx512;
-    return NULL;
+    switch ((int)t) {
+    case NB_Q4_0R: return &gemm_q4_0r;
+    case NB_Q8_0R: return &gemm_q8_0r;
+    case NB_Q4_KR: return &gemm_q4_kr;
+    case NB_Q6_KR: return &gemm_q6_kr;
+    default: return NULL;
+    }
 }

@@ -1,5 +1,6 @@
-/* Load-time repacking of GGUF Q4_0 / Q8_0 weights into "planar" rows for
- * the AVX-512 VNNI decode kernels (docs/performance.md has the numbers).
+/* Load-time repacking of GGUF Q4_0 / Q8_0 / Q4_K / Q6_K weights into
+ * layouts made for the AVX-512 VNNI kernels (docs/performance.md has the
+ * numbers).
  *
  * GGUF interleaves a 2-byte fp16 scale with each block's quants, so a SIMD
  * kernel spends most of its instructions fetching and converting scalar
@@ -15,6 +16,15 @@
  *         quantized exactly like llama.cpp's x86 quantize_row_q8_0
  * Same bytes per block as GGUF (decode streams no more memory), same values,
  * so the products equal the non-repacked kernels' up to summation order.
+ * K-quants keep their 256-weight super-blocks but are reordered so one
+ * 64-byte load yields 64 consecutive weights (activations stay Q8_K, as in
+ * llama.cpp, so the integer products are the GGUF kernels'):
+ *   Q4_KR (148 B): fp16 d, dmin | u8 sc[8] | u8 m[8] (the 6-bit scales and
+ *         mins unpacked) | qs[128]: byte 64p+i = q[128p+i] | q[128p+64+i] << 4
+ *         (w = d*sc[e/32]*q - dmin*m[e/32])  - 4 bytes more than Q4_K
+ *   Q6_KR (210 B, as Q6_K): fp16 d | i8 sc[16] | ql[128]: byte i = low 4 bits
+ *         of q[i] | of q[128+i] << 4 | qh[64]: byte i = high 2 bits of q[i],
+ *         q[64+i], q[128+i], q[192+i] at bits 0, 2, 4, 6 (w = d*sc[e/16]*(q-32))
  * These types exist only in memory, never in files. */
 #ifndef NB_KERNELS_REPACK_H
 #define NB_KERNELS_REPACK_H
@@ -26,6 +36,8 @@ enum {
     NB_Q4_0R = NB_DTYPE_EXT_BASE + 64,
     NB_Q8_0R = NB_DTYPE_EXT_BASE + 65,
     NB_Q8_0P = NB_DTYPE_EXT_BASE + 66,
+    NB_Q4_KR = NB_DTYPE_EXT_BASE + 67,
+    NB_Q6_KR = NB_DTYPE_EXT_BASE + 68,
 };
 
 /* Registers the dtypes; idempotent. */
@@ -46,46 +58,65 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t);
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
 void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
+void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out); /* a: Q8_K */
+void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out);
 /* AVX-512 VNNI kernels (kernels/x86/repack_avx512.c) */
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
+void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 
 
-/* Batched int8 GEMM for planar Q4_0R / Q8_0R weights (prefill and batched
- * decode). Activations are quantized like the decode path (Q8_0P rounding)
- * and packed for vpdpbusd: per group of 16 tokens and per 32-wide block,
+/* Batched int8 GEMM for repacked weights (prefill and batched decode).
+ * Activations are quantized like the decode path of the weight type (Q8_0P
+ * rounding per 32 for Q4_0R / Q8_0R, Q8_K per 256 for the K types) and
+ * packed for vpdpbusd: per group of 16 tokens and per 32-wide block,
  * 8 x 64 bytes = for each 4 consecutive k, the 4 bytes of each of the 16
- * tokens, plus each token's sum of the block (for the unsigned-weight offset)
- * and its scale. A weight's 4 bytes are broadcast and multiplied with 16
- * tokens at once; the products are exactly the integer dots of the decode
- * kernels, so results differ from them only by float summation order. */
+ * tokens, plus per token the block's integer sum (for unsigned-weight
+ * offsets), that sum as float, the sums of its two 16-wide halves (Q6_K's
+ * offset), and the scale. A weight's 4 bytes are broadcast and multiplied
+ * with 16 tokens at once; the products are exactly the integer dots of the
+ * decode kernels, so results differ from them only by float summation order. */
 #define NB_ACTPACK_TOKENS 16
 typedef struct nb_actpack {
     int64_t K, nb, n, ng; /* row length, blocks, tokens, token groups */
+    nb_dtype act;         /* NB_Q8_0P or NB_Q8_K: how the tokens were quantized */
     int8_t *q;            /* [ng][nb][8][64] */
     int32_t *sum;         /* [ng][nb][16] */
-    float *d;             /* [ng][nb][16] */
+    float *fsum;          /* [ng][nb][16] the same sums as floats */
+    int32_t *sum16;       /* [ng][nb][2][16] sums of k 0..15 and 16..31 of the block */
+    float *d;             /* [ng][nb][16] (Q8_K: the super-block's scale, repeated) */
 } nb_actpack;
 
-/* Bytes for n tokens of row length K, plus one row of scratch per thread
- * (K + K/8 bytes each; callers add it). */
+/* Bytes of the pack for n tokens of row length K. */
 size_t nb_actpack_bytes(int64_t K, int64_t n);
+/* Scratch each thread filling groups needs (one quantized row). */
+size_t nb_actpack_scratch_bytes(int64_t K);
 /* Lays the pack out in mem (64-byte aligned); then every token group g is
  * filled by nb_actpack_group (groups are independent: threads may split
- * them), `row` being K + K/8 bytes of the caller's scratch. */
-void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K);
-void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, int8_t *row);
+ * them), `row` being nb_actpack_scratch_bytes(K) of the caller's scratch. */
+void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype act);
+void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row);
 
 typedef void (*nb_repack_gemm_fn)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                                   int64_t ldy);
-/* The int8 GEMM for a repacked type, NULL when none (or no AVX-512 VNNI). */
-nb_repack_gemm_fn nb_repack_gemm(nb_dtype t, nb_isa max_isa);
+/* The int8 GEMM of a repacked type and the activation format it wants. */
+typedef struct nb_rgemm {
+    nb_repack_gemm_fn run;
+    nb_dtype act; /* NB_Q8_0P or NB_Q8_K */
+} nb_rgemm;
+/* NULL when the type has none (or this CPU lacks AVX-512 VNNI). */
+const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa);
 /* y[t*ldy + r] for rows r < nr (weights at w + r*row_bytes) and all tokens. */
 void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy);
 void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy);
+void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy);
+void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy);
 
 #endif

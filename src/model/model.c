@@ -147,7 +147,7 @@ static uint64_t resident_bytes(const nb_tensor *t, nb_dtype *to) {
 }
 
 /* Copies every matrix the matmul reads into one huge-page-backed anonymous
- * region - repacking Q4_0 / Q8_0 into the planar rows of the AVX-512 decode
+ * region - repacking Q4_0 / Q8_0 / Q4_K / Q6_K into the layouts of the AVX-512
  * kernels where this CPU has them - and points the tensors there (see
  * nb_model_params). */
 static nb_status make_resident(nb_model *m) {

@@ -1,9 +1,10 @@
-/* Planar repacking (kernels/repack.h): the repacked rows dequantize to
- * exactly the GGUF blocks' values, the scalar planar dot equals the GGUF
- * kernel's dot on the same activations (same integers; float order only),
- * and the AVX-512 kernels equal the scalar reference within 1e-5 of
- * sum |w*a|, for block counts that exercise the 4-block loop and its tail;
- * and the batched int8 GEMM equals the planar dot per (row, token). */
+/* Repacking (kernels/repack.h) of Q4_0, Q8_0, Q4_K and Q6_K: the repacked
+ * rows dequantize to exactly the GGUF blocks' values, the scalar repacked
+ * dot equals the GGUF kernel's dot on the same activations (same integers;
+ * float order only), and the AVX-512 kernels equal the scalar reference
+ * within 1e-5 of sum |w*a|, for block counts that exercise the 4-block loop
+ * and its tail; and the batched int8 GEMM equals the repacked dot per
+ * (row, token). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +30,14 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
     assert_non_null(ref_pl);
     static const int64_t nblocks[] = {1, 3, 4, 5, 8, 13, 64};
     for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
-        int64_t K = nblocks[bi] * 32, rows = 3;
+        int64_t K = nblocks[bi] * qt->block, rows = 3;
         uint64_t grb, prb, arb, parb;
         assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
         assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
-        assert_int_equal(grb, prb); /* same bytes per block */
+        if (gguf == NB_Q4_K) assert_int_equal(prb, grb / 144 * 148); /* unpacked scales: 4 more bytes */
+        else assert_int_equal(grb, prb);                             /* same bytes per block */
         assert_true(nb_dtype_row_bytes(ref_gguf->act_type, (uint64_t)K, &arb));
-        assert_true(nb_dtype_row_bytes((nb_dtype)NB_Q8_0P, (uint64_t)K, &parb));
+        assert_true(nb_dtype_row_bytes(ref_pl->act_type, (uint64_t)K, &parb));
         float *w = malloc((size_t)(K * rows) * 4), *x = malloc((size_t)K * 4);
         float *d0 = malloc((size_t)K * 4), *d1 = malloc((size_t)K * 4);
         uint8_t *g = malloc(grb * rows), *p = malloc(prb * rows), *ag = malloc(arb), *ap = malloc(parb);
@@ -70,36 +72,38 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
  * on the same quantized activations: odd row and token counts, partial
  * token groups. */
 static void check_gemm(nb_dtype gguf, nb_dtype planar) {
-    nb_repack_gemm_fn gemm = nb_repack_gemm(planar, NB_ISA_AVX512);
+    const nb_rgemm *gemm = nb_repack_gemm(planar, NB_ISA_AVX512);
     if (!gemm) {
         fprintf(stderr, "  SKIP: no AVX-512 VNNI here, the int8 GEMM is not used\n");
         return;
     }
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
-    static const int64_t shapes[][3] = {{64, 5, 21}, {96, 4, 16}, {32, 3, 1}, {256, 7, 37}}; /* K, rows, tokens */
+    static const int64_t shapes[][3] = {{64, 5, 21}, {96, 4, 16}, {32, 3, 1}, {256, 7, 37}, {768, 2, 33}}; /* K, rows, tokens */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t K = shapes[si][0], R = shapes[si][1], n = shapes[si][2];
-        uint64_t grb, arb;
+        if (K % (int64_t)qt->block) continue;
+        uint64_t grb, prb, arb;
         assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
-        assert_true(nb_dtype_row_bytes((nb_dtype)NB_Q8_0P, (uint64_t)K, &arb));
+        assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
+        assert_true(nb_dtype_row_bytes(ref->act_type, (uint64_t)K, &arb));
         float *w = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(K * n) * 4), *y = malloc((size_t)(n * R) * 4);
-        uint8_t *g = malloc(grb * R), *p = malloc(grb * R), *a = malloc(arb);
+        uint8_t *g = malloc(grb * R), *p = malloc(prb * R), *a = malloc(arb);
         for (int64_t i = 0; i < K * R; i++) w[i] = frand();
         for (int64_t i = 0; i < K * n; i++) x[i] = frand() * 2;
         for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
         nb_repack_rows(gguf, g, p, R, K);
         void *mem = aligned_alloc(64, (nb_actpack_bytes(K, n) + 63) & ~(size_t)63);
-        int8_t *row = malloc((size_t)(K + K / 8));
+        void *row = malloc(nb_actpack_scratch_bytes(K));
         nb_actpack ap;
-        nb_actpack_init(&ap, mem, n, K);
+        nb_actpack_init(&ap, mem, n, K, gemm->act);
         for (int64_t gi = 0; gi < ap.ng; gi++) nb_actpack_group(&ap, x, gi, row);
-        gemm(p, grb, R, &ap, y, R);
+        gemm->run(p, prb, R, &ap, y, R);
         for (int64_t t = 0; t < n; t++) {
             ref->quantize_act(x + t * K, a, K);
             for (int64_t r = 0; r < R; r++) {
                 float want;
-                ref->vec_dot(K, p + r * grb, a, &want);
+                ref->vec_dot(K, p + r * prb, a, &want);
                 double mag = 0;
                 for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
                 if (!(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5))
@@ -116,11 +120,18 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
 static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
 
+static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, (nb_dtype)NB_Q4_KR); }
+static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, (nb_dtype)NB_Q6_KR); }
+
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
+static void test_q4_k(void **state) { (void)state; check_type(NB_Q4_K, (nb_dtype)NB_Q4_KR); }
+static void test_q6_k(void **state) { (void)state; check_type(NB_Q6_K, (nb_dtype)NB_Q6_KR); }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0), cmocka_unit_test(test_q8_0),
-                                       cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0),      cmocka_unit_test(test_q8_0),
+                                       cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
+                                       cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
+                                       cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,291 @@
+/* AVX-512 VNNI kernels for the repacked K-quants Q4_KR / Q6_KR (layouts in
+ * kernels/repack.h) against Q8_K activations.
+ *
+ * Decode (one token): per super-block of 256 weights, 2-3 64-byte loads give
+ * four vectors of 64 consecutive unsigned weights; four vpdpbusd with the
+ * activations leave, in each 32-bit lane, the sum of 4 products - lanes
+ * 0-7 / 8-15 belong to one 32-weight sub-block each (Q4_K), or lanes 4g..4g+3
+ * to 16-weight group g (Q6_K). Those lane sums fit in 16 bits (|4*63*127| <
+ * 2^15), so vpmaddwd / vpdpwssd against the per-lane scales (widened with a
+ * zero high half) multiplies and accumulates them exactly in int32: the
+ * super-block's integer sum is the GGUF kernels' and only the float
+ * summation order differs. The mins (Q4_K) and the -32 offset (Q6_K) come
+ * from Q8_K's per-16 activation sums.
+ *
+ * Batched (int8 GEMM, activations packed as in repack.h): per pair of rows
+ * and super-block the weights are unpacked once into 256 bytes each, then
+ * every 4 weight bytes are broadcast against 16 tokens' 4 activation bytes
+ * (two rows x two token groups per step, as the Q4_0R GEMM); scales are
+ * applied per 32 (Q4_K) or 16 (Q6_K) weights in float, and the activation
+ * scale once per super-block. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-vectorize") /* GCC 12 vpdpbusd miscompile, see repack_avx512.c */
+#endif
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/repack.h"
+#include "quant/blocks.h"
+
+typedef struct __attribute__((packed)) {
+    uint16_t d, dmin;
+    uint8_t sc[8], m[8], qs[128];
+} q4_kr;
+typedef struct __attribute__((packed)) {
+    uint16_t d;
+    int8_t sc[16];
+    uint8_t ql[128], qh[64];
+} q6_kr;
+
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 2048
+#endif
+
+static inline void prefetch_block(const void *p, int bytes) {
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + PREFETCH_AHEAD + l, _MM_HINT_T0);
+}
+
+/* Q4_KR super-block -> four vectors of 64 weights (0..15), in order */
+static inline void unpack_q4_kr(const q4_kr *b, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i v0 = _mm512_loadu_si512((const void *)b->qs), v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
+    q[0] = _mm512_and_si512(v0, m4);
+    q[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+    q[2] = _mm512_and_si512(v1, m4);
+    q[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+}
+
+/* Q6_KR super-block -> four vectors of 64 weights (0..63), in order */
+static inline void unpack_q6_kr(const q6_kr *b, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512i a = _mm512_loadu_si512((const void *)b->ql), c = _mm512_loadu_si512((const void *)(b->ql + 64));
+    __m512i h = _mm512_loadu_si512((const void *)b->qh);
+    /* 16-bit shifts move bits across bytes only into positions the masks clear */
+    q[0] = _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+    q[1] = _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_and_si512(h, m30));
+    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4),
+                           _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+}
+
+/* lane l <- v[a + l / div] */
+static inline __m512i lane_index(int a, int div) {
+    int i[16];
+    for (int l = 0; l < 16; l++) i[l] = a + l / div;
+    return _mm512_loadu_si512((const void *)i);
+}
+
+void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
+    const q4_kr *x = w;
+    const nb_block_q8_K *y = a;
+    const __m512i p0 = lane_index(0, 8), p1 = lane_index(2, 8), p2 = lane_index(4, 8), p3 = lane_index(6, 8);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 macc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_block(&x[i], 192);
+        __m512i q[4];
+        unpack_q4_kr(&x[i], q);
+        const int8_t *a8 = y[i].qs;
+        const __m512i z = _mm512_setzero_si512();
+        __m512i i0 = _mm512_dpbusd_epi32(z, q[0], _mm512_loadu_si512((const void *)a8));
+        __m512i i1 = _mm512_dpbusd_epi32(z, q[1], _mm512_loadu_si512((const void *)(a8 + 64)));
+        __m512i i2 = _mm512_dpbusd_epi32(z, q[2], _mm512_loadu_si512((const void *)(a8 + 128)));
+        __m512i i3 = _mm512_dpbusd_epi32(z, q[3], _mm512_loadu_si512((const void *)(a8 + 192)));
+        __m512i scm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)); /* sc[0..7], m[0..7] */
+        __m512i s = _mm512_madd_epi16(i0, _mm512_permutexvar_epi32(p0, scm));
+        s = _mm512_dpwssd_epi32(s, i1, _mm512_permutexvar_epi32(p1, scm));
+        s = _mm512_dpwssd_epi32(s, i2, _mm512_permutexvar_epi32(p2, scm));
+        s = _mm512_dpwssd_epi32(s, i3, _mm512_permutexvar_epi32(p3, scm));
+        /* mins: m_j * (bsums[2j] + bsums[2j+1]) */
+        __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), _mm256_set1_epi16(1));
+        __m256i mp = _mm256_madd_epi16(bs, _mm512_extracti64x4_epi64(scm, 1));
+        const float yd = y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x[i].d) * yd), acc);
+        macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), _mm256_set1_ps(_cvtsh_ss(x[i].dmin) * yd), macc);
+    }
+    __m128 m = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    *out = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+}
+
+void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
+    const q6_kr *x = w;
+    const nb_block_q8_K *y = a;
+    const __m512i p0 = lane_index(0, 4), p1 = lane_index(4, 4), p2 = lane_index(8, 4), p3 = lane_index(12, 4);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_block(&x[i], 256);
+        __m512i q[4];
+        unpack_q6_kr(&x[i], q);
+        const int8_t *a8 = y[i].qs;
+        const __m512i z = _mm512_setzero_si512();
+        __m512i i0 = _mm512_dpbusd_epi32(z, q[0], _mm512_loadu_si512((const void *)a8));
+        __m512i i1 = _mm512_dpbusd_epi32(z, q[1], _mm512_loadu_si512((const void *)(a8 + 64)));
+        __m512i i2 = _mm512_dpbusd_epi32(z, q[2], _mm512_loadu_si512((const void *)(a8 + 128)));
+        __m512i i3 = _mm512_dpbusd_epi32(z, q[3], _mm512_loadu_si512((const void *)(a8 + 192)));
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].sc));
+        __m512i sc = _mm512_cvtepu16_epi32(sc16); /* low half the signed scale, high half 0 */
+        __m512i s = _mm512_madd_epi16(i0, _mm512_permutexvar_epi32(p0, sc));
+        s = _mm512_dpwssd_epi32(s, i1, _mm512_permutexvar_epi32(p1, sc));
+        s = _mm512_dpwssd_epi32(s, i2, _mm512_permutexvar_epi32(p2, sc));
+        s = _mm512_dpwssd_epi32(s, i3, _mm512_permutexvar_epi32(p3, sc));
+        /* q - 32: minus 32 * sum_g sc_g * bsums_g */
+        __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_zextsi256_si512(off), 5));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
+    }
+    *out = _mm512_reduce_add_ps(acc);
+}
+
+/* ---- batched ------------------------------------------------------------ */
+
+/* The 16 tokens' results of rows r (f0) and r+1 (f1, when `two`) for token
+ * group gg into y[t*ldy + r]. */
+static inline void store_group(float *y, int64_t ldy, int64_t r, int two, int64_t gg, int64_t n, __m512 f0,
+                               __m512 f1) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)ldy));
+    int64_t nt = n - gg * 16;
+    __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);
+    _mm512_mask_i32scatter_ps(y + gg * 16 * ldy + r, m, idx, f0, 4);
+    if (two) _mm512_mask_i32scatter_ps(y + gg * 16 * ldy + r + 1, m, idx, f1, 4);
+}
+
+static inline __m512i bcast4(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32((int)v);
+}
+
+/* Integer sums of weights u[0..4*nk) (rows 0/1) with the packed activations
+ * of groups g (a0) and h (a1): i[row][group]. With pair == 0 only group g. */
+#define DOT_WORDS(u0, u1, a0, a1, k0, nk, i00, i01, i10, i11, pair)                                  \
+    for (int kk = (k0); kk < (k0) + (nk); kk++) {                                                   \
+        __m512i av0 = _mm512_load_si512((const void *)((a0) + kk * 64));                            \
+        __m512i w0 = bcast4((u0) + 4 * kk), w1 = bcast4((u1) + 4 * kk);                             \
+        i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                                    \
+        i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                                    \
+        if (pair) {                                                                                 \
+            __m512i av1 = _mm512_load_si512((const void *)((a1) + kk * 64));                        \
+            i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                                \
+            i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                                \
+        }                                                                                           \
+    }
+
+/* Per super-block scales of a Q4_KR block as floats: [d*sc[0..7], dmin*m[0..7]] */
+static inline void q4_kr_scales(const q4_kr *b, float *f) {
+    __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
+    __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->dmin)), 1);
+    _mm512_storeu_ps(f, _mm512_mul_ps(v, dm));
+}
+
+void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    const int64_t nb = ap->nb, nsb = ap->K / 256;
+    _Alignas(64) uint8_t u[2][256];
+    float sc[2][16];
+    for (int64_t r = 0; r < nr; r += 2) {
+        const int two = r + 1 < nr;
+        const q4_kr *x0 = (const q4_kr *)(w + r * row_bytes), *x1 = two ? (const q4_kr *)(w + (r + 1) * row_bytes) : x0;
+        for (int64_t g = 0; g < ap->ng; g += 2) {
+            const int64_t h = g + 1 < ap->ng ? g + 1 : g;
+            const int pair = h != g;
+            __m512 F00 = _mm512_setzero_ps(), F01 = F00, F10 = F00, F11 = F00;
+            for (int64_t s = 0; s < nsb; s++) {
+                __m512i q[4];
+                unpack_q4_kr(&x0[s], q);
+                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[0] + 64 * k), q[k]);
+                unpack_q4_kr(&x1[s], q);
+                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[1] + 64 * k), q[k]);
+                q4_kr_scales(&x0[s], sc[0]);
+                q4_kr_scales(&x1[s], sc[1]);
+                __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = s * 8 + j;
+                    const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
+                    __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
+                    if (pair) {
+                        DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 0, 8, i00, i01, i10, i11, 1)
+                    } else {
+                        DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 0, 8, i00, i01, i10, i11, 0)
+                    }
+                    __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
+                    __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
+                    __m512 w0 = _mm512_set1_ps(sc[0][j]), w1 = _mm512_set1_ps(sc[1][j]);
+                    __m512 m0 = _mm512_set1_ps(sc[0][8 + j]), m1 = _mm512_set1_ps(sc[1][8 + j]);
+                    f00 = _mm512_fnmadd_ps(s0, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i00), w0, f00));
+                    f10 = _mm512_fnmadd_ps(s0, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i10), w1, f10));
+                    f01 = _mm512_fnmadd_ps(s1, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), w0, f01));
+                    f11 = _mm512_fnmadd_ps(s1, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i11), w1, f11));
+                }
+                __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
+                F00 = _mm512_fmadd_ps(f00, d0, F00);
+                F10 = _mm512_fmadd_ps(f10, d0, F10);
+                F01 = _mm512_fmadd_ps(f01, d1, F01);
+                F11 = _mm512_fmadd_ps(f11, d1, F11);
+            }
+            store_group(y, ldy, r, two, g, ap->n, F00, F10);
+            if (pair) store_group(y, ldy, r, two, h, ap->n, F01, F11);
+        }
+    }
+}
+
+/* Per super-block scales of a Q6_KR block as floats: d*sc[0..15] */
+static inline void q6_kr_scales(const q6_kr *b, float *f) {
+    __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
+    _mm512_storeu_ps(f, _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d))));
+}
+
+void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    const int64_t nb = ap->nb, nsb = ap->K / 256;
+    _Alignas(64) uint8_t u[2][256];
+    float sc[2][16];
+    for (int64_t r = 0; r < nr; r += 2) {
+        const int two = r + 1 < nr;
+        const q6_kr *x0 = (const q6_kr *)(w + r * row_bytes), *x1 = two ? (const q6_kr *)(w + (r + 1) * row_bytes) : x0;
+        for (int64_t g = 0; g < ap->ng; g += 2) {
+            const int64_t h = g + 1 < ap->ng ? g + 1 : g;
+            const int pair = h != g;
+            __m512 F00 = _mm512_setzero_ps(), F01 = F00, F10 = F00, F11 = F00;
+            for (int64_t s = 0; s < nsb; s++) {
+                __m512i q[4];
+                unpack_q6_kr(&x0[s], q);
+                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[0] + 64 * k), q[k]);
+                unpack_q6_kr(&x1[s], q);
+                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[1] + 64 * k), q[k]);
+                q6_kr_scales(&x0[s], sc[0]);
+                q6_kr_scales(&x1[s], sc[1]);
+                __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = s * 8 + j;
+                    const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
+                    for (int half = 0; half < 2; half++) { /* 16 weights per scale */
+                        __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
+                        if (pair) {
+                            DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 1)
+                        } else {
+                            DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 0)
+                        }
+                        /* q - 32: the offset through the tokens' sums of these 16 activations */
+                        __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5);
+                        __m512i o1 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (h * nb + b) * 32 + 16 * half)), 5);
+                        __m512 w0 = _mm512_set1_ps(sc[0][2 * j + half]), w1 = _mm512_set1_ps(sc[1][2 * j + half]);
+                        f00 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i00, o0)), w0, f00);
+                        f10 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i10, o0)), w1, f10);
+                        f01 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i01, o1)), w0, f01);
+                        f11 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i11, o1)), w1, f11);
+                    }
+                }
+                __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
+                F00 = _mm512_fmadd_ps(f00, d0, F00);
+                F10 = _mm512_fmadd_ps(f10, d0, F10);
+                F01 = _mm512_fmadd_ps(f01, d1, F01);
+                F11 = _mm512_fmadd_ps(f11, d1, F11);
+            }
+            store_group(y, ldy, r, two, g, ap->n, F00, F10);
+            if (pair) store_group(y, ldy, r, two, h, ap->n, F01, F11);
+        }
+    }
+}
