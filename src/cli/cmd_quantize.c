@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "       nibble quantize --list\n"
             "  IN: any model source (GGUF, HF directory or .safetensors, llama2.c .bin); OUT: a GGUF file.\n"
             "  --type TYPE        a format (Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G128, NF4, FP8_E4M3, ... see --list)\n"
-            "                     or a llama-quantize mix (Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M); also the 3rd argument\n"
+            "                     or a llama-quantize mix (Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M); also the 3rd argument\n"
             "  --keep PAT=TYPE    tensors whose GGUF name matches the glob PAT get TYPE (F32, F16, BF16 or a\n"
             "                     format); repeatable, first match wins, e.g. --keep 'blk.*.attn_v.weight=Q6_K'\n"
             "  --pure             no recipe: every 2-D weight gets TYPE (llama-quantize --pure)\n"
@@ -51,6 +51,10 @@ static void list_types(void) {
     printf("%-10s %7s  %s\n", "type", "bits/w", "description");
     for (int i = 0; i < n; i++)
         if (!all[i].act_only) printf("%-10s %7.4g  %s\n", all[i].name, all[i].bits_per_weight, all[i].desc);
+    printf("%-10s %7s  %s\n", "Q2_K mix", "~3.0", "llama-quantize mix (what --type Q2_K means; --pure for plain Q2_K): Q3_K/Q4_K on attn_v/attn_output/ffn_down, Q6_K output");
+    printf("%-10s %7s  %s\n", "Q3_K_S", "~3.5", "llama-quantize mix: Q3_K, Q6_K output");
+    printf("%-10s %7s  %s\n", "Q3_K_M", "~4.0", "llama-quantize mix: Q3_K, Q4_K/Q5_K on attn_v/attn_output/ffn_down, Q6_K output");
+    printf("%-10s %7s  %s\n", "Q3_K_L", "~4.3", "llama-quantize mix: Q3_K, Q5_K on attn_v/attn_output/ffn_down, Q6_K output");
     printf("%-10s %7s  %s\n", "Q4_K_S", "~4.6", "llama-quantize mix: Q4_K, Q5_K on early attn_v/ffn_down, Q6_K output");
     printf("%-10s %7s  %s\n", "Q4_K_M", "~4.9", "llama-quantize mix: Q4_K, Q6_K on half of attn_v/ffn_down and output");
     printf("%-10s %7s  %s\n", "Q5_K_S", "~5.5", "llama-quantize mix: Q5_K, Q6_K output");

@@ -205,6 +205,116 @@ static void k_w4g32(int64_t n, const void *w, const void *a, float *o) { k_w4(n,
 static void k_w4g64(int64_t n, const void *w, const void *a, float *o) { k_w4(n, w, a, o, 64); }
 static void k_w4g128(int64_t n, const void *w, const void *a, float *o) { k_w4(n, w, a, o, 128); }
 
+/* ---- Q2_K / Q3_K x Q8_K -------------------------------------------------------
+ * Weight w = 128h + 32k + l: 2-bit level at bit 2k of qs[32h + l], group w/16
+ * (16 groups of 16 weights, one scale each); Q3_K's third bit is hmask[l] bit
+ * 4h + k. A 32-byte chunk (h, k) thus holds groups 8h + 2k (low 128-bit lane)
+ * and 8h + 2k + 1 (high lane). Levels stay unsigned (Q2_K 0..3, Q3_K 0..7,
+ * so maddubs pairs stay far below the int16 limit); Q3_K's -4 offset and
+ * Q2_K's mins go through the Q8_K block sums. */
+
+/* acc + sum over int16 pairs of maddubs(u, s) * sc16: the u8 x s8 sums of
+ * each group times its scale (u <= 7: no int16 saturation). The scale has to
+ * multiply 16-weight sums, so vpdpbusd (dot_us) would need a vpmulld after
+ * it, which costs more than vpmaddubsw + vpmaddwd. With VNNI, `fused` does
+ * the multiply-add by the scales with one vpdpwssd: Q2_K gains ~10% from it,
+ * Q3_K (more shuffles and shifts per chunk) loses ~30%, so only Q2_K uses it
+ * (bench/bench_qdot.c, measured side by side). */
+static inline __m256i dot_us_sc(__m256i acc, __m256i u, __m256i s, __m256i sc16, int fused) {
+    __m256i p = _mm256_maddubs_epi16(u, s);
+#if NB_QDOT_VNNI
+    if (fused) return _mm256_dpwssd_epi32(acc, p, sc16);
+#else
+    (void)fused;
+#endif
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc16));
+}
+
+/* pshufb controls: from 8 int16 group scales (both lanes), take scale 2k into
+ * every int16 of the low lane and scale 2k + 1 into the high lane */
+static inline void k23_scale_ctrl(__m256i ctrl[4]) {
+    for (int k = 0; k < 4; k++) {
+        const short lo = (short)((4 * k) | ((4 * k + 1) << 8)), hi = (short)((4 * k + 2) | ((4 * k + 3) << 8));
+        ctrl[k] = _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi));
+    }
+}
+
+static void k_q2_K(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q2_K *x = w;
+    const nb_block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256i ctrl[4];
+    k23_scale_ctrl(ctrl);
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_ahead(&x[i], (int)sizeof x[i]);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
+        /* sum_g m_g * bsum_g as 8 int32 lanes */
+        const __m256i msum = _mm256_madd_epi16(mn16, load32(y[i].bsums));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = load32(x[i].qs + 32 * h);
+            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
+            for (int k = 0; k < 4; k++) {
+                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+                isum = dot_us_sc(isum, qk, load32(y[i].qs + 128 * h + 32 * k), _mm256_shuffle_epi8(sch, ctrl[k]), 1);
+            }
+        }
+        const float da = y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(H2F(x[i].d) * da), acc);
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(H2F(x[i].dmin) * da), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* The 16 signed Q3_K scales (6-bit stored - 32) as int16: low nibbles of
+ * bytes 0..7 are scales 0..7, high nibbles scales 8..15; byte 8 + j%4 holds
+ * the top two bits of scale j at bit 2*(j/4). */
+static inline __m256i q3_scales16(const uint8_t *p) {
+    uint32_t a[3], s[4];
+    memcpy(a, p, 12);
+    s[0] = (a[0] & 0x0f0f0f0fu) | ((a[2] & 0x03030303u) << 4);
+    s[1] = (a[1] & 0x0f0f0f0fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+    s[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 4) & 0x03030303u) << 4);
+    s[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | (((a[2] >> 6) & 0x03030303u) << 4);
+    __m128i b;
+    memcpy(&b, s, 16);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(b), _mm256_set1_epi16(32));
+}
+
+static void k_q3_K(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q3_K *x = w;
+    const nb_block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256i ctrl[4];
+    k23_scale_ctrl(ctrl);
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_ahead(&x[i], (int)sizeof x[i]);
+        const __m256i sc16 = q3_scales16(x[i].scales);
+        /* levels are stored +4: subtract 4 * sum_g sc_g * bsum_g */
+        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 2));
+        const __m256i hm = load32(x[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = load32(x[i].qs + 32 * h);
+            const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
+                                                              : _mm256_castsi256_si128(sc16));
+            for (int k = 0; k < 4; k++) {
+                __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
+                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+                qk = _mm256_or_si256(qk, _mm256_slli_epi16(hb, 2));
+                isum = dot_us_sc(isum, qk, load32(y[i].qs + 128 * h + 32 * k), _mm256_shuffle_epi8(sch, ctrl[k]), 0);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(H2F(x[i].d) * y[i].d), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
 /* Q4_K / Q5_K x Q8_K */
 static inline void k_q45_K(int64_t n, const void *w, const void *a, float *out, int five) {
     const nb_block_q8_K *y = a;
@@ -390,6 +500,8 @@ static const struct { int type; nb_qdot qd; } x86_tab[] = {
     {NB_Q5_0, {XQ8, k_q5_0, NULL, NB_QDOT_ISA}},
     {NB_Q5_1, {XQ8, k_q5_1, NULL, NB_QDOT_ISA}},
     {NB_Q8_0, {XQ8, k_q8_0, NULL, NB_QDOT_ISA}},
+    {NB_Q2_K, {XQK, k_q2_K, NULL, NB_QDOT_ISA}},
+    {NB_Q3_K, {XQK, k_q3_K, NULL, NB_QDOT_ISA}},
     {NB_Q4_K, {XQK, k_q4_K, NULL, NB_QDOT_ISA}},
     {NB_Q5_K, {XQK, k_q5_K, NULL, NB_QDOT_ISA}},
     {NB_Q6_K, {XQK, k_q6_K, NULL, NB_QDOT_ISA}},

@@ -9,7 +9,12 @@
  *   Q5_1  32 w, 24 B: fp16 d | fp16 m | qh[4] | qs[16]; w = d*q + m
  *   Q8_0  32 w, 34 B: fp16 d | i8 qs[32]; w = d*q
  *   Q2_K 256 w, 84 B: scales[16] (lo nibble scale, hi nibble min) | qs[64] | fp16 d | fp16 dmin
- *   Q3_K 256 w,110 B: hmask[32] | qs[64] | scales[12] (6-bit, packed) | fp16 d
+ *                     weight 128h+32k+l (l<32): bits 2k..2k+1 of qs[32h+l]; group g = w/16;
+ *                     w = d*(scales[g]&15)*q - dmin*(scales[g]>>4)
+ *   Q3_K 256 w,110 B: hmask[32] | qs[64] | scales[12] (16 x 6-bit, packed) | fp16 d
+ *                     low 2 bits as Q2_K; bit 2 = hmask[w%32] bit w/32; scale g: low
+ *                     nibble of byte g (g<8) / high nibble of byte g-8, top 2 bits at
+ *                     bit 2*(g/4) of byte 8+g%4; w = d*(sc6-32)*(q2 + 4*bit - 4)
  *   Q4_K 256 w,144 B: fp16 d | fp16 dmin | scales[12] (8 x 6-bit scale + 6-bit min) | qs[128]
  *                     qs chunk c (32 B) = weights 64c.. : low nibbles sub-block 2c,
  *                     high nibbles sub-block 2c+1; w = d*sc*q - dmin*m

@@ -23,6 +23,10 @@ static const nb_qtype table[] = {
           .desc = "ggml 5-bit, fp16 scale + min per 32"),
     ENTRY(NB_Q8_0, "Q8_0", 32, 34, nb_dequant_q8_0, nb_quant_q8_0, NB_Q8_0,
           .desc = "ggml 8-bit, fp16 scale per 32 (also the activation format)"),
+    ENTRY(NB_Q2_K, "Q2_K", 256, 84, nb_dequant_q2_K, nb_quant_q2_K, NB_Q8_K,
+          .desc = "ggml k-quant 2-bit, 4-bit scales/mins per 16 in 256"),
+    ENTRY(NB_Q3_K, "Q3_K", 256, 110, nb_dequant_q3_K, nb_quant_q3_K, NB_Q8_K,
+          .desc = "ggml k-quant 3-bit, 6-bit scales per 16 in 256"),
     ENTRY(NB_Q4_K, "Q4_K", 256, 144, nb_dequant_q4_K, nb_quant_q4_K, NB_Q8_K,
           .desc = "ggml k-quant 4-bit, 6-bit scales/mins per 32 in 256"),
     ENTRY(NB_Q5_K, "Q5_K", 256, 176, nb_dequant_q5_K, nb_quant_q5_K, NB_Q8_K,
@@ -105,6 +109,9 @@ nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0) {
         if (nb_qtype_supports_row(t, ne0)) return t;
         switch ((int)t) {
         /* k-quants: llama-quantize's own fallbacks */
+        /* llama-quantize takes IQ4_NL (4.5 bpw, block 32) for Q2_K/Q3_K, which
+         * nibble does not implement: Q4_0 has the same size and block */
+        case NB_Q2_K: case NB_Q3_K: t = NB_Q4_0; break;
         case NB_Q4_K: t = NB_Q5_0; break;
         case NB_Q5_K: t = NB_Q5_1; break;
         case NB_Q6_K: t = NB_Q8_0; break;

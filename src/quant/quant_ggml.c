@@ -7,6 +7,7 @@
  * Written from the published algorithm descriptions, not copied. */
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -244,9 +245,13 @@ static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
 
 /* Asymmetric fit x ~ scale*l - min, l in 0..nmax, weighted least squares
  * over a grid of nstep+1 trial scales (rmin + rdelta*is + nmax)/(max - min),
- * as llama.cpp's make_qkx2_quants (squared error). *the_min receives -min. */
+ * as llama.cpp's make_qkx2_quants; candidates are ranked by the weighted
+ * squared error, or by the weighted absolute error when use_mad (Q2_K).
+ * *the_min receives -min. */
+static inline float fit_err(float diff, bool use_mad) { return use_mad ? fabsf(diff) : diff * diff; }
+
 static float fit_asym(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                      float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
+                      float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
@@ -268,7 +273,7 @@ static float fit_asym(int n, int nmax, const float *x, const float *w, uint8_t *
         int l = nb_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)imax(0, imin(nmax, l));
         float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * diff * diff;
+        best_error += w[i] * fit_err(diff, use_mad);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -291,7 +296,7 @@ static float fit_asym(int n, int nmax, const float *x, const float *w, uint8_t *
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 float diff = this_scale * Laux[i] + this_min - x[i];
-                cur_error += w[i] * diff * diff;
+                cur_error += w[i] * fit_err(diff, use_mad);
             }
             if (cur_error < best_error) {
                 memcpy(L, Laux, (size_t)n);
@@ -303,6 +308,208 @@ static float fit_asym(int n, int nmax, const float *x, const float *w, uint8_t *
     }
     *the_min = -min;
     return scale;
+}
+
+/* ---- Q2_K / Q3_K ------------------------------------------------------------
+ * Both pack 256 weights as 16 groups of 16. Weight w = 128h + 32k + l
+ * (h < 2, k < 4, l < 32) keeps its low 2 bits in qs[32h + l] at bit 2k;
+ * its group (scale index) is w / 16. Q3_K keeps the third bit in hmask[l]
+ * bit 4h + k (= hmask[w % 32] bit w / 32), set meaning "no -4 offset". */
+
+/* 6-bit Q3_K scale j (0..63, stored with +32) from the 12-byte packing:
+ * low nibble in byte j (j < 8) or the high nibble of byte j - 8, the top two
+ * bits in byte 8 + j % 4 at bit 2 * (j / 4). */
+static inline int q3_scale6(const uint8_t *sc, int j) {
+    int lo = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
+    return lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+
+/* Symmetric 3-bit fit of 16 values to -nmax..nmax-1 with weights x^2:
+ * start from round(-nmax/max * x), then up to 5 passes of coordinate
+ * descent, each moving one level to round(x * sum(w l^2)/sum(w x l))
+ * (both sums without that element) when that raises
+ * (sum w x l)^2 / sum w l^2; as llama.cpp's make_q3_quants with do_rmse.
+ * L receives l + nmax; returns the scale sum(w x l) / sum(w l^2). */
+static float fit_q3(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = imax(-nmax, imin(nmax - 1, nb_nearest_int(iscale * x[i])));
+        L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                int nl = imax(-nmax, imin(nmax - 1, nb_nearest_int(x[i] * sl2 / slx)));
+                if (nl != L[i]) {
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed++;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* 256 levels of 2 bits (0..3) into qs[64] (layout above). */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < 256; j += 128) {
+        for (int l = 0; l < 32; l++) {
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        }
+    }
+}
+
+/* Q2_K (quantize_row_q2_K_ref): each group of 16 fitted with fit_asym
+ * (levels 0..3, weights |x|, absolute error, trial scales (-0.5 + 0.1 is + 3)
+ * / range for is = 0..15); scales and mins to 4 bits against the largest
+ * of each (d = max_scale/15, dmin = max_min/15), then every weight
+ * re-quantized against the stored (fp16-rounded) values. */
+void nb_quant_q2_K(const float *x, void *dst, int64_t n) {
+    nb_block_q2_K *y = dst;
+    uint8_t L[256], Laux[16];
+    float weights[16], mins[16], scales[16];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
+            scales[j] = fit_asym(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        if (max_scale > 0) {
+            const float iscale = 15.f / max_scale;
+            for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)nb_nearest_int(iscale * scales[j]);
+            y[i].d = F2H(max_scale / 15.f);
+        } else {
+            memset(y[i].scales, 0, 16);
+            y[i].d = F2H(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = 15.f / max_min;
+            for (int j = 0; j < 16; j++) {
+                int l = nb_nearest_int(iscale * mins[j]);
+                y[i].scales[j] = (uint8_t)(y[i].scales[j] | (l << 4));
+            }
+            y[i].dmin = F2H(max_min / 15.f);
+        } else {
+            y[i].dmin = F2H(0.f);
+        }
+        for (int j = 0; j < 16; j++) {
+            const float d = H2F(y[i].d) * (y[i].scales[j] & 0xF);
+            if (!d) continue;
+            const float dm = H2F(y[i].dmin) * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ii++) {
+                int l = nb_nearest_int((x[16 * j + ii] + dm) / d);
+                L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
+            }
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+/* w = d * (scale & 15) * q - dmin * (scale >> 4), q the 2-bit level */
+void nb_dequant_q2_K(const void *src, float *y, int64_t n) {
+    const nb_block_q2_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++, y += 256) {
+        const float d = H2F(x[i].d), dmin = H2F(x[i].dmin);
+        for (int w = 0; w < 256; w++) {
+            const int q = (x[i].qs[32 * (w / 128) + w % 32] >> (2 * ((w / 32) % 4))) & 3;
+            const uint8_t sc = x[i].scales[w / 16];
+            y[w] = d * (sc & 0xF) * q - dmin * (sc >> 4);
+        }
+    }
+}
+
+/* Q3_K (quantize_row_q3_K_ref): each group of 16 fitted with fit_q3
+ * (levels -4..3); the 16 group scales quantized to 6 bits signed against
+ * the one of largest magnitude (d = -max/32, stored scale = round(s/d) + 32
+ * clamped to 0..63), then every weight re-quantized against the stored
+ * values, clamped to -4..3 and stored +4: low 2 bits in qs, bit 2 in hmask. */
+void nb_quant_q3_K(const float *x, void *dst, int64_t n) {
+    nb_block_q3_K *y = dst;
+    int8_t L[256];
+    float scales[16];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) {
+                amax = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
+        }
+        memset(y[i].scales, 0, 12);
+        if (max_scale != 0) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < 16; j++) {
+                int l = (int8_t)nb_nearest_int(iscale * scales[j]);
+                l = imax(-32, imin(31, l)) + 32;
+                if (j < 8) y[i].scales[j] = (uint8_t)(l & 0xF);
+                else y[i].scales[j - 8] = (uint8_t)(y[i].scales[j - 8] | ((l & 0xF) << 4));
+                y[i].scales[8 + j % 4] = (uint8_t)(y[i].scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+            }
+            y[i].d = F2H(1 / iscale);
+        } else {
+            y[i].d = F2H(0.f);
+        }
+        for (int j = 0; j < 16; j++) {
+            const float d = H2F(y[i].d) * (q3_scale6(y[i].scales, j) - 32);
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ii++) {
+                int l = nb_nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+            }
+        }
+        uint8_t L2[256];
+        memset(y[i].hmask, 0, 32);
+        for (int w = 0; w < 256; w++) {
+            int l = L[w];
+            if (l > 3) {
+                y[i].hmask[w % 32] = (uint8_t)(y[i].hmask[w % 32] | (1u << (w / 32)));
+                l -= 4;
+            }
+            L2[w] = (uint8_t)l;
+        }
+        pack_2bit(L2, y[i].qs);
+    }
+}
+
+/* w = d * (scale6 - 32) * (q2 + 4*hbit - 4) */
+void nb_dequant_q3_K(const void *src, float *y, int64_t n) {
+    const nb_block_q3_K *x = src;
+    for (int64_t i = 0; i < n / 256; i++, y += 256) {
+        const float d = H2F(x[i].d);
+        for (int w = 0; w < 256; w++) {
+            const int q2 = (x[i].qs[32 * (w / 128) + w % 32] >> (2 * ((w / 32) % 4))) & 3;
+            const int hb = (x[i].hmask[w % 32] >> (w / 32)) & 1;
+            y[w] = d * (q3_scale6(x[i].scales, w / 16) - 32) * (q2 - (hb ? 0 : 4));
+        }
+    }
 }
 
 /* 6-bit scale j and min j of a Q4_K/Q5_K block (12-byte packing). */
@@ -329,7 +536,8 @@ static void k45_block(const float *x, int nmax, float rmin, float rdelta, int ns
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
-        sc[j] = fit_asym(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep);
+        sc[j] = fit_asym(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep,
+                         false);
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

@@ -26,6 +26,8 @@ NB_REF_PAIR(q5_1)
 NB_REF_PAIR(q8_0)
 /* Q8_0 activations rounded the way llama.cpp's x86 kernels do (quant_ggml.c) */
 void nb_quant_q8_0_act(const float *src, void *dst, int64_t n);
+NB_REF_PAIR(q2_K)
+NB_REF_PAIR(q3_K)
 NB_REF_PAIR(q4_K)
 NB_REF_PAIR(q5_K)
 NB_REF_PAIR(q6_K)

@@ -19,6 +19,7 @@
 /* llama.cpp's llama_ftype values (general.file_type). */
 enum {
     FT_ALL_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
+    FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13,
     FT_Q4_K_S = 14, FT_Q4_K_M = 15, FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_BF16 = 32,
 };
 
@@ -28,6 +29,12 @@ static const struct {
     nb_rtn_mix mix;
     int32_t file_type;
 } mixes[] = {
+    /* llama.cpp's Q2_K ftype is a mix (attn_v, attn_output, ffn_down get more
+     * bits); it shadows the plain type name: --pure gives Q2_K everywhere */
+    {"Q2_K", NB_Q2_K, NB_RTN_MIX_Q2_K, FT_Q2_K},
+    {"Q3_K_S", NB_Q3_K, NB_RTN_MIX_Q3_K_S, FT_Q3_K_S},
+    {"Q3_K_M", NB_Q3_K, NB_RTN_MIX_Q3_K_M, FT_Q3_K_M},
+    {"Q3_K_L", NB_Q3_K, NB_RTN_MIX_Q3_K_L, FT_Q3_K_L},
     {"Q4_K_S", NB_Q4_K, NB_RTN_MIX_Q4_K_S, FT_Q4_K_S},
     {"Q4_K_M", NB_Q4_K, NB_RTN_MIX_Q4_K_M, FT_Q4_K_M},
     {"Q5_K_S", NB_Q5_K, NB_RTN_MIX_Q5_K_S, FT_Q5_K_S},
@@ -54,7 +61,9 @@ static int32_t file_type_of(nb_dtype t) {
     case NB_Q5_0: return FT_Q5_0;
     case NB_Q5_1: return FT_Q5_1;
     case NB_Q8_0: return FT_Q8_0;
-    case NB_Q4_K: return FT_Q4_K_S; /* "mostly Q4_K": the nearest llama_ftype */
+    case NB_Q2_K: return FT_Q2_K;
+    case NB_Q3_K: return FT_Q3_K_S; /* "mostly Q3_K": the nearest llama_ftype */
+    case NB_Q4_K: return FT_Q4_K_S;
     case NB_Q5_K: return FT_Q5_K_S;
     case NB_Q6_K: return FT_Q6_K;
     default: return -1;
@@ -82,7 +91,8 @@ void nb_rtn_scheme_names(char *buf, size_t n) {
     const nb_qtype *all = nb_qtype_list(&nq);
     for (int i = 0; i < nq; i++)
         if (!all[i].act_only) APPEND(all[i].name);
-    for (int i = 0; i < N_MIXES; i++) APPEND(mixes[i].name);
+    for (int i = 0; i < N_MIXES; i++)
+        if (!nb_qtype_by_name(mixes[i].name)) APPEND(mixes[i].name); /* Q2_K is listed once */
     APPEND("F32");
     APPEND("F16");
     APPEND("BF16");
@@ -158,6 +168,7 @@ typedef struct recipe_state {
     int i_attn_v, n_attn_v, i_ffn_down, n_ffn_down;
     bool has_output;
     bool is_70b;
+    int n_gqa; /* query heads per KV head (llama.cpp's n_gqa(); 0 when unknown) */
 } recipe_state;
 
 /* llama-quantize's llama_tensor_get_type for the schemes we support (dense
@@ -184,12 +195,22 @@ static nb_dtype recipe_type(const nb_rtn_scheme *sc, recipe_state *rs, const nb_
         }
         return t;
     }
+    const nb_rtn_mix mix = sc->mix;
     if (strstr(name, "attn_v.weight")) {
         int i = rs->i_attn_v++;
-        if ((sc->mix == NB_RTN_MIX_Q4_K_M || sc->mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, rs->n_attn_v)) {
+        if (mix == NB_RTN_MIX_Q2_K) {
+            t = rs->n_gqa >= 4 ? NB_Q4_K : NB_Q3_K;
+            snprintf(why, wn, "recipe: attn_v, %d query heads per KV head", rs->n_gqa);
+        } else if (mix == NB_RTN_MIX_Q3_K_M) {
+            t = i < 2 ? NB_Q5_K : NB_Q4_K;
+            snprintf(why, wn, "recipe: attn_v%s", i < 2 ? " of the first 2 layers" : "");
+        } else if (mix == NB_RTN_MIX_Q3_K_L) {
+            t = NB_Q5_K;
+            snprintf(why, wn, "recipe: attn_v");
+        } else if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, rs->n_attn_v)) {
             t = NB_Q6_K;
             snprintf(why, wn, "recipe: attn_v, use_more_bits(%d, %d)", i, rs->n_attn_v);
-        } else if (sc->mix == NB_RTN_MIX_Q4_K_S && i < 4) {
+        } else if (mix == NB_RTN_MIX_Q4_K_S && i < 4) {
             t = NB_Q5_K;
             snprintf(why, wn, "recipe: attn_v of the first 4 layers");
         }
@@ -201,14 +222,39 @@ static nb_dtype recipe_type(const nb_rtn_scheme *sc, recipe_state *rs, const nb_
     }
     if (strstr(name, "ffn_down")) {
         int i = rs->i_ffn_down++, n = rs->n_ffn_down;
-        if ((sc->mix == NB_RTN_MIX_Q4_K_M || sc->mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, n)) {
+        if (mix == NB_RTN_MIX_Q2_K) {
+            snprintf(why, wn, "recipe: ffn_down");
+            return NB_Q3_K;
+        }
+        if (mix == NB_RTN_MIX_Q3_K_M) {
+            snprintf(why, wn, "recipe: ffn_down%s", i < n / 16 ? " of the first 1/16 of layers" : "");
+            return i < n / 16 ? NB_Q5_K : NB_Q4_K;
+        }
+        if (mix == NB_RTN_MIX_Q3_K_L) {
+            snprintf(why, wn, "recipe: ffn_down");
+            return NB_Q5_K;
+        }
+        if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, n)) {
             snprintf(why, wn, "recipe: ffn_down, use_more_bits(%d, %d)", i, n);
             return NB_Q6_K;
         }
-        if (sc->mix == NB_RTN_MIX_Q4_K_S && i < n / 8) {
+        if (mix == NB_RTN_MIX_Q4_K_S && i < n / 8) {
             snprintf(why, wn, "recipe: ffn_down of the first 1/8 of layers");
             return NB_Q5_K;
         }
+        return t;
+    }
+    if (strstr(name, "attn_output.weight")) {
+        nb_dtype o = mix == NB_RTN_MIX_Q2_K ? NB_Q3_K : mix == NB_RTN_MIX_Q3_K_M ? NB_Q4_K
+                   : mix == NB_RTN_MIX_Q3_K_L ? NB_Q5_K : t;
+        if (o != t) snprintf(why, wn, "recipe: attn_output");
+        return o;
+    }
+    if (strstr(name, "attn_qkv.weight")) { /* fused QKV (none of nibble's architectures has one) */
+        nb_dtype o = (mix == NB_RTN_MIX_Q3_K_M || mix == NB_RTN_MIX_Q3_K_L) ? NB_Q4_K
+                   : mix == NB_RTN_MIX_Q4_K_M ? NB_Q5_K : mix == NB_RTN_MIX_Q5_K_M ? NB_Q6_K : t;
+        if (o != t) snprintf(why, wn, "recipe: attn_qkv");
+        return o;
     }
     return t;
 }
@@ -230,6 +276,7 @@ nb_status nb_rtn_plan(const nb_source *src, const nb_rtn_params *p, nb_rtn_repor
     out->n_tensors = src->n_tensors;
     recipe_state rs = {0};
     rs.has_output = nb_source_find(src, "output.weight") != NULL;
+    rs.n_gqa = src->hp.n_head_kv > 0 ? src->hp.n_head / src->hp.n_head_kv : 0;
     rs.is_70b = src->hp.arch == NB_ARCH_LLAMA && src->hp.n_layer == 80 && src->hp.n_head != src->hp.n_head_kv;
     for (int64_t i = 0; i < src->n_tensors; i++) {
         const char *nm = src->tensors[i].name;

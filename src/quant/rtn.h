@@ -2,8 +2,12 @@
  *
  * A *scheme* names what to produce: any weight format of the registry
  * (qtypes.h: Q4_0 ... Q6_K, W8, W8A8, W4G32..W4G128S, NF4, FP8_E4M3/E5M2),
- * plain F32 / F16 / BF16, or one of llama-quantize's mixes (Q4_K_S, Q4_K_M,
- * Q5_K_S, Q5_K_M). Per tensor the type is chosen in this order:
+ * plain F32 / F16 / BF16, or one of llama-quantize's mixes (Q2_K, Q3_K_S,
+ * Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M). The name Q2_K is both a
+ * type and llama.cpp's Q2_K mix; as a scheme it means the mix (as in
+ * llama-quantize), --pure gives Q2_K everywhere; Q3_K alone is the plain
+ * type (general.file_type 11, MOSTLY_Q3_K_S, whose recipe it equals for
+ * dense models below 70B). Per tensor the type is chosen in this order:
  *   1. tensors with one dimension (norms, biases, rope_freqs) stay F32;
  *   2. the first --keep PATTERN=TYPE whose glob matches the GGUF name;
  *   3. the scheme's recipe (unless `pure`): llama-quantize's
@@ -11,11 +15,19 @@
  *      or token_embd when the embeddings are tied, -> Q6_K, Q8_0 when its
  *      row is not a multiple of 256; Q4_K_M / Q5_K_M put Q6_K on attn_v and
  *      ffn_down of the layers use_more_bits() selects; Q4_K_S Q5_K on the
- *      first 4 attn_v and the first 1/8 of ffn_down), and for nibble's
+ *      first 4 attn_v and the first 1/8 of ffn_down; Q2_K: attn_v Q4_K
+ *      when n_head/n_head_kv >= 4 else Q3_K, attn_output and ffn_down Q3_K;
+ *      Q3_K_M: attn_v Q5_K in the first 2 layers then Q4_K, attn_output
+ *      Q4_K, ffn_down Q5_K in the first n/16 layers then Q4_K; Q3_K_L:
+ *      attn_v, attn_output, ffn_down Q5_K; Q3_K_S: no change; 70B llama:
+ *      attn_v Q3_K/Q4_K -> Q5_K), and for nibble's
  *      INT4 formats (W4G*, NF4) token_embd and output stay F16;
  *   4. otherwise the scheme's base type;
  * then, when the row length ne0 does not fit the type's block,
  * nb_qtype_fallback() (reported as "fallback: 704 not a multiple of 256").
+ * One deviation from llama-quantize: it falls back from Q2_K / Q3_K to
+ * IQ4_NL, which nibble does not implement; Q4_0 (same 4.5 bits, block 32)
+ * is used instead, so such tensors differ from llama.cpp's files.
  *
  * Data: every input type the registry can dequantize is accepted (F32, F16,
  * BF16, and quantized tensors, which are dequantized first: the report's
@@ -53,6 +65,10 @@ typedef enum nb_rtn_mix {
     NB_RTN_MIX_Q4_K_M,
     NB_RTN_MIX_Q5_K_S,
     NB_RTN_MIX_Q5_K_M,
+    NB_RTN_MIX_Q2_K,   /* llama.cpp's Q2_K ftype: the name of the type, used as the mix */
+    NB_RTN_MIX_Q3_K_S,
+    NB_RTN_MIX_Q3_K_M,
+    NB_RTN_MIX_Q3_K_L,
 } nb_rtn_mix;
 
 typedef struct nb_rtn_scheme {

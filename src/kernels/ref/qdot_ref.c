@@ -5,6 +5,9 @@
  *       acc += dw*da * sum(q*a) [+ m*da * sum(a)]   (offsets folded into q)
  *   Q4_K / Q5_K (x Q8_K): acc += dw*da * sum_j sc_j*sum(q*a)_j
  *                              - dminw*da * sum_j m_j*sum(a)_j
+ *   Q2_K (x Q8_K): acc += dw*da * sum_g sc_g*sum(q*a)_g - dminw*da * sum_g m_g*bsum_g
+ *       (16 groups of 16, 4-bit sc_g / m_g)
+ *   Q3_K (x Q8_K): acc += dw*da * sum_g (sc_g-32) * sum((q2+4h-4)*a)_g
  *   Q6_K (x Q8_K): acc += dw*da * sum_g sc_g * sum((q-32)*a)_g
  *   NF4 / FP8 (x F32): acc += scale * sum(level(q) * x) in float. */
 #include <string.h>
@@ -148,6 +151,51 @@ static void dot_w4g32(int64_t n, const void *w, const void *a, float *o) { dot_w
 static void dot_w4g64(int64_t n, const void *w, const void *a, float *o) { dot_w4(n, w, a, o, 64); }
 static void dot_w4g128(int64_t n, const void *w, const void *a, float *o) { dot_w4(n, w, a, o, 128); }
 
+/* Q2_K x Q8_K: weight w = 128h + 32k + l has 2-bit level
+ * (qs[32h + l] >> 2k) & 3 and group w / 16 (see quant_ggml.c). */
+static inline int q2_level(const uint8_t *qs, int w) { return (qs[32 * (w / 128) + w % 32] >> (2 * ((w / 32) % 4))) & 3; }
+
+static void dot_q2_K(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q2_K *x = w;
+    const nb_block_q8_K *y = a;
+    float acc = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int isum = 0, msum = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int l = 16 * g; l < 16 * g + 16; l++) s += q2_level(x[i].qs, l) * y[i].qs[l];
+            isum += (x[i].scales[g] & 0xF) * s;
+            msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
+        }
+        acc += H2F(x[i].d) * y[i].d * (float)isum - H2F(x[i].dmin) * y[i].d * (float)msum;
+    }
+    *out = acc;
+}
+
+/* Q3_K x Q8_K: level q2 + 4*hbit - 4 (hbit = hmask[w % 32] bit w / 32),
+ * signed 6-bit group scale (stored - 32). */
+static void dot_q3_K(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q3_K *x = w;
+    const nb_block_q8_K *y = a;
+    float acc = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *sc = x[i].scales;
+            int lo = g < 8 ? sc[g] & 0xF : sc[g - 8] >> 4;
+            int s6 = (lo | (((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;
+            int s = 0;
+            for (int l = 16 * g; l < 16 * g + 16; l++) {
+                int q = q2_level(x[i].qs, l) + 4 * ((x[i].hmask[l % 32] >> (l / 32)) & 1) - 4;
+                s += q * y[i].qs[l];
+            }
+            isum += s6 * s;
+        }
+        acc += H2F(x[i].d) * y[i].d * (float)isum;
+    }
+    *out = acc;
+}
+
 static inline void k4_scale_min(int j, const uint8_t *q, int *d, int *m) {
     if (j < 4) {
         *d = q[j] & 63;
@@ -266,6 +314,8 @@ static const struct { int type; nb_qdot qd; } tab[] = {
     {NB_Q5_0, {Q8, dot_q5_0, NULL, "scalar"}},
     {NB_Q5_1, {Q8, dot_q5_1, NULL, "scalar"}},
     {NB_Q8_0, {Q8, dot_q8_0, NULL, "scalar"}},
+    {NB_Q2_K, {QK, dot_q2_K, NULL, "scalar"}},
+    {NB_Q3_K, {QK, dot_q3_K, NULL, "scalar"}},
     {NB_Q4_K, {QK, dot_q4_K, NULL, "scalar"}},
     {NB_Q5_K, {QK, dot_q5_K, NULL, "scalar"}},
     {NB_Q6_K, {QK, dot_q6_K, NULL, "scalar"}},

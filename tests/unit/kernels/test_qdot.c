@@ -5,6 +5,8 @@
  *  - every compiled ISA that this CPU runs equals the reference within
  *    1e-5 * sum|w_i*a_i| (only float summation order differs), for odd block
  *    counts and every group size;
+ *  - Q2_K / Q3_K at their extreme codes and +-127 activations: every ISA
+ *    gives exactly the integer dot of the dequantized rows;
  *  - dispatch: nb_qdot_get never returns an ISA above the cap, act types match
  *    the registry. */
 #include <math.h>
@@ -15,6 +17,7 @@
 #include "testutil.h"
 
 #include "base/cpu.h"
+#include "base/half.h"
 #include "kernels/qdot.h"
 #include "quant/blocks.h"
 #include "quant/qtypes.h"
@@ -154,11 +157,73 @@ static void test_edges(void **state) {
     }
 }
 
+/* Q2_K / Q3_K with extreme codes (every level at its ends, scales at their
+ * ends, activations +-127): the largest int16 pair sums the kernels form.
+ * With d = 1 every product is an integer and the row total stays below
+ * 2^24, so every implementation must give exactly the integer dot of the
+ * dequantized rows (the registry's to_float, checked in test_qtypes). No
+ * llama.cpp reference outputs exist for these types in shared/. */
+static void test_k23_extremes(void **state) {
+    (void)state;
+    enum { NB = 3, N = 256 * NB };
+    nb_block_q8_K act[NB];
+    float ad[N], wd[N];
+    for (int rep = 0; rep < 8; rep++) {
+        for (int b = 0; b < NB; b++) {
+            act[b].d = 1.0f;
+            for (int j = 0; j < 256; j++) {
+                int v = rep == 0 ? 127 : rep == 1 ? -127 : (urand() < 0.5 ? 127 : -127);
+                act[b].qs[j] = (int8_t)v;
+            }
+            for (int g = 0; g < 16; g++) {
+                int sum = 0;
+                for (int j = 0; j < 16; j++) sum += act[b].qs[16 * g + j];
+                act[b].bsums[g] = (int16_t)sum;
+            }
+        }
+        nb_qtype_get(NB_Q8_K)->to_float(act, ad, N);
+        nb_block_q2_K w2[NB];
+        nb_block_q3_K w3[NB];
+        for (int b = 0; b < NB; b++) {
+            w2[b].d = w2[b].dmin = nb_fp32_to_fp16(1.0f);
+            w3[b].d = nb_fp32_to_fp16(1.0f);
+            for (int j = 0; j < 64; j++) {
+                uint8_t q = rep < 2 ? (uint8_t)(rep ? 0xFF : 0x00) : (uint8_t)(urand() < 0.5 ? 0x00 : 0xFF);
+                w2[b].qs[j] = w3[b].qs[j] = q;
+            }
+            for (int j = 0; j < 32; j++) w3[b].hmask[j] = (uint8_t)(rep < 2 ? (rep ? 0xFF : 0) : urand() * 256);
+            for (int g = 0; g < 16; g++) {
+                int sc = urand() < 0.5 ? 0 : 15, m = urand() < 0.5 ? 0 : 15;
+                w2[b].scales[g] = (uint8_t)(sc | (m << 4));
+            }
+            /* Q3_K scales: stored 0 (-32) or 63 (+31), packed 4 + 4 + 2 bits */
+            for (int j = 0; j < 12; j++) w3[b].scales[j] = (uint8_t)(urand() < 0.5 ? 0x00 : 0xFF);
+            if (rep == 0) memset(w3[b].scales, 0, 12); /* all -32, levels -4: the largest products */
+        }
+        const struct { nb_dtype t; const void *w; } cases[] = {{NB_Q2_K, w2}, {NB_Q3_K, w3}};
+        for (int c = 0; c < 2; c++) {
+            nb_qtype_get(cases[c].t)->to_float(cases[c].w, wd, N);
+            double exact = 0;
+            for (int i = 0; i < N; i++) exact += (double)wd[i] * ad[i];
+            assert_true(fabs(exact) < 16777216.0);
+            for (int isa = NB_ISA_SCALAR; isa <= NB_ISA_AVX512; isa++) {
+                const nb_qdot *k = nb_qdot_get_exact(cases[c].t, (nb_isa)isa);
+                if (!k) continue;
+                float s;
+                k->vec_dot(N, cases[c].w, act, &s);
+                if ((double)s != exact)
+                    fail_msg("%s rep %d isa %s: %.1f, want %.1f", nb_dtype_name(cases[c].t), rep, k->isa, s, exact);
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_all_types),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_k23_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,9 @@
  *    ext dtypes registered, row fallback rule;
  *  - FP8 conversions against the OCP spec's values;
  *  - quantize -> dequantize error bounds per format (from the format math);
+ *  - Q2_K / Q3_K: hand-built blocks dequantized against values computed from
+ *    the format definition, and inputs on the format's grid round-tripping
+ *    (no llama.cpp Q2_K / Q3_K files exist in shared/ to compare bytes with);
  *  - byte equality with llama-quantize: the F16 tensors of synth-llama-F16
  *    quantized here must equal the tensors in the llama.cpp-quantized files. */
 #include <math.h>
@@ -31,7 +34,8 @@ static void test_registry(void **state) {
     (void)state;
     struct { nb_dtype t; uint32_t block, bytes; double bpw; } want[] = {
         {NB_Q4_0, 32, 18, 4.5}, {NB_Q4_1, 32, 20, 5.0}, {NB_Q5_0, 32, 22, 5.5},
-        {NB_Q5_1, 32, 24, 6.0}, {NB_Q8_0, 32, 34, 8.5}, {NB_Q4_K, 256, 144, 4.5},
+        {NB_Q5_1, 32, 24, 6.0}, {NB_Q8_0, 32, 34, 8.5}, {NB_Q2_K, 256, 84, 2.625},
+        {NB_Q3_K, 256, 110, 3.4375}, {NB_Q4_K, 256, 144, 4.5},
         {NB_Q5_K, 256, 176, 5.5}, {NB_Q6_K, 256, 210, 6.5625}, {NB_Q8_K, 256, 292, 9.125},
         {(nb_dtype)NB_W4G128, 128, 68, 4.25}, {(nb_dtype)NB_NF4, 64, 36, 4.5},
         {(nb_dtype)NB_FP8_E4M3, 32, 36, 9.0},
@@ -68,6 +72,10 @@ static void test_registry(void **state) {
     assert_int_equal(nb_qtype_fallback(NB_Q4_K, 704), NB_Q5_0);
     assert_int_equal(nb_qtype_fallback(NB_Q6_K, 704), NB_Q8_0);
     assert_int_equal(nb_qtype_fallback(NB_Q4_K, 172), NB_F16);
+    /* llama.cpp takes IQ4_NL here, which nibble lacks: Q4_0, same size */
+    assert_int_equal(nb_qtype_fallback(NB_Q2_K, 704), NB_Q4_0);
+    assert_int_equal(nb_qtype_fallback(NB_Q3_K, 704), NB_Q4_0);
+    assert_int_equal(nb_qtype_fallback(NB_Q3_K, 172), NB_F16);
     assert_int_equal(nb_qtype_fallback((nb_dtype)NB_W4G128, 192), NB_W4G64);
     assert_int_equal(nb_qtype_fallback((nb_dtype)NB_W4G128, 96), NB_W4G32);
     assert_int_equal(nb_qtype_fallback((nb_dtype)NB_NF4, 172), NB_F16);
@@ -128,6 +136,11 @@ static void test_roundtrip(void **state) {
      * order or scale gives errors of order 1. */
     struct { nb_dtype t; double max_rel_rmse; } cases[] = {
         {NB_Q8_0, 0.008}, {NB_Q4_0, 0.12}, {NB_Q4_1, 0.10}, {NB_Q5_0, 0.06}, {NB_Q5_1, 0.05},
+        /* Q2_K: 4 levels from min to max of 16 (range ~3.5 sigma, step ~1.2
+         * sigma, rms 0.34, 0.35 with the outlier's group); Q3_K: levels -4..3
+         * times amax/4 of 16 (~2 sigma: step 0.5 sigma, rms 0.14, 0.165 with
+         * the outlier's group, whose step is 2 sigma) */
+        {NB_Q2_K, 0.42}, {NB_Q3_K, 0.20},
         {NB_Q4_K, 0.10}, {NB_Q5_K, 0.05}, {NB_Q6_K, 0.025}, {NB_Q8_K, 0.015},
         {(nb_dtype)NB_W8, 0.022}, {(nb_dtype)NB_Q8_T, 0.022},
         {(nb_dtype)NB_W4G32, 0.11}, {(nb_dtype)NB_W4G64, 0.12}, {(nb_dtype)NB_W4G128, 0.145},
@@ -201,6 +214,103 @@ static void test_roundtrip(void **state) {
     free(x);
     free(y);
     free(q);
+}
+
+/* ---- Q2_K / Q3_K hand-built blocks ----------------------------------------
+ * There are no llama.cpp-quantized Q2_K / Q3_K files in shared/, so these
+ * two formats are checked against the format definition (ggml-common.h's
+ * block_q2_K / block_q3_K and dequantize_row_q2_K / _q3_K as documented):
+ * the expected values below are computed here from that description, with
+ * scales that are powers of two so every expected float is exact. */
+
+/* 256 weights in 2 halves of 128; in a half, byte qs[32h + l] holds 4 weights
+ * 32 apart: bits 2k..2k+1 are weight 128h + 32k + l. */
+static int ref_q2_level(const uint8_t qs[64], int w) {
+    int h = w / 128, k = (w % 128) / 32, l = w % 32;
+    return (qs[32 * h + l] >> (2 * k)) & 3;
+}
+
+static void test_q2_K_block(void **state) {
+    (void)state;
+    nb_block_q2_K b;
+    b.d = nb_fp32_to_fp16(0.5f);
+    b.dmin = nb_fp32_to_fp16(0.25f);
+    for (int g = 0; g < 16; g++) b.scales[g] = (uint8_t)((g * 7 % 16) | ((15 - g) << 4));
+    for (int j = 0; j < 64; j++) b.qs[j] = (uint8_t)(j * 37 + 11);
+    float y[256];
+    nb_qtype_get(NB_Q2_K)->to_float(&b, y, 256);
+    for (int w = 0; w < 256; w++) {
+        int g = w / 16, sc = (g * 7) % 16, m = 15 - g;
+        float want = 0.5f * sc * ref_q2_level(b.qs, w) - 0.25f * m;
+        if (y[w] != want) fail_msg("Q2_K weight %d: %g, want %g", w, y[w], want);
+    }
+    /* two blocks: the second one is read at byte 84 */
+    nb_block_q2_K two[2];
+    memset(two, 0, sizeof two);
+    two[1] = b;
+    float y2[512];
+    nb_qtype_get(NB_Q2_K)->to_float(two, y2, 512);
+    for (int w = 0; w < 256; w++) assert_true(y2[w] == 0.0f && y2[256 + w] == y[w]);
+
+    /* values d*q exactly on the grid (each group spanning 0..3) come back
+     * within the fp16 rounding of d = max_scale/15 */
+    float x[256], z[256];
+    for (int w = 0; w < 256; w++) x[w] = 0.125f * ((w % 4 + w / 16) % 4);
+    nb_block_q2_K q;
+    nb_qtype_get(NB_Q2_K)->from_float(x, &q, 256);
+    nb_qtype_get(NB_Q2_K)->to_float(&q, z, 256);
+    for (int w = 0; w < 256; w++) assert_true(fabsf(z[w] - x[w]) <= 3 * 0.125f / 1024);
+    for (int g = 0; g < 16; g++) assert_int_equal(q.scales[g], 15); /* scale 15, min 0 */
+    assert_true(nb_fp16_to_fp32(q.dmin) == 0.0f);
+}
+
+/* Q3_K: 16 signed 6-bit scales packed into 12 bytes: scale j's low 4 bits
+ * are the low nibble of byte j (j < 8) or the high nibble of byte j - 8,
+ * its high 2 bits are bits 2*(j/4).. of byte 8 + j%4; stored value s+32. */
+static void pack_q3_scales(const int s[16], uint8_t out[12]) {
+    memset(out, 0, 12);
+    for (int j = 0; j < 16; j++) {
+        int v = s[j] + 32;
+        if (j < 8) out[j] |= (uint8_t)(v & 15);
+        else out[j - 8] |= (uint8_t)((v & 15) << 4);
+        out[8 + j % 4] |= (uint8_t)((v >> 4) << (2 * (j / 4)));
+    }
+}
+
+static void test_q3_K_block(void **state) {
+    (void)state;
+    nb_block_q3_K b;
+    int s[16];
+    for (int j = 0; j < 16; j++) s[j] = j * 5 % 64 - 32; /* -32 .. 31, both ends hit */
+    s[3] = 31;
+    pack_q3_scales(s, b.scales);
+    b.d = nb_fp32_to_fp16(0.25f);
+    for (int j = 0; j < 64; j++) b.qs[j] = (uint8_t)(j * 53 + 5);
+    for (int j = 0; j < 32; j++) b.hmask[j] = (uint8_t)(j * 29 + 3);
+    float y[256];
+    nb_qtype_get(NB_Q3_K)->to_float(&b, y, 256);
+    for (int w = 0; w < 256; w++) {
+        /* the high bit of weight w is bit w/32 of hmask[w%32]; set = no -4 */
+        int hbit = (b.hmask[w % 32] >> (w / 32)) & 1;
+        int q = ref_q2_level(b.qs, w) - (hbit ? 0 : 4);
+        float want = 0.25f * s[w / 16] * q;
+        if (y[w] != want) fail_msg("Q3_K weight %d: %g, want %g", w, y[w], want);
+    }
+    /* a block already on a 3-bit grid with equal group scales round-trips
+     * exactly: d = -max_scale/32 is a power of two, every stored scale -32 */
+    float x[256], z[256];
+    for (int w = 0; w < 256; w++) x[w] = 0.0625f * ((w * 3 + w / 16) % 8 - 4);
+    nb_block_q3_K q;
+    nb_qtype_get(NB_Q3_K)->from_float(x, &q, 256);
+    nb_qtype_get(NB_Q3_K)->to_float(&q, z, 256);
+    for (int w = 0; w < 256; w++)
+        if (z[w] != x[w]) fail_msg("Q3_K grid weight %d: %g, want %g", w, z[w], x[w]);
+    uint8_t want_sc[12];
+    int all[16];
+    for (int j = 0; j < 16; j++) all[j] = -32;
+    pack_q3_scales(all, want_sc);
+    assert_memory_equal(q.scales, want_sc, 12);
+    assert_true(nb_fp16_to_fp32(q.d) == -0.0625f / 32); /* 1/iscale, iscale = -32/max_scale */
 }
 
 /* ---- byte equality with llama-quantize ------------------------------------ */
@@ -300,6 +410,8 @@ int main(void) {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_fp8),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_q2_K_block),
+        cmocka_unit_test(test_q3_K_block),
         cmocka_unit_test(test_llama_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,9 @@
  *  - llama-quantize fidelity: synth-llama-F16 -> Q4_0 / Q8_0 / Q4_K_M and
  *    synth-qwen2-F16 -> Q4_0 give exactly the tensor types and the tensor
  *    bytes of the llama.cpp-quantized files in shared/models;
+ *  - the Q2_K / Q3_K_S / Q3_K_M / Q3_K_L recipes on synthetic 32- and 80-layer
+ *    llama sources against llama.cpp's rules written out as a table (no
+ *    llama.cpp Q2_K/Q3_K files exist in shared/), and synth-llama -> Q3_K_M;
  *  - fallbacks (qwen2's 704-wide ffn_down under Q4_K_M, aidreams' 172),
  *    the INT4 default keeping embeddings F16, --keep overriding the recipe;
  *  - relative RMS error within the bounds of the format math, and
@@ -45,6 +48,31 @@ static void test_scheme_parse(void **state) {
     assert_int_equal(s.file_type, 2);
     assert_int_equal(nb_rtn_scheme_parse("Q5_K_M", &s), NB_OK);
     assert_int_equal(s.file_type, 17);
+    /* llama.cpp's Q2_K is a mix and the scheme name Q2_K means it; Q3_K alone
+     * is the plain type (nearest llama_ftype 11, MOSTLY_Q3_K_S) */
+    assert_int_equal(nb_rtn_scheme_parse("q2_k", &s), NB_OK);
+    assert_string_equal(s.name, "Q2_K");
+    assert_int_equal(s.base, NB_Q2_K);
+    assert_int_equal(s.mix, NB_RTN_MIX_Q2_K);
+    assert_int_equal(s.file_type, 10);
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K_S", &s), NB_OK);
+    assert_int_equal(s.file_type, 11);
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K_M", &s), NB_OK);
+    assert_int_equal(s.base, NB_Q3_K);
+    assert_int_equal(s.mix, NB_RTN_MIX_Q3_K_M);
+    assert_int_equal(s.file_type, 12);
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K_L", &s), NB_OK);
+    assert_int_equal(s.file_type, 13);
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K", &s), NB_OK);
+    assert_int_equal(s.base, NB_Q3_K);
+    assert_int_equal(s.mix, NB_RTN_MIX_NONE);
+    assert_int_equal(s.file_type, 11);
+    char names[1024];
+    nb_rtn_scheme_names(names, sizeof names);
+    const char *q2 = strstr(names, "Q2_K ");
+    assert_non_null(q2);
+    assert_null(strstr(q2 + 1, "Q2_K")); /* listed once */
+    assert_non_null(strstr(names, "Q3_K_M"));
     assert_int_equal(nb_rtn_scheme_parse("w4g128", &s), NB_OK);
     assert_int_equal(s.base, NB_W4G128);
     assert_int_equal(s.file_type, -1);
@@ -66,6 +94,8 @@ static void test_scheme_parse(void **state) {
     assert_int_equal(k.type, NB_Q6_K);
     assert_int_equal(nb_rtn_keep_parse("token_embd.weight=f16", &k), NB_OK);
     assert_int_equal(k.type, NB_F16);
+    assert_int_equal(nb_rtn_keep_parse("blk.*.ffn_up.weight=Q2_K", &k), NB_OK);
+    assert_int_equal(k.type, NB_Q2_K); /* as a --keep type Q2_K is the type */
     assert_int_equal(nb_rtn_keep_parse("output.weight=Q4_K_M", &k), NB_ERR_INVALID);
     assert_int_equal(nb_rtn_keep_parse("output.weight", &k), NB_ERR_INVALID);
     assert_int_equal(nb_rtn_keep_parse("=F16", &k), NB_ERR_INVALID);
@@ -209,6 +239,216 @@ static void test_plan_rules(void **state) {
     nb_source_close(&src);
 }
 
+/* ---- Q2_K / Q3_K_S / Q3_K_M / Q3_K_L recipes --------------------------------
+ * llama.cpp's llama_tensor_get_type for these ftypes (dense llama, no
+ * imatrix), written out as a table: there are no llama.cpp Q2_K / Q3_K files
+ * in shared/ to compare with. A synthetic source (names and shapes only; the
+ * plan reads no data) of n_layer layers, rows 512 / 1024 wide. */
+typedef struct synth_src {
+    nb_source src;
+    nb_tensor t[4 + 9 * 80];
+    char names[4 + 9 * 80][48];
+} synth_src;
+
+static void synth_add(synth_src *s, const char *name, int n_dims, int64_t ne0, int64_t ne1) {
+    int64_t i = s->src.n_tensors++;
+    snprintf(s->names[i], sizeof s->names[i], "%s", name);
+    s->t[i] = (nb_tensor){.name = s->names[i], .type = NB_F16, .n_dims = n_dims, .ne = {ne0, ne1, 1, 1},
+                          .nbytes = (uint64_t)(ne0 * ne1 * 2)};
+}
+
+static synth_src *synth_make(int n_layer, int n_head, int n_head_kv) {
+    synth_src *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->src.tensors = s->t;
+    s->src.format = "synthetic";
+    s->src.path = (char *)"synthetic";
+    nb_hparams *hp = &s->src.hp;
+    hp->arch = NB_ARCH_LLAMA;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "llama");
+    hp->n_embd = 512; hp->n_ff = 1024; hp->n_vocab = 1000; hp->n_layer = n_layer;
+    hp->n_head = n_head; hp->n_head_kv = n_head_kv; hp->head_dim = 512 / n_head; hp->rope_dim = hp->head_dim;
+    hp->rope_style = NB_ROPE_NORM;
+    synth_add(s, "token_embd.weight", 2, 512, 1000);
+    synth_add(s, "output_norm.weight", 1, 512, 1);
+    synth_add(s, "output.weight", 2, 512, 1000);
+    char nm[48];
+    int64_t kv = 512 / n_head * n_head_kv;
+    for (int l = 0; l < n_layer; l++) {
+#define ADD(suffix, nd, a, b) (snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix), synth_add(s, nm, nd, a, b))
+        ADD("attn_norm.weight", 1, 512, 1);
+        ADD("attn_q.weight", 2, 512, 512);
+        ADD("attn_k.weight", 2, 512, kv);
+        ADD("attn_v.weight", 2, 512, kv);
+        ADD("attn_output.weight", 2, 512, 512);
+        ADD("ffn_norm.weight", 1, 512, 1);
+        ADD("ffn_gate.weight", 2, 512, 1024);
+        ADD("ffn_up.weight", 2, 512, 1024);
+        ADD("ffn_down.weight", 2, 1024, 512);
+#undef ADD
+    }
+    return s;
+}
+
+static nb_dtype type_of(const nb_rtn_report *r, const char *name) {
+    const nb_rtn_tensor *t = find(r, name);
+    if (!t) fail_msg("no tensor %s", name);
+    return t->type;
+}
+
+/* The type llama.cpp gives blk.<l>.<what> under `ftype`, from its rules:
+ *   Q2_K:   attn_v Q4_K if n_head/n_head_kv >= 4 else Q3_K; attn_output, ffn_down Q3_K
+ *   Q3_K_M: attn_v Q5_K for the first 2 attn_v tensors, then Q4_K; attn_output Q4_K;
+ *           ffn_down Q5_K for layers < n/16, then Q4_K
+ *   Q3_K_L: attn_v, attn_output, ffn_down Q5_K;  Q3_K_S: nothing
+ *   70B llama (80 layers, GQA): attn_v Q3_K / Q4_K -> Q5_K. */
+static nb_dtype want_type(const char *ftype, const char *what, int l, int n_layer, int gqa, bool is70b) {
+    nb_dtype base = !strcmp(ftype, "Q2_K") ? NB_Q2_K : NB_Q3_K, t = base;
+    if (!strcmp(what, "attn_v.weight")) {
+        if (!strcmp(ftype, "Q2_K")) t = gqa >= 4 ? NB_Q4_K : NB_Q3_K;
+        if (!strcmp(ftype, "Q3_K_M")) t = l < 2 ? NB_Q5_K : NB_Q4_K;
+        if (!strcmp(ftype, "Q3_K_L")) t = NB_Q5_K;
+        if (is70b && (t == NB_Q3_K || t == NB_Q4_K)) t = NB_Q5_K;
+    } else if (!strcmp(what, "attn_output.weight")) {
+        if (!strcmp(ftype, "Q2_K")) t = NB_Q3_K;
+        if (!strcmp(ftype, "Q3_K_M")) t = NB_Q4_K;
+        if (!strcmp(ftype, "Q3_K_L")) t = NB_Q5_K;
+    } else if (!strcmp(what, "ffn_down.weight")) {
+        if (!strcmp(ftype, "Q2_K")) t = NB_Q3_K;
+        if (!strcmp(ftype, "Q3_K_M")) t = l < n_layer / 16 ? NB_Q5_K : NB_Q4_K;
+        if (!strcmp(ftype, "Q3_K_L")) t = NB_Q5_K;
+    }
+    return t;
+}
+
+static void test_k23_recipes(void **state) {
+    (void)state;
+    const struct { int n_layer, n_head, n_head_kv; } models[] = {{32, 32, 8}, {32, 32, 32}, {80, 64, 8}, {4, 8, 2}};
+    const char *ftypes[] = {"Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L"};
+    const int32_t ft_num[] = {10, 11, 12, 13};
+    const char *per_layer[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                               "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    int checked = 0, n_q5 = 0;
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        synth_src *s = synth_make(models[m].n_layer, models[m].n_head, models[m].n_head_kv);
+        int gqa = models[m].n_head / models[m].n_head_kv;
+        bool is70b = models[m].n_layer == 80;
+        for (int f = 0; f < 4; f++) {
+            nb_rtn_params par = {0};
+            nb_rtn_report rep;
+            assert_int_equal(nb_rtn_scheme_parse(ftypes[f], &par.scheme), NB_OK);
+            assert_int_equal(par.scheme.file_type, ft_num[f]);
+            assert_int_equal(nb_rtn_plan(&s->src, &par, &rep), NB_OK);
+            nb_dtype base = f == 0 ? NB_Q2_K : NB_Q3_K;
+            assert_int_equal(type_of(&rep, "output.weight"), NB_Q6_K);
+            assert_int_equal(type_of(&rep, "token_embd.weight"), base); /* untied: base type */
+            assert_int_equal(type_of(&rep, "output_norm.weight"), NB_F32);
+            for (int l = 0; l < models[m].n_layer; l++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
+                assert_int_equal(type_of(&rep, nm), NB_F32);
+                for (size_t w = 0; w < sizeof per_layer / sizeof per_layer[0]; w++) {
+                    snprintf(nm, sizeof nm, "blk.%d.%s", l, per_layer[w]);
+                    nb_dtype want = want_type(ftypes[f], per_layer[w], l, models[m].n_layer, gqa, is70b);
+                    nb_dtype got = type_of(&rep, nm);
+                    if (got != want)
+                        fail_msg("%s, %d layers, gqa %d: %s is %s, llama.cpp gives %s", ftypes[f],
+                                 models[m].n_layer, gqa, nm, nb_dtype_name(got), nb_dtype_name(want));
+                    n_q5 += got == NB_Q5_K;
+                    checked++;
+                }
+            }
+            assert_int_equal(rep.n_fallback, 0);
+            nb_rtn_report_free(&rep);
+        }
+        /* --pure: Q2_K everywhere but the 1-D tensors */
+        nb_rtn_params par = {.pure = true};
+        nb_rtn_report rep;
+        assert_int_equal(nb_rtn_scheme_parse("Q2_K", &par.scheme), NB_OK);
+        assert_int_equal(nb_rtn_plan(&s->src, &par, &rep), NB_OK);
+        assert_int_equal(type_of(&rep, "output.weight"), NB_Q2_K);
+        assert_int_equal(type_of(&rep, "blk.0.attn_v.weight"), NB_Q2_K);
+        assert_int_equal(type_of(&rep, "blk.1.ffn_down.weight"), NB_Q2_K);
+        nb_rtn_report_free(&rep);
+        free(s);
+    }
+    assert_true(checked > 4 * 7 * 140 && n_q5 > 0);
+
+    /* qwen2's tied embeddings and 704-wide ffn_down: token_embd takes the
+     * output rule; ffn_down Q4_K -> Q5_0 (llama.cpp) and Q3_K -> Q4_0 (llama.cpp:
+     * IQ4_NL, which nibble does not implement) */
+    const char *p = nb_test_shared("models/synth-qwen2-F16.gguf");
+    if (!p) return;
+    nb_source src;
+    assert_int_equal(nb_source_open(p, &src), NB_OK);
+    nb_rtn_params par = {0};
+    nb_rtn_report rep;
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K_M", &par.scheme), NB_OK);
+    assert_int_equal(nb_rtn_plan(&src, &par, &rep), NB_OK);
+    assert_int_equal(type_of(&rep, "token_embd.weight"), NB_Q6_K);
+    assert_int_equal(type_of(&rep, "blk.0.ffn_down.weight"), NB_Q5_0);
+    assert_int_equal(find(&rep, "blk.0.ffn_down.weight")->wanted, NB_Q4_K);
+    assert_int_equal(type_of(&rep, "blk.0.attn_v.weight"), NB_Q5_K);
+    assert_int_equal(type_of(&rep, "blk.2.attn_v.weight"), NB_Q4_K);
+    assert_int_equal(type_of(&rep, "blk.3.attn_output.weight"), NB_Q4_K);
+    assert_int_equal(type_of(&rep, "blk.3.ffn_up.weight"), NB_Q3_K);
+    nb_rtn_report_free(&rep);
+    assert_int_equal(nb_rtn_scheme_parse("Q2_K", &par.scheme), NB_OK);
+    assert_int_equal(nb_rtn_plan(&src, &par, &rep), NB_OK);
+    assert_int_equal(type_of(&rep, "blk.1.attn_v.weight"), NB_Q3_K); /* 8 / 4 heads: gqa 2 */
+    const nb_rtn_tensor *t = find(&rep, "blk.1.ffn_down.weight");
+    assert_int_equal(t->wanted, NB_Q3_K);
+    assert_int_equal(t->type, NB_Q4_0);
+    assert_non_null(strstr(t->why, "704 not a multiple of 256"));
+    assert_int_equal(rep.n_fallback, 4);
+    nb_rtn_report_free(&rep);
+    nb_source_close(&src);
+}
+
+/* synth-llama-F16 -> Q3_K_M end to end: the file has the recipe's types,
+ * general.file_type 12, and every quantized tensor's error is within what
+ * the format allows (weights are Gaussian: see test_qtypes' bounds). */
+static void test_q3_k_m_file(void **state) {
+    (void)state;
+    char in[4096], out[4096];
+    const char *p = nb_test_shared("models/synth-llama-F16.gguf");
+    if (!p) { skip(); return; }
+    snprintf(in, sizeof in, "%s", p);
+    snprintf(out, sizeof out, "%s/q3km.gguf", nb_test_tmpdir());
+    nb_rtn_params par = {.n_threads = 2};
+    assert_int_equal(nb_rtn_scheme_parse("Q3_K_M", &par.scheme), NB_OK);
+    nb_rtn_report rep;
+    nb_status st = nb_rtn_quantize(in, out, &par, &rep, NULL, NULL);
+    if (st != NB_OK) fprintf(stderr, "%s\n", nb_errmsg());
+    assert_int_equal(st, NB_OK);
+    nb_gguf *g;
+    assert_int_equal(nb_gguf_open(out, &g), NB_OK);
+    int64_t ft;
+    assert_int_equal(nb_gguf_get_int(g, "general.file_type", &ft), NB_OK);
+    assert_int_equal(ft, 12);
+    assert_int_equal(nb_gguf_find_tensor(g, "blk.0.attn_q.weight")->type, NB_Q3_K);
+    assert_int_equal(nb_gguf_find_tensor(g, "blk.1.attn_v.weight")->type, NB_Q5_K);
+    assert_int_equal(nb_gguf_find_tensor(g, "blk.2.attn_v.weight")->type, NB_Q4_K);
+    assert_int_equal(nb_gguf_find_tensor(g, "blk.3.ffn_down.weight")->type, NB_Q4_K);
+    assert_int_equal(nb_gguf_find_tensor(g, "output.weight")->type, NB_Q6_K);
+    for (int64_t i = 0; i < rep.n_tensors; i++) {
+        const nb_rtn_tensor *t = &rep.tensors[i];
+        double bound = t->type == NB_Q3_K ? 0.20 : t->type == NB_Q4_K ? 0.10 : t->type == NB_Q5_K ? 0.05
+                     : t->type == NB_Q6_K ? 0.025 : 0;
+        if (bound > 0 && !(t->rel_rms > 0 && t->rel_rms < bound))
+            fail_msg("%s (%s): rel rms %g, bound %g", t->name, nb_dtype_name(t->type), t->rel_rms, bound);
+    }
+    /* the report's bytes are the file's, and the rate lies between all-Q3_K
+     * (3.4375 bits) and all-Q6_K (6.5625; output.weight is 42% of this model) */
+    uint64_t file_bytes = 0;
+    for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++) file_bytes += nb_gguf_tensor(g, i)->nbytes;
+    assert_int_equal(file_bytes, rep.bytes);
+    assert_true(rep.bits_per_weight > 3.4375 && rep.bits_per_weight < 6.5625);
+    nb_gguf_close(g);
+    nb_rtn_report_free(&rep);
+    remove(out);
+}
+
 static void test_aidreams_fallback(void **state) {
     (void)state;
     const char *p = nb_test_shared("models/aidreams260K.gguf");
@@ -254,6 +494,9 @@ static void test_convert_error(void **state) {
         /* 4-bit: step amax/8 (Q4_0) -> RMS about 0.07-0.1 of sigma */
         {NB_Q4_0, 0.04, 0.15},
         {NB_Q6_K, 0.005, 0.05},
+        /* 2 / 3 bits per 16 (test_qtypes: rms about 0.34 / 0.14 of sigma) */
+        {NB_Q2_K, 0.2, 0.42},
+        {NB_Q3_K, 0.08, 0.2},
         {(nb_dtype)NB_W4G128, 0.04, 0.2},
         {(nb_dtype)NB_NF4, 0.04, 0.2},
         {(nb_dtype)NB_FP8_E4M3, 0.01, 0.05},
@@ -396,6 +639,8 @@ int main(void) {
         cmocka_unit_test(test_qwen2_q4_0),
         cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_aidreams_fallback),
+        cmocka_unit_test(test_k23_recipes),
+        cmocka_unit_test(test_q3_k_m_file),
         cmocka_unit_test(test_convert_error),
         cmocka_unit_test(test_requantize_and_ext),
         cmocka_unit_test(test_hf_roundtrip),
