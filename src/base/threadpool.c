@@ -14,8 +14,17 @@
 
 #define SPIN_ROUNDS 20000 /* ~1 ms of pause instructions before sleeping */
 
+/* One thread's share of a chunked job; a cache line each so owners do not
+ * contend. */
+typedef struct {
+    _Alignas(64) atomic_int_fast64_t next;
+    int64_t end;
+} share;
+
 struct nb_pool {
     int n;
+    share *shares; /* n, for nb_pool_run_chunks */
+    int64_t chunk;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -66,7 +75,8 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = nb_calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) { free(p); return NB_ERR_NOMEM; }
+    p->shares = aligned_alloc(64, (size_t)n_threads * sizeof *p->shares);
+    if (!p->threads || !p->shares) { free(p->threads); free(p->shares); free(p); return NB_ERR_NOMEM; }
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (!wa) { p->n = i; nb_pool_free(p); return nb_fail(NB_ERR_NOMEM, "out of memory starting threads"); }
@@ -93,6 +103,7 @@ void nb_pool_free(nb_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p->threads);
+    free(p->shares);
     free(p);
 }
 
@@ -111,4 +122,31 @@ void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg) {
     }
     fn(arg, 0, p->n);
     while (atomic_load(&p->pending) > 0) cpu_relax();
+}
+
+void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk) {
+    if (chunk < 1) chunk = 1;
+    int64_t chunks = (n + chunk - 1) / chunk;
+    p->chunk = chunk;
+    for (int i = 0; i < p->n; i++) {
+        int64_t lo, hi;
+        nb_split(chunks, i, p->n, &lo, &hi);
+        atomic_store(&p->shares[i].next, lo * chunk);
+        p->shares[i].end = hi * chunk < n ? hi * chunk : n;
+    }
+    nb_pool_run(p, fn, arg);
+}
+
+bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
+    for (int k = 0; k < p->n; k++) {
+        share *s = &p->shares[(ith + k) % p->n];
+        if (atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
+        int64_t c = atomic_fetch_add(&s->next, p->chunk);
+        if (c < s->end) {
+            *lo = c;
+            *hi = c + p->chunk < s->end ? c + p->chunk : s->end;
+            return true;
+        }
+    }
+    return false;
 }

@@ -22,6 +22,16 @@ void nb_pool_free(nb_pool *p);
 int nb_pool_size(const nb_pool *p);
 void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
 
+/* nb_pool_run for a job over [0, n) in chunks of `chunk` items that fn
+ * takes with nb_pool_chunk: each thread first works through its own
+ * contiguous share (so its memory stream stays sequential), then takes the
+ * chunks other threads have not started yet. A thread slowed down by other
+ * load on the machine then no longer holds up the whole job. */
+void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk);
+/* The next chunk [*lo, *hi) for thread ith of the current nb_pool_run_chunks
+ * job; false when none is left. */
+bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi);
+
 /* Split [0, n) into nth nearly equal contiguous parts; part ith is [*lo, *hi). */
 static inline void nb_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
     int64_t per = n / nth, rem = n % nth;

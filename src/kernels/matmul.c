@@ -147,6 +147,7 @@ static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
  * kernel's activation format, then each weight row is dotted with every
  * token while it is in cache. */
 typedef struct {
+    nb_pool *pool;
     const nb_qdot *qd;
     const uint8_t *w;
     const uint8_t *act;
@@ -165,14 +166,19 @@ static void quant_act_worker(void *arg, int ith, int nth) {
 }
 
 static void quant_worker(void *arg, int ith, int nth) {
+    (void)nth;
     quant_job *j = arg;
     int64_t r0, r1;
-    nb_split(j->R, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *w = j->w + r * j->w_row_bytes;
-        for (int64_t t = 0; t < j->n; t++) j->qd->vec_dot(j->K, w, j->act + t * j->a_row_bytes, &j->Y[t * j->R + r]);
-    }
+    while (nb_pool_chunk(j->pool, ith, &r0, &r1))
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *w = j->w + r * j->w_row_bytes;
+            for (int64_t t = 0; t < j->n; t++)
+                j->qd->vec_dot(j->K, w, j->act + t * j->a_row_bytes, &j->Y[t * j->R + r]);
+        }
 }
+
+/* Rows per chunk of work: about 32 KiB of weights (see nb_pool_run_chunks). */
+static int64_t chunk_rows(uint64_t row_bytes) { return NB_MAX(4, (int64_t)((32u << 10) / NB_MAX(row_bytes, 1))); }
 
 /* From this many tokens on, quantized weights are dequantized tile by tile
  * into f32 and multiplied with the register-blocked float GEMM instead of
@@ -199,6 +205,7 @@ static int64_t quant_gemm_min(void) {
  * NIBBLE_NO_INT8_GEMM=1 turns it off. */
 #define RGEMM_MIN_TOKENS 8
 typedef struct {
+    nb_pool *pool;
     nb_repack_gemm_fn gemm;
     nb_actpack ap;
     const float *X;
@@ -218,18 +225,17 @@ static void rgemm_pack_worker(void *arg, int ith, int nth) {
 }
 
 static void rgemm_worker(void *arg, int ith, int nth) {
+    (void)nth;
     rgemm_job *j = arg;
-    int64_t r0, r1;
-    nb_split(j->R / 2, ith, nth, &r0, &r1); /* pairs of rows */
-    r0 *= 2;
-    r1 = ith == nth - 1 ? j->R : r1 * 2;
-    if (r1 > r0) j->gemm(j->w + (uint64_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, &j->ap, j->Y + r0, j->R);
+    int64_t r0, r1; /* chunks are even, so the kernel's row pairs stay whole */
+    while (nb_pool_chunk(j->pool, ith, &r0, &r1))
+        j->gemm(j->w + (uint64_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, &j->ap, j->Y + r0, j->R);
 }
 
 static nb_status matmul_rgemm(nb_kctx *k, const nb_rgemm *gemm, const nb_tensor *W, const float *X, int64_t n,
                               float *Y) {
     int64_t K = W->ne[0];
-    rgemm_job j = {.gemm = gemm->run, .X = X, .w = W->data, .R = nb_tensor_rows(W), .Y = Y};
+    rgemm_job j = {.pool = k->pool, .gemm = gemm->run, .X = X, .w = W->data, .R = nb_tensor_rows(W), .Y = Y};
     if (!nb_dtype_row_bytes(W->type, (uint64_t)K, &j.row_bytes))
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
                        (long long)K, nb_dtype_name(W->type));
@@ -238,7 +244,7 @@ static nb_status matmul_rgemm(nb_kctx *k, const nb_rgemm *gemm, const nb_tensor 
     nb_actpack_init(&j.ap, k->act, n, K, gemm->act);
     j.rows = k->act + pack;
     nb_pool_run(k->pool, rgemm_pack_worker, &j);
-    nb_pool_run(k->pool, rgemm_worker, &j);
+    nb_pool_run_chunks(k->pool, rgemm_worker, &j, j.R, 2 * NB_MAX(1, chunk_rows(j.row_bytes) / 4));
     return NB_OK;
 }
 
@@ -268,7 +274,7 @@ static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W,
         }
         return run_float_gemm(k, &fj);
     }
-    quant_job j = {.qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
+    quant_job j = {.pool = k->pool, .qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
     if (!row_bytes_for(W->type, K, &j.w_row_bytes))
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
                        (long long)K, nb_dtype_name(W->type));
@@ -284,7 +290,7 @@ static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W,
         if (n == 1) quant_act_worker(&j, 0, 1);
         else nb_pool_run(k->pool, quant_act_worker, &j);
     }
-    nb_pool_run(k->pool, quant_worker, &j);
+    nb_pool_run_chunks(k->pool, quant_worker, &j, j.R, chunk_rows(j.w_row_bytes));
     return NB_OK;
 }
 

@@ -1,0 +1,58 @@
+/* nb_pool_run_chunks: every item of [0, n) is handed out exactly once, for
+ * chunk sizes that do and do not divide n, more threads than chunks, and a
+ * thread that is slow on purpose (the others must take its chunks). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/threadpool.h"
+#include "testutil.h"
+
+typedef struct {
+    nb_pool *pool;
+    atomic_int *seen;
+    atomic_int by_thread[8];
+    int slow; /* thread that sleeps per chunk, or -1 */
+} job;
+
+static void visit(void *arg, int ith, int nth) {
+    (void)nth;
+    job *j = arg;
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi)) {
+        assert_true(lo < hi);
+        for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&j->seen[i], 1);
+        atomic_fetch_add(&j->by_thread[ith], (int)(hi - lo));
+        if (ith == j->slow) nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+}
+
+static void run(int threads, int64_t n, int64_t chunk, int slow) {
+    job j = {.slow = slow};
+    assert_int_equal(nb_pool_create(threads, &j.pool), NB_OK);
+    j.seen = calloc((size_t)n + 1, sizeof *j.seen);
+    nb_pool_run_chunks(j.pool, visit, &j, n, chunk);
+    for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&j.seen[i]), 1);
+    if (slow >= 0 && threads > 1) /* the slow thread's share was mostly taken by the others */
+        assert_true(atomic_load(&j.by_thread[slow]) < n / threads);
+    free(j.seen);
+    nb_pool_free(j.pool);
+}
+
+static void test_chunks(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{1, 1}, {7, 3}, {100, 7}, {64, 64}, {5, 100}, {1000, 1}, {32000, 27}};
+    for (int t = 1; t <= 4; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(t, shapes[s][0], shapes[s][1], -1);
+}
+
+static void test_stealing(void **state) {
+    (void)state;
+    run(2, 400, 4, 1);
+    run(3, 600, 4, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_chunks), cmocka_unit_test(test_stealing)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
