@@ -28,7 +28,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void register_types(void) {
     nb_dtype_register((nb_dtype)NB_Q4_0R, (nb_dtype_info){"Q4_0R", 32, 18});
     nb_dtype_register((nb_dtype)NB_Q8_0R, (nb_dtype_info){"Q8_0R", 32, 34});
-    nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 36});
+    nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 40});
     nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(q4_kr)});
     nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(q6_kr)});
 }
@@ -119,10 +119,18 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
             const nb_block_q4_0 *b = (const nb_block_q4_0 *)src + r * nb;
             uint8_t *d = (uint8_t *)dst + r * nb * 18;
             uint8_t *q = d + nb * 2;
-            for (int64_t i = 0; i < nb; i++) {
-                memcpy(q + i * 16, b[i].qs, 16);
-                memcpy(d + i * 2, &b[i].d, 2);
+            for (int64_t i = 0; i < nb; i++) memcpy(d + i * 2, &b[i].d, 2);
+            int64_t i = 0;
+            for (; i + 4 <= nb; i += 4) { /* 128 weights: byte j = q[j] | q[64+j] << 4 */
+                uint8_t w[128];
+                for (int k = 0; k < 4; k++)
+                    for (int j = 0; j < 16; j++) {
+                        w[32 * k + j] = b[i + k].qs[j] & 15;
+                        w[32 * k + j + 16] = b[i + k].qs[j] >> 4;
+                    }
+                for (int j = 0; j < 64; j++) q[i * 16 + j] = (uint8_t)(w[j] | w[64 + j] << 4);
             }
+            for (; i < nb; i++) memcpy(q + i * 16, b[i].qs, 16);
         } else if (from == NB_Q8_0) {
             const nb_block_q8_0 *b = (const nb_block_q8_0 *)src + r * nb;
             uint8_t *d = (uint8_t *)dst + r * nb * 34;
@@ -147,16 +155,21 @@ static float geth(const void *p) {
     return nb_fp16_to_fp32(h);
 }
 
+/* Nibble e (0..31) of block i of a Q4_0R row's quants (nb blocks). */
+static int q4_0r_q(const uint8_t *q, int64_t nb, int64_t i, int e) {
+    if (i >= nb / 4 * 4) return e < 16 ? q[i * 16 + e] & 15 : q[i * 16 + e - 16] >> 4;
+    int64_t x = (i % 4) * 32 + e; /* weight within the group of 4 blocks */
+    const uint8_t *g = q + (i / 4) * 64;
+    return x < 64 ? g[x] & 15 : g[x - 64] >> 4;
+}
+
 static void q4_0r_to_float(const void *src, float *dst, int64_t n) {
     int64_t nb = n / 32;
     const uint8_t *d = src;
     const uint8_t *q = d + nb * 2;
     for (int64_t i = 0; i < nb; i++) {
         float s = geth(d + i * 2);
-        for (int j = 0; j < 16; j++) {
-            dst[i * 32 + j] = s * (float)((q[i * 16 + j] & 15) - 8);
-            dst[i * 32 + j + 16] = s * (float)((q[i * 16 + j] >> 4) - 8);
-        }
+        for (int e = 0; e < 32; e++) dst[i * 32 + e] = s * (float)(q4_0r_q(q, nb, i, e) - 8);
     }
 }
 
@@ -237,14 +250,20 @@ static void q8_0p_to_float(const void *src, float *dst, int64_t n) {
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
     int64_t nb = n / 32;
     int8_t *q = dst;
-    uint8_t *d = (uint8_t *)dst + nb * 32;
+    uint8_t *d = (uint8_t *)dst + nb * 32, *ds = d + nb * 4;
     for (int64_t i = 0; i < nb; i++, x += 32) {
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float id = amax != 0.0f ? 127.f / amax : 0.0f;
         float s = nb_fp16_to_fp32(nb_fp32_to_fp16(amax / 127.f));
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            q[i * 32 + j] = (int8_t)nearbyintf(x[j] * id);
+            sum += q[i * 32 + j];
+        }
+        float fs = s * (float)sum;
         memcpy(d + i * 4, &s, 4);
-        for (int j = 0; j < 32; j++) q[i * 32 + j] = (int8_t)nearbyintf(x[j] * id);
+        memcpy(ds + i * 4, &fs, 4);
     }
 }
 
@@ -256,8 +275,7 @@ void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     float s = 0;
     for (int64_t i = 0; i < nb; i++) {
         int acc = 0;
-        for (int j = 0; j < 16; j++)
-            acc += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
+        for (int e = 0; e < 32; e++) acc += (q4_0r_q(q, nb, i, e) - 8) * x[i * 32 + e];
         s += geth(wd + i * 2) * getf(ad + i * 4) * (float)acc;
     }
     *out = s;

@@ -5,15 +5,20 @@
  * GGUF interleaves a 2-byte fp16 scale with each block's quants, so a SIMD
  * kernel spends most of its instructions fetching and converting scalar
  * scales one block at a time. A planar row keeps the quants of all blocks
- * contiguous, then all scales as f32:
- *   Q4_0R row (nb = K/32 blocks): nb x fp16 d, then nb x 16 bytes of
- *         nibbles (Q4_0's order: byte j = w[j] | w[j+16] << 4, unsigned
- *         0..15, value = d*(q-8))              -> 18 bytes per block, as Q4_0
+ * contiguous, after all scales:
+ *   Q4_0R row (nb = K/32 blocks): nb x fp16 d, then the nibbles (unsigned
+ *         0..15, value = d*(q-8)), 16 bytes per block: every group of 4
+ *         blocks (128 weights) as 64 bytes, byte i = q[i] | q[64+i] << 4, so
+ *         one 64-byte load gives 64 consecutive weights twice; the last
+ *         nb % 4 blocks in Q4_0's order (byte j = q[j] | q[j+16] << 4)
+ *                                              -> 18 bytes per block, as Q4_0
  *   Q8_0R row: nb x fp16 d, then nb x 32 bytes q+128 (unsigned) -> 34, as Q8_0
  * Scales come first so a row is read front to back as one stream (with the
  * scales at the end, every row began with a cache miss the kernel waited on).
- *   Q8_0P (activations): nb x 32 int8, then nb x f32 d   -> 36 per block,
- *         quantized exactly like llama.cpp's x86 quantize_row_q8_0
+ *   Q8_0P (activations): nb x 32 int8, then nb x f32 d, then nb x f32 d*sum(q)
+ *         (for the unsigned weights' offset, computed once per token instead
+ *         of once per weight row) -> 40 per block; quantized exactly like
+ *         llama.cpp's x86 quantize_row_q8_0
  * Same bytes per block as GGUF (decode streams no more memory), same values,
  * so the products equal the non-repacked kernels' up to summation order.
  * K-quants keep their 256-weight super-blocks but are reordered so one

@@ -1,10 +1,11 @@
 /* AVX-512 VNNI decode kernels over planar rows (layouts in kernels/repack.h).
- * Per pair of blocks: one 32-byte load of weights, one 64-byte load of
- * activations, two vpdpbusd (the products, and the offset term 8*sum(a) or
- * 128*sum(a) that turns the unsigned weights back into signed ones), and the
- * two blocks' scales taken from the planar f32 arrays with one permute -
- * about a third of the instructions of the per-block GGUF layout. Integer
- * sums are exact; only the float summation order differs from the reference.
+ * Per four blocks: one or two 64-byte loads of weights, two of activations,
+ * two vpdpbusd, and the four blocks' scales converted and multiplied as one
+ * 128-bit vector and spread to the lanes of their blocks with a permute; the
+ * unsigned weights' offset (8 or 128) comes off once per row through the
+ * activations' precomputed d*sum - about half the instructions per byte of
+ * the per-block GGUF layout. Integer sums are exact; only the float
+ * summation order differs from the reference.
  *
  * The scalar tail loops must not be auto-vectorised: GCC 12 turns
  * `sum += (u8 - 128) * s8` into vpdpbusd with the wrong signedness under
@@ -34,28 +35,8 @@ static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
 #define PREFETCH_AHEAD 2048
 #endif
 
-/* lanes 0-7 <- wd[0]*ad[0], lanes 8-15 <- wd[1]*ad[1] (wd: 2 fp16, ad: 2 f32) */
-static inline __m512 pair_scales(const uint16_t *wd, const float *ad) {
-    const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    uint32_t h2;
-    memcpy(&h2, wd, 4);
-    __m128 w = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h2));
-    __m128 a = _mm_castpd_ps(_mm_load_sd((const double *)ad));
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_mul_ps(w, a)));
-}
-
-/* Two blocks of Q4_0R weights as 64 unsigned bytes in activation order:
- * [w0 lo, w0 hi, w1 lo, w1 hi] from the 32 nibble bytes of the pair. */
-static inline __m512i pair_q4(const uint8_t *q) {
-    __m256i r = _mm256_loadu_si256((const __m256i *)q);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(r), _mm256_srli_epi16(r, 4), 1);
-    z = _mm512_and_si512(z, _mm512_set1_epi8(15));           /* [w0 lo, w1 lo, w0 hi, w1 hi] */
-    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* [w0 lo, w0 hi, w1 lo, w1 hi] */
-}
-
-static inline __m512i pair_q8(const uint8_t *q) { return _mm512_loadu_si512((const void *)q); }
-
-/* Scalar (unsigned weight - offset) * activation sum of block i, for the tails. */
+/* Scalar (unsigned weight - offset) * activation sum of block i, for the
+ * tails (the last nb % 4 blocks keep Q4_0's nibble order). */
 static inline int tail_q4(const uint8_t *q, const int8_t *x, int64_t i) {
     int s = 0;
     for (int j = 0; j < 16; j++)
@@ -69,58 +50,102 @@ static inline int tail_q8(const uint8_t *q, const int8_t *x, int64_t i) {
     return s;
 }
 
-/* The planar dot product; QS = quant bytes per block, PAIR / TAIL the
- * format's loaders, OFF the unsigned offset (8 or 128). Blocks go two per
- * 512-bit vpdpbusd, four per iteration into two accumulators. */
-static inline float planar_dot(int64_t n, const void *w, const void *a, int QS, __m512i (*PAIR)(const uint8_t *),
-                               int (*TAIL)(const uint8_t *, const int8_t *, int64_t), int OFF) {
+/* lanes 0-7 <- s[a], lanes 8-15 <- s[a+1] */
+static inline __m512 pair_lanes(__m128 s, int a) {
+    const __m512i idx = _mm512_set_epi32(a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a, a, a, a, a, a, a, a);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
+}
+
+static inline float hsum128(__m128 v) {
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* Q4_0R x Q8_0P, four blocks (one 64-byte load of nibbles) per iteration:
+ * the low nibbles are blocks i, i+1 and the high nibbles i+2, i+3, each
+ * matching one 64-byte load of activations; the unsigned offset 8 comes off
+ * through the activations' precomputed d*sum (repack.h). */
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const int64_t nb = n / 32;
     const uint16_t *wd = w;
     const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
-    const float *ad = (const float *)((const uint8_t *)a + nb * 32);
-    const __m512i off = _mm512_set1_epi8((char)OFF);
+    const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
+    const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m128 off = _mm_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        for (int l = 0; l < 4 * QS; l += 64) _mm_prefetch((const char *)(q + i * QS) + PREFETCH_AHEAD + l, _MM_HINT_T0);
-        for (int h = 0; h < 2; h++) {
-            int64_t b = i + 2 * h;
-            __m512i av = _mm512_loadu_si512((const void *)(x + b * 32));
-            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), PAIR(q + b * QS), av);
-            s = _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, av));
-            __m512 f = _mm512_cvtepi32_ps(s), sc = pair_scales(wd + b, ad + b);
-            if (h == 0) acc0 = _mm512_fmadd_ps(f, sc, acc0);
-            else acc1 = _mm512_fmadd_ps(f, sc, acc1);
-        }
+        _mm_prefetch((const char *)(q + i * 16) + PREFETCH_AHEAD, _MM_HINT_T0);
+        __m512i v = _mm512_loadu_si512((const void *)(q + i * 16));
+        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4),
+                                         _mm512_loadu_si512((const void *)(x + i * 32)));
+        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                         _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
+        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1);
+        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)TAIL(q, x, i);
-    return sum;
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 8.0f * hsum128(off);
+    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)tail_q4(q, x, i);
+    *out = sum;
 }
 
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    *out = planar_dot(n, w, a, 16, pair_q4, tail_q4, 8);
-}
-
+/* Q8_0R x Q8_0P, four blocks per iteration (two per vpdpbusd); the offset
+ * 128 as for Q4_0R. */
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    *out = planar_dot(n, w, a, 32, pair_q8, tail_q8, 128);
+    const int64_t nb = n / 32;
+    const uint16_t *wd = w;
+    const uint8_t *q = (const uint8_t *)w + nb * 2;
+    const int8_t *x = a;
+    const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m128 off = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(q + i * 32)),
+                                         _mm512_loadu_si512((const void *)(x + i * 32)));
+        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(q + i * 32 + 64)),
+                                         _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
+        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
+        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1);
+        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 128.0f * hsum128(off);
+    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)tail_q8(q, x, i);
+    *out = sum;
 }
 
-/* Dequantization of planar rows for the batched (GEMM) path: one block per
- * iteration, nibbles / bytes widened to 16 floats at a time. */
+/* Dequantization of repacked rows (token embeddings, the float fallback):
+ * 16 weights at a time widened to floats. */
+static inline void put16(float *dst, __m128i q8, float s, float off) {
+    __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q8));
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(off)), _mm512_set1_ps(s)));
+}
+
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
     const int64_t nb = n / 32;
     const uint16_t *d = src;
     const uint8_t *q = (const uint8_t *)src + nb * 2;
-    const __m512 eight = _mm512_set1_ps(8.0f);
-    for (int64_t i = 0; i < nb; i++) {
-        __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
+    const __m128i m4 = _mm_set1_epi8(15);
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) /* 64 bytes: low nibbles weights 0..63, high 64..127 of the group */
+        for (int c = 0; c < 4; c++) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16 + 16 * c));
+            int blk = c / 2; /* 16-byte chunk c holds weights 16c.. (low) and 64+16c.. (high) */
+            put16(dst + i * 32 + 16 * c, _mm_and_si128(b, m4), _cvtsh_ss(d[i + blk]), 8.0f);
+            put16(dst + i * 32 + 64 + 16 * c, _mm_and_si128(_mm_srli_epi16(b, 4), m4), _cvtsh_ss(d[i + 2 + blk]), 8.0f);
+        }
+    for (; i < nb; i++) {
         __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16));
-        __m512i lo = _mm512_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(15)));
-        __m512i hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15)));
-        _mm512_storeu_ps(dst + i * 32, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(lo), eight), s));
-        _mm512_storeu_ps(dst + i * 32 + 16, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(hi), eight), s));
+        put16(dst + i * 32, _mm_and_si128(b, m4), _cvtsh_ss(d[i]), 8.0f);
+        put16(dst + i * 32 + 16, _mm_and_si128(_mm_srli_epi16(b, 4), m4), _cvtsh_ss(d[i]), 8.0f);
     }
 }
 
@@ -128,14 +153,9 @@ void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
     const int64_t nb = n / 32;
     const uint16_t *d = src;
     const uint8_t *q = (const uint8_t *)src + nb * 2;
-    const __m512 off = _mm512_set1_ps(128.0f);
-    for (int64_t i = 0; i < nb; i++) {
-        __m512 s = _mm512_set1_ps(_cvtsh_ss(d[i]));
-        for (int h = 0; h < 2; h++) {
-            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + i * 32 + h * 16)));
-            _mm512_storeu_ps(dst + i * 32 + h * 16, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(v), off), s));
-        }
-    }
+    for (int64_t i = 0; i < nb; i++)
+        for (int h = 0; h < 2; h++)
+            put16(dst + i * 32 + h * 16, _mm_loadu_si128((const __m128i *)(q + i * 32 + h * 16)), _cvtsh_ss(d[i]), 128.0f);
 }
 
 /* Batched int8 GEMM (see repack.h): per row and group of 16 tokens, per
@@ -143,19 +163,24 @@ void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
  * minus the offset times the tokens' sums, then scaled into float. Two rows
  * x two token groups at a time: every activation load and every weight
  * broadcast feeds two vpdpbusd. */
-static inline uint32_t w4_q4(const uint8_t *qs, int kk) {
+static inline uint32_t w4_q4(const uint8_t *q, int64_t nb, int64_t b, int kk) {
     uint32_t v;
-    memcpy(&v, qs + (kk & 3) * 4, 4);
+    if (b < nb / 4 * 4) { /* grouped: block b%4 is the low (0, 1) or high (2, 3) nibbles of 32 bytes */
+        memcpy(&v, q + (b / 4) * 64 + 32 * (b & 1) + 4 * kk, 4);
+        return (b & 2) ? (v >> 4) & 0x0f0f0f0fu : v & 0x0f0f0f0fu;
+    }
+    memcpy(&v, q + b * 16 + (kk & 3) * 4, 4);
     return kk < 4 ? (v & 0x0f0f0f0fu) : ((v >> 4) & 0x0f0f0f0fu);
 }
 
-static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
+static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
+    (void)nb;
     uint32_t v;
-    memcpy(&v, qs + kk * 4, 4);
+    memcpy(&v, q + b * 32 + kk * 4, 4);
     return v;
 }
 
-#define GEMM_BODY(QS_BYTES, W4, OFFSET_SHIFT)                                                                  \
+#define GEMM_BODY(W4, OFFSET_SHIFT)                                                                  \
     const int64_t nb = ap->nb;                                                                                 \
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), \
                                            _mm512_set1_epi32((int)ldy));                                      \
@@ -174,8 +199,8 @@ static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
                     for (int kk = 0; kk < 8; kk++) {                                                           \
                         __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
                         __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));                         \
-                        __m512i w0 = _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk));                        \
-                        __m512i w1 = _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk));                        \
+                        __m512i w0 = _mm512_set1_epi32((int)W4(q0, nb, b, kk));                        \
+                        __m512i w1 = _mm512_set1_epi32((int)W4(q1, nb, b, kk));                        \
                         i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                               \
                         i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                               \
                         i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                               \
@@ -184,8 +209,8 @@ static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
                 } else { /* a last, unpaired group: half the work */                                           \
                     for (int kk = 0; kk < 8; kk++) {                                                           \
                         __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
-                        i00 = _mm512_dpbusd_epi32(i00, _mm512_set1_epi32((int)W4(q0 + b * QS_BYTES, kk)), av0); \
-                        i10 = _mm512_dpbusd_epi32(i10, _mm512_set1_epi32((int)W4(q1 + b * QS_BYTES, kk)), av0); \
+                        i00 = _mm512_dpbusd_epi32(i00, _mm512_set1_epi32((int)W4(q0, nb, b, kk)), av0); \
+                        i10 = _mm512_dpbusd_epi32(i10, _mm512_set1_epi32((int)W4(q1, nb, b, kk)), av0); \
                     }                                                                                          \
                 }                                                                                              \
                 __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)),  \
@@ -210,10 +235,10 @@ static inline uint32_t w4_q8(const uint8_t *qs, int kk) {
 
 void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy) {
-    GEMM_BODY(16, w4_q4, 3)
+    GEMM_BODY(w4_q4, 3)
 }
 
 void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy) {
-    GEMM_BODY(32, w4_q8, 7)
+    GEMM_BODY(w4_q8, 7)
 }
