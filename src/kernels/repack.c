@@ -31,6 +31,7 @@ static void register_types(void) {
     nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 40});
     nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(q4_kr)});
     nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(q6_kr)});
+    nb_dtype_register((nb_dtype)NB_Q8_KP, (nb_dtype_info){"Q8_KP", 256, sizeof(nb_block_q8_K)});
 }
 
 void nb_repack_init(void) { pthread_once(&once, register_types); }
@@ -62,46 +63,73 @@ static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     }
 }
 
+/* Lane order of a K super-block (repack.h): position 64k + 4l + c holds
+ * weight 16l + 4k + c, so lane l of every 64-byte vector k covers the
+ * 16-weight group l. */
+static int lane_pos(int e) { return 64 * ((e / 4) % 4) + 4 * (e / 16) + e % 4; }
+
 static void repack_q4_k(const nb_block_q4_K *b, q4_kr *o) {
     o->d = b->d;
     o->dmin = b->dmin;
     for (int j = 0; j < 8; j++) k4_scale_min(j, b->scales, &o->sc[j], &o->m[j]);
-    uint8_t q[256];
+    uint8_t v[256]; /* the weights (0..15) in lane order */
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
-            q[64 * c + l] = b->qs[32 * c + l] & 15;
-            q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
+            v[lane_pos(64 * c + l)] = b->qs[32 * c + l] & 15;
+            v[lane_pos(64 * c + 32 + l)] = b->qs[32 * c + l] >> 4;
         }
-    for (int p = 0; p < 2; p++)
-        for (int i = 0; i < 64; i++) o->qs[64 * p + i] = (uint8_t)(q[128 * p + i] | q[128 * p + 64 + i] << 4);
+    for (int p = 0; p < 2; p++) /* vectors 2p (low nibbles) and 2p+1 (high) */
+        for (int i = 0; i < 64; i++) o->qs[64 * p + i] = (uint8_t)(v[128 * p + i] | v[128 * p + 64 + i] << 4);
 }
 
 static void repack_q6_k(const nb_block_q6_K *b, q6_kr *o) {
     o->d = b->d;
     memcpy(o->sc, b->scales, 16);
-    uint8_t q[256]; /* unsigned 0..63, w = d*sc*(q-32) */
+    uint8_t v[256]; /* unsigned 0..63 (w = d*sc*(q-32)) in lane order */
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
-            q[128 * h + l] = (uint8_t)((ql[l] & 15) | ((qh[l] & 3) << 4));
-            q[128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
-            q[128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-            q[128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+            v[lane_pos(128 * h + l)] = (uint8_t)((ql[l] & 15) | ((qh[l] & 3) << 4));
+            v[lane_pos(128 * h + l + 32)] = (uint8_t)((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+            v[lane_pos(128 * h + l + 64)] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            v[lane_pos(128 * h + l + 96)] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
         }
-    for (int i = 0; i < 128; i++) o->ql[i] = (uint8_t)((q[i] & 15) | (q[128 + i] & 15) << 4);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 64; i++) o->ql[64 * p + i] = (uint8_t)((v[128 * p + i] & 15) | (v[128 * p + 64 + i] & 15) << 4);
     for (int i = 0; i < 64; i++)
-        o->qh[i] = (uint8_t)((q[i] >> 4) | (q[64 + i] >> 4) << 2 | (q[128 + i] >> 4) << 4 | (q[192 + i] >> 4) << 6);
+        o->qh[i] = (uint8_t)((v[i] >> 4) | (v[64 + i] >> 4) << 2 | (v[128 + i] >> 4) << 4 | (v[192 + i] >> 4) << 6);
 }
 
 /* Weight e (0..255) of a repacked K block, unsigned: Q4_KR 0..15, Q6_KR 0..63. */
 static int q4_kr_q(const q4_kr *b, int e) {
-    int p = e / 128, i = e % 128;
-    return i < 64 ? b->qs[64 * p + i] & 15 : b->qs[64 * p + i - 64] >> 4;
+    int pos = lane_pos(e), k = pos / 64;
+    uint8_t byte = b->qs[64 * (k / 2) + pos % 64];
+    return k % 2 ? byte >> 4 : byte & 15;
 }
 
 static int q6_kr_q(const q6_kr *b, int e) {
-    int lo = e < 128 ? b->ql[e] & 15 : b->ql[e - 128] >> 4;
-    return lo | ((b->qh[e % 64] >> (2 * (e / 64))) & 3) << 4;
+    int pos = lane_pos(e), k = pos / 64;
+    uint8_t lo = b->ql[64 * (k / 2) + pos % 64];
+    return (k % 2 ? lo >> 4 : lo & 15) | ((b->qh[pos % 64] >> (2 * k)) & 3) << 4;
+}
+
+/* Q8_K with each super-block's qs in lane order: the activations of the
+ * Q4_KR / Q6_KR decode kernels (d and the per-16 bsums as in Q8_K). */
+static void q8_kp_quantize(const float *x, void *dst, int64_t n) {
+    nb_quantize_row_q8_K_ref(x, dst, n);
+    for (int64_t i = 0; i < n / 256; i++) {
+        nb_block_q8_K *y = (nb_block_q8_K *)dst + i;
+        int8_t t[256];
+        for (int e = 0; e < 256; e++) t[lane_pos(e)] = y->qs[e];
+        memcpy(y->qs, t, 256);
+    }
+}
+
+static void q8_kp_to_float(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++) {
+        const nb_block_q8_K *y = (const nb_block_q8_K *)src + i;
+        for (int e = 0; e < 256; e++) dst[256 * i + e] = y->d * (float)y->qs[lane_pos(e)];
+    }
 }
 
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K) {
@@ -200,8 +228,9 @@ static void q6_kr_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* The definitions, with integer sums per super-block as in the GGUF
- * kernels (kernels/ref/qdot_ref.c): same integers, same float expression. */
+/* The definitions (activations: Q8_KP), with integer sums per super-block
+ * as in the GGUF kernels (kernels/ref/qdot_ref.c): same integers, same
+ * float expression. */
 void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_K *y = a;
     float acc = 0;
@@ -210,7 +239,7 @@ void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
         int isum = 0, msum = 0;
         for (int j = 0; j < 8; j++) {
             int s = 0;
-            for (int l = 0; l < 32; l++) s += q4_kr_q(b, 32 * j + l) * y[i].qs[32 * j + l];
+            for (int l = 0; l < 32; l++) s += q4_kr_q(b, 32 * j + l) * y[i].qs[lane_pos(32 * j + l)];
             isum += b->sc[j] * s;
             msum += b->m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
@@ -227,7 +256,7 @@ void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
         int isum = 0;
         for (int g = 0; g < 16; g++) {
             int s = 0;
-            for (int l = 0; l < 16; l++) s += (q6_kr_q(b, 16 * g + l) - 32) * y[i].qs[16 * g + l];
+            for (int l = 0; l < 16; l++) s += (q6_kr_q(b, 16 * g + l) - 32) * y[i].qs[lane_pos(16 * g + l)];
             isum += b->sc[g] * s;
         }
         acc += nb_fp16_to_fp32(b->d) * y[i].d * (float)isum;
@@ -299,10 +328,11 @@ static const nb_qdot q4r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4
 static const nb_qdot q8r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
 static const nb_qdot q4r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, NULL, "avx512"};
 static const nb_qdot q8r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, NULL, "avx512"};
-static const nb_qdot q4kr_ref = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q4_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q6kr_ref = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q6_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q4kr_512 = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q4_kr_dot_avx512, NULL, "avx512"};
-static const nb_qdot q6kr_512 = {NB_Q8_K, nb_quantize_row_q8_K_ref, nb_q6_kr_dot_avx512, NULL, "avx512"};
+#define Q8_KP ((nb_dtype)NB_Q8_KP)
+static const nb_qdot q4kr_ref = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q6kr_ref = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q4kr_512 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx512, NULL, "avx512"};
+static const nb_qdot q6kr_512 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx512, NULL, "avx512"};
 
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) {
     bool simd = max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
@@ -320,6 +350,7 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t) {
     if ((int)t == NB_Q8_0P) return q8_0p_to_float;
     if ((int)t == NB_Q4_KR) return q4_kr_to_float;
     if ((int)t == NB_Q6_KR) return q6_kr_to_float;
+    if ((int)t == NB_Q8_KP) return q8_kp_to_float;
     return NULL;
 }
 

@@ -21,15 +21,20 @@
  *         llama.cpp's x86 quantize_row_q8_0
  * Same bytes per block as GGUF (decode streams no more memory), same values,
  * so the products equal the non-repacked kernels' up to summation order.
- * K-quants keep their 256-weight super-blocks but are reordered so one
- * 64-byte load yields 64 consecutive weights (activations stay Q8_K, as in
- * llama.cpp, so the integer products are the GGUF kernels'):
+ * K-quants keep their 256-weight super-blocks, with the weights in "lane
+ * order": position 64k + 4l + c holds weight 16l + 4k + c, so in each of
+ * the four 64-byte vectors k of a super-block, 32-bit lane l covers the
+ * 16-weight group l - four chained vpdpbusd leave each group's sum in its
+ * own lane, ready to be scaled. The activations are Q8_K with their qs in
+ * the same order (Q8_KP; d and the per-16 bsums unchanged), so the integer
+ * products are exactly the GGUF kernels':
  *   Q4_KR (148 B): fp16 d, dmin | u8 sc[8] | u8 m[8] (the 6-bit scales and
- *         mins unpacked) | qs[128]: byte 64p+i = q[128p+i] | q[128p+64+i] << 4
- *         (w = d*sc[e/32]*q - dmin*m[e/32])  - 4 bytes more than Q4_K
- *   Q6_KR (210 B, as Q6_K): fp16 d | i8 sc[16] | ql[128]: byte i = low 4 bits
- *         of q[i] | of q[128+i] << 4 | qh[64]: byte i = high 2 bits of q[i],
- *         q[64+i], q[128+i], q[192+i] at bits 0, 2, 4, 6 (w = d*sc[e/16]*(q-32))
+ *         mins unpacked) | qs[128]: byte 64p+i = vector 2p's byte i | vector
+ *         2p+1's byte i << 4 (w = d*sc[e/32]*q - dmin*m[e/32]) - 4 bytes
+ *         more than Q4_K
+ *   Q6_KR (210 B, as Q6_K): fp16 d | i8 sc[16] | ql[128]: byte 64p+i = low 4
+ *         bits of vector 2p's byte i | of vector 2p+1's << 4 | qh[64]: byte i
+ *         = the high 2 bits of vector k's byte i at bits 2k (w = d*sc[e/16]*(q-32))
  * These types exist only in memory, never in files. */
 #ifndef NB_KERNELS_REPACK_H
 #define NB_KERNELS_REPACK_H
@@ -43,6 +48,7 @@ enum {
     NB_Q8_0P = NB_DTYPE_EXT_BASE + 66,
     NB_Q4_KR = NB_DTYPE_EXT_BASE + 67,
     NB_Q6_KR = NB_DTYPE_EXT_BASE + 68,
+    NB_Q8_KP = NB_DTYPE_EXT_BASE + 69,
 };
 
 /* Registers the dtypes; idempotent. */
@@ -63,7 +69,7 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t);
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
 void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
-void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out); /* a: Q8_K */
+void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out); /* a: Q8_KP */
 void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out);
 /* AVX-512 VNNI kernels (kernels/x86/repack_avx512.c) */
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);

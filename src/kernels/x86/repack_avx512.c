@@ -196,7 +196,7 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
                 const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;               \
                 __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;                         \
                 if (h != g) {                                                                                  \
-                    for (int kk = 0; kk < 8; kk++) {                                                           \
+                    _Pragma("GCC unroll 8") for (int kk = 0; kk < 8; kk++) {                                   \
                         __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
                         __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));                         \
                         __m512i w0 = _mm512_set1_epi32((int)W4(q0, nb, b, kk));                        \
@@ -207,7 +207,7 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
                         i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                               \
                     }                                                                                          \
                 } else { /* a last, unpaired group: half the work */                                           \
-                    for (int kk = 0; kk < 8; kk++) {                                                           \
+                    _Pragma("GCC unroll 8") for (int kk = 0; kk < 8; kk++) {                                   \
                         __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));                         \
                         i00 = _mm512_dpbusd_epi32(i00, _mm512_set1_epi32((int)W4(q0, nb, b, kk)), av0); \
                         i10 = _mm512_dpbusd_epi32(i10, _mm512_set1_epi32((int)W4(q1, nb, b, kk)), av0); \

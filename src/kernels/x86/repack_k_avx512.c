@@ -1,16 +1,15 @@
 /* AVX-512 VNNI kernels for the repacked K-quants Q4_KR / Q6_KR (layouts in
- * kernels/repack.h) against Q8_K activations.
+ * kernels/repack.h: weights and activations in "lane order").
  *
- * Decode (one token): per super-block of 256 weights, 2-3 64-byte loads give
- * four vectors of 64 consecutive unsigned weights; four vpdpbusd with the
- * activations leave, in each 32-bit lane, the sum of 4 products - lanes
- * 0-7 / 8-15 belong to one 32-weight sub-block each (Q4_K), or lanes 4g..4g+3
- * to 16-weight group g (Q6_K). Those lane sums fit in 16 bits (|4*63*127| <
- * 2^15), so vpmaddwd / vpdpwssd against the per-lane scales (widened with a
- * zero high half) multiplies and accumulates them exactly in int32: the
- * super-block's integer sum is the GGUF kernels' and only the float
- * summation order differs. The mins (Q4_K) and the -32 offset (Q6_K) come
- * from Q8_K's per-16 activation sums.
+ * Decode (one token, Q8_KP activations): per super-block of 256 weights,
+ * 2-3 64-byte loads give four vectors of 64 unsigned weights; four chained
+ * vpdpbusd with the activations leave in 32-bit lane l the integer sum of
+ * 16-weight group l - a Q4_K sub-block's half, a Q6_K scale group. Q4_K
+ * lane sums fit in 16 bits (16*15*127 < 2^15), so one vpmaddwd against the
+ * lanes' scales (zero high halves) multiplies them exactly in int32; Q6_K's
+ * do not, and take vpmulld after the -32 offset (from the per-16 bsums,
+ * which are exactly the lanes' activation sums). So the integer sums are the
+ * GGUF kernels' and only the float summation order differs.
  *
  * Batched (int8 GEMM, activations packed as in repack.h): per pair of rows
  * and super-block the weights are unpacked once into 256 bytes each, then
@@ -45,7 +44,7 @@ static inline void prefetch_block(const void *p, int bytes) {
     for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + PREFETCH_AHEAD + l, _MM_HINT_T0);
 }
 
-/* Q4_KR super-block -> four vectors of 64 weights (0..15), in order */
+/* Q4_KR super-block -> four vectors of 64 weights (0..15), in lane order */
 static inline void unpack_q4_kr(const q4_kr *b, __m512i q[4]) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512i v0 = _mm512_loadu_si512((const void *)b->qs), v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
@@ -55,17 +54,26 @@ static inline void unpack_q4_kr(const q4_kr *b, __m512i q[4]) {
     q[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
 }
 
-/* Q6_KR super-block -> four vectors of 64 weights (0..63), in order */
+/* Q6_KR super-block -> four vectors of 64 weights (0..63), in lane order */
 static inline void unpack_q6_kr(const q6_kr *b, __m512i q[4]) {
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512i a = _mm512_loadu_si512((const void *)b->ql), c = _mm512_loadu_si512((const void *)(b->ql + 64));
     __m512i h = _mm512_loadu_si512((const void *)b->qh);
     /* 16-bit shifts move bits across bytes only into positions the masks clear */
     q[0] = _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
-    q[1] = _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
-    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_and_si512(h, m30));
+    q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+    q[2] = _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(h, m30));
     q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4),
                            _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+}
+
+/* The four weight vectors against the four activation vectors: lane l = the
+ * integer sum of 16-weight group l. */
+static inline __m512i group_sums(const __m512i q[4], const int8_t *a8) {
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_loadu_si512((const void *)a8));
+    s = _mm512_dpbusd_epi32(s, q[1], _mm512_loadu_si512((const void *)(a8 + 64)));
+    s = _mm512_dpbusd_epi32(s, q[2], _mm512_loadu_si512((const void *)(a8 + 128)));
+    return _mm512_dpbusd_epi32(s, q[3], _mm512_loadu_si512((const void *)(a8 + 192)));
 }
 
 /* lane l <- v[a + l / div] */
@@ -78,61 +86,37 @@ static inline __m512i lane_index(int a, int div) {
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const q4_kr *x = w;
     const nb_block_q8_K *y = a;
-    const __m512i p0 = lane_index(0, 8), p1 = lane_index(2, 8), p2 = lane_index(4, 8), p3 = lane_index(6, 8);
+    const __m512i sc_idx = lane_index(0, 2), m_idx = lane_index(8, 2); /* lane l: sub-block l/2 */
     __m512 acc = _mm512_setzero_ps();
-    __m256 macc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
         prefetch_block(&x[i], 192);
         __m512i q[4];
         unpack_q4_kr(&x[i], q);
-        const int8_t *a8 = y[i].qs;
-        const __m512i z = _mm512_setzero_si512();
-        __m512i i0 = _mm512_dpbusd_epi32(z, q[0], _mm512_loadu_si512((const void *)a8));
-        __m512i i1 = _mm512_dpbusd_epi32(z, q[1], _mm512_loadu_si512((const void *)(a8 + 64)));
-        __m512i i2 = _mm512_dpbusd_epi32(z, q[2], _mm512_loadu_si512((const void *)(a8 + 128)));
-        __m512i i3 = _mm512_dpbusd_epi32(z, q[3], _mm512_loadu_si512((const void *)(a8 + 192)));
+        __m512i s = group_sums(q, y[i].qs);
         __m512i scm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)); /* sc[0..7], m[0..7] */
-        __m512i s = _mm512_madd_epi16(i0, _mm512_permutexvar_epi32(p0, scm));
-        s = _mm512_dpwssd_epi32(s, i1, _mm512_permutexvar_epi32(p1, scm));
-        s = _mm512_dpwssd_epi32(s, i2, _mm512_permutexvar_epi32(p2, scm));
-        s = _mm512_dpwssd_epi32(s, i3, _mm512_permutexvar_epi32(p3, scm));
-        /* mins: m_j * (bsums[2j] + bsums[2j+1]) */
-        __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), _mm256_set1_epi16(1));
-        __m256i mp = _mm256_madd_epi16(bs, _mm512_extracti64x4_epi64(scm, 1));
+        __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
+        __m512i isc = _mm512_madd_epi16(s, _mm512_permutexvar_epi32(sc_idx, scm));
+        __m512i imn = _mm512_madd_epi16(bs, _mm512_permutexvar_epi32(m_idx, scm));
         const float yd = y[i].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x[i].d) * yd), acc);
-        macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mp), _mm256_set1_ps(_cvtsh_ss(x[i].dmin) * yd), macc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_set1_ps(_cvtsh_ss(x[i].d) * yd), acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_set1_ps(_cvtsh_ss(x[i].dmin) * yd), acc);
     }
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    *out = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+    *out = _mm512_reduce_add_ps(acc);
 }
 
 void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const q6_kr *x = w;
     const nb_block_q8_K *y = a;
-    const __m512i p0 = lane_index(0, 4), p1 = lane_index(4, 4), p2 = lane_index(8, 4), p3 = lane_index(12, 4);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
         prefetch_block(&x[i], 256);
         __m512i q[4];
         unpack_q6_kr(&x[i], q);
-        const int8_t *a8 = y[i].qs;
-        const __m512i z = _mm512_setzero_si512();
-        __m512i i0 = _mm512_dpbusd_epi32(z, q[0], _mm512_loadu_si512((const void *)a8));
-        __m512i i1 = _mm512_dpbusd_epi32(z, q[1], _mm512_loadu_si512((const void *)(a8 + 64)));
-        __m512i i2 = _mm512_dpbusd_epi32(z, q[2], _mm512_loadu_si512((const void *)(a8 + 128)));
-        __m512i i3 = _mm512_dpbusd_epi32(z, q[3], _mm512_loadu_si512((const void *)(a8 + 192)));
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].sc));
-        __m512i sc = _mm512_cvtepu16_epi32(sc16); /* low half the signed scale, high half 0 */
-        __m512i s = _mm512_madd_epi16(i0, _mm512_permutexvar_epi32(p0, sc));
-        s = _mm512_dpwssd_epi32(s, i1, _mm512_permutexvar_epi32(p1, sc));
-        s = _mm512_dpwssd_epi32(s, i2, _mm512_permutexvar_epi32(p2, sc));
-        s = _mm512_dpwssd_epi32(s, i3, _mm512_permutexvar_epi32(p3, sc));
-        /* q - 32: minus 32 * sum_g sc_g * bsums_g */
-        __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
-        s = _mm512_sub_epi32(s, _mm512_slli_epi32(_mm512_zextsi256_si512(off), 5));
+        __m512i s = group_sums(q, y[i].qs);
+        /* q - 32: minus 32 * the group's activation sum, then times its scale */
+        __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
+        s = _mm512_sub_epi32(s, _mm512_slli_epi32(bs, 5));
+        s = _mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
     }
     *out = _mm512_reduce_add_ps(acc);
@@ -158,12 +142,15 @@ static inline __m512i bcast4(const uint8_t *p) {
     return _mm512_set1_epi32((int)v);
 }
 
-/* Integer sums of weights u[0..4*nk) (rows 0/1) with the packed activations
+/* Integer sums of the super-block's weights u0 / u1 (rows 0/1, 256 bytes in
+ * lane order) for words kk = k0..k0+nk-1 of 32-weight block j (its weights
+ * 4kk..4kk+3 sit at 64*(kk%4) + 8j + 4*(kk/4)) with the packed activations
  * of groups g (a0) and h (a1): i[row][group]. With pair == 0 only group g. */
-#define DOT_WORDS(u0, u1, a0, a1, k0, nk, i00, i01, i10, i11, pair)                                  \
-    for (int kk = (k0); kk < (k0) + (nk); kk++) {                                                   \
+#define DOT_WORDS(u0, u1, j, a0, a1, k0, nk, i00, i01, i10, i11, pair)                                \
+    _Pragma("GCC unroll 8") for (int kk = (k0); kk < (k0) + (nk); kk++) {                                                   \
+        const int at = 64 * (kk & 3) + 8 * (j) + 4 * (kk >> 2);                                     \
         __m512i av0 = _mm512_load_si512((const void *)((a0) + kk * 64));                            \
-        __m512i w0 = bcast4((u0) + 4 * kk), w1 = bcast4((u1) + 4 * kk);                             \
+        __m512i w0 = bcast4((u0) + at), w1 = bcast4((u1) + at);                                     \
         i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                                    \
         i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                                    \
         if (pair) {                                                                                 \
@@ -206,9 +193,9 @@ void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, cons
                     const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
                     __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
                     if (pair) {
-                        DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 0, 8, i00, i01, i10, i11, 1)
+                        DOT_WORDS(u[0], u[1], j, a0, a1, 0, 8, i00, i01, i10, i11, 1)
                     } else {
-                        DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 0, 8, i00, i01, i10, i11, 0)
+                        DOT_WORDS(u[0], u[1], j, a0, a1, 0, 8, i00, i01, i10, i11, 0)
                     }
                     __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
                     __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
@@ -261,12 +248,13 @@ void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, cons
                 for (int j = 0; j < 8; j++) {
                     const int64_t b = s * 8 + j;
                     const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
+#pragma GCC unroll 2
                     for (int half = 0; half < 2; half++) { /* 16 weights per scale */
                         __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
                         if (pair) {
-                            DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 1)
+                            DOT_WORDS(u[0], u[1], j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 1)
                         } else {
-                            DOT_WORDS(u[0] + 32 * j, u[1] + 32 * j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 0)
+                            DOT_WORDS(u[0], u[1], j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 0)
                         }
                         /* q - 32: the offset through the tokens' sums of these 16 activations */
                         __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5);
