@@ -378,7 +378,7 @@ void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype a
     ap->d = (float *)m;
 }
 
-void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
+void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row) {
     const int64_t nb = ap->nb, K = ap->K;
     memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
     memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
@@ -415,6 +415,11 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
             ap->d[at] = d;
         }
     }
+}
+
+void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
+    if (nb_cpu_isa() >= NB_ISA_AVX512) nb_actpack_group_avx512(ap, X, g);
+    else nb_actpack_group_ref(ap, X, g, row);
 }
 
 static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, (nb_dtype)NB_Q8_0P};

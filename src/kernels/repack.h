@@ -110,6 +110,9 @@ size_t nb_actpack_scratch_bytes(int64_t K);
  * them), `row` being nb_actpack_scratch_bytes(K) of the caller's scratch. */
 void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype act);
 void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row);
+/* The scalar definition, and the AVX-512 one nb_actpack_group uses where it can. */
+void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row);
+void nb_actpack_group_avx512(nb_actpack *ap, const float *X, int64_t g);
 
 typedef void (*nb_repack_gemm_fn)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                                   int64_t ldy);

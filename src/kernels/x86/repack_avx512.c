@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "kernels/repack.h"
 
 static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
@@ -241,4 +242,90 @@ void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, cons
 void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy) {
     GEMM_BODY(w4_q8, 7)
+}
+
+/* ---- activation pack for the int8 GEMMs ---------------------------------- */
+
+/* 32 int32 (two vectors) -> 32 int8 at dst, and their sums (whole, halves). */
+static inline void put_block(int8_t *dst, __m512i q0, __m512i q1, int32_t *s0, int32_t *s1) {
+    _mm_storeu_si128((__m128i *)dst, _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm512_cvtepi32_epi8(q1));
+    *s0 = _mm512_reduce_add_epi32(q0);
+    *s1 = _mm512_reduce_add_epi32(q1);
+}
+
+/* Q8_K's scale of 256 floats as nb_quant_q8_K sets it: -127 / the first
+ * value of largest magnitude (0 for all zeros); *d = its inverse. */
+static float q8k_scale(const float *x, float *d) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(x + 16 * k), absmask));
+    float amax = _mm512_reduce_max_ps(m);
+    *d = 0;
+    if (amax == 0) return 0;
+    for (int k = 0; k < 16; k++) {
+        __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + 16 * k), absmask), _mm512_set1_ps(amax),
+                                           _CMP_EQ_OQ);
+        if (hit) {
+            float s = -127.f / x[16 * k + __builtin_ctz(hit)];
+            *d = 1 / s;
+            return s;
+        }
+    }
+    return 0;
+}
+
+/* nb_actpack_group_ref with the quantization vectorised: the same roundings
+ * (x * id or x * iscale in float, then to nearest, ties to even - what
+ * vcvtps2dq does in the default rounding mode), so the bytes are identical;
+ * tests/unit/kernels/test_repack.c compares the two. Block by block, the 16
+ * tokens fill one 512-byte slab while it is in L1. */
+void nb_actpack_group_avx512(nb_actpack *ap, const float *X, int64_t g) {
+    const int64_t nb = ap->nb, K = ap->K;
+    const int nt = (int)NB_MIN(NB_ACTPACK_TOKENS, ap->n - g * NB_ACTPACK_TOKENS);
+    if (nt < NB_ACTPACK_TOKENS) { /* missing tokens multiply as zeros */
+        memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
+        memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
+        memset(ap->fsum + g * nb * 16, 0, (size_t)nb * 64);
+        memset(ap->sum16 + g * nb * 32, 0, (size_t)nb * 128);
+        memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
+    }
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const float *x0 = X + g * NB_ACTPACK_TOKENS * K;
+    float ks[NB_ACTPACK_TOKENS], kd[NB_ACTPACK_TOKENS]; /* Q8_K: the current super-block's */
+    for (int64_t b = 0; b < nb; b++) {
+        if (ap->act == NB_Q8_K && b % 8 == 0)
+            for (int tt = 0; tt < nt; tt++) ks[tt] = q8k_scale(x0 + tt * K + b * 32, &kd[tt]);
+        int8_t *dst = ap->q + (g * nb + b) * 512;
+        for (int tt = 0; tt < nt; tt++) {
+            const float *xb = x0 + tt * K + b * 32;
+            __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+            float scale, d;
+            if (ap->act == NB_Q8_K) {
+                scale = ks[tt];
+                d = kd[tt];
+            } else {
+                float amax =
+                    _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
+                scale = amax != 0.0f ? 127.f / amax : 0.0f;
+                d = _cvtsh_ss(_cvtss_sh(amax / 127.f, 0));
+            }
+            const __m512 sv = _mm512_set1_ps(scale);
+            __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, sv)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, sv));
+            if (ap->act == NB_Q8_K) {
+                q0 = _mm512_min_epi32(q0, _mm512_set1_epi32(127));
+                q1 = _mm512_min_epi32(q1, _mm512_set1_epi32(127));
+            }
+            _Alignas(32) int8_t blk[32];
+            int32_t s0, s1;
+            put_block(blk, q0, q1, &s0, &s1);
+            for (int kk = 0; kk < 8; kk++) memcpy(dst + kk * 64 + tt * 4, blk + kk * 4, 4);
+            int64_t at = (g * nb + b) * 16 + tt;
+            ap->sum[at] = s0 + s1;
+            ap->fsum[at] = (float)(s0 + s1);
+            ap->sum16[(g * nb + b) * 32 + tt] = s0;
+            ap->sum16[(g * nb + b) * 32 + 16 + tt] = s1;
+            ap->d[at] = d;
+        }
+    }
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/repack.h"
 #include "testutil.h"
@@ -117,6 +118,42 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
     fprintf(stderr, "  %s int8 GEMM equals the planar dots\n", nb_dtype_name(planar));
 }
 
+/* The AVX-512 activation pack is byte-identical to the scalar one, for both
+ * quantizations, with partial token groups, an all-zero token and a block
+ * whose largest magnitude occurs with both signs (Q8_K takes the first). */
+static void test_actpack_simd(void **state) {
+    (void)state;
+    if (nb_cpu_isa() < NB_ISA_AVX512) {
+        fprintf(stderr, "  SKIP: no AVX-512 here\n");
+        return;
+    }
+    const int64_t K = 512, n = 21;
+    float *x = malloc((size_t)(K * n) * sizeof *x);
+    for (int64_t i = 0; i < K * n; i++) x[i] = frand() * 4;
+    for (int64_t i = 0; i < K; i++) x[3 * K + i] = 0; /* token 3: zeros */
+    x[5 * K + 7] = -9.5f;                            /* token 5: -9.5 first, then +9.5 */
+    x[5 * K + 100] = 9.5f;
+    x[6 * K + 2] = 9.5f;                             /* token 6: the other way round */
+    x[6 * K + 40] = -9.5f;
+    size_t bytes = (nb_actpack_bytes(K, n) + 63) & ~(size_t)63;
+    void *m0 = aligned_alloc(64, bytes), *m1 = aligned_alloc(64, bytes), *row = malloc(nb_actpack_scratch_bytes(K));
+    const nb_dtype acts[] = {(nb_dtype)NB_Q8_0P, NB_Q8_K};
+    for (int a = 0; a < 2; a++) {
+        nb_actpack p0, p1;
+        memset(m0, 0x55, bytes);
+        memset(m1, 0xaa, bytes);
+        nb_actpack_init(&p0, m0, n, K, acts[a]);
+        nb_actpack_init(&p1, m1, n, K, acts[a]);
+        for (int64_t g = 0; g < p0.ng; g++) {
+            nb_actpack_group_ref(&p0, x, g, row);
+            nb_actpack_group_avx512(&p1, x, g);
+        }
+        assert_memory_equal(m0, m1, nb_actpack_bytes(K, n));
+    }
+    fprintf(stderr, "  AVX-512 activation pack == scalar pack (Q8_0P and Q8_K)\n");
+    free(x); free(m0); free(m1); free(row);
+}
+
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
 static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
 
@@ -132,6 +169,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0),      cmocka_unit_test(test_q8_0),
                                        cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
-                                       cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k)};
+                                       cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
+                                       cmocka_unit_test(test_actpack_simd)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
