@@ -21,15 +21,24 @@ typedef float (*nb_dot_fn)(int64_t n, const void *w, const float *x);
 /* Convert n elements to float. */
 typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 
-/* A GEMM panel over f32 weight rows and transposed activations:
- *     y[t*ldy + r] = sum_k w[r*K + k] * xt[k*ldx + t]    r < nr, t < nt
- * xt is X transposed once per matmul (k-major, ldx >= nt, a multiple of 16,
- * zero-padded), so the SIMD kernels load 16-32 tokens of one k as vectors
- * and broadcast each weight from its row: every loaded vector feeds many
- * FMAs and no horizontal sums are needed - what makes prefill compute-bound
- * rather than load-bound. */
-typedef void (*nb_gemm_f32_fn)(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt,
-                               float *y, int64_t ldy);
+/* The float GEMM micro-kernel, on operands nb_matmul packs (GotoBLAS-style
+ * blocking, see matmul.c):
+ *     c[r*ldc + t] = (add ? c[r*ldc + t] : 0)
+ *                    + sum_{k<kc} wp[r*NB_GEMM_KC + k] * xp[k*NB_GEMM_NT + t]
+ * for every r < NB_GEMM_MR and t < nt, 1 <= kc <= NB_GEMM_KC,
+ * 1 <= nt <= NB_GEMM_NT; nothing else of c is written.
+ * wp is a panel of NB_GEMM_MR weight rows already converted to f32 (row r
+ * at wp + r*NB_GEMM_KC; rows past the matrix are zero), small enough to stay
+ * in L1 while it meets every token block. xp holds kc k-steps of one block
+ * of NB_GEMM_NT tokens, k-major (all NB_GEMM_NT columns readable; those past
+ * nt are ignored). The SIMD kernels load tokens as vectors and broadcast each
+ * weight, so every loaded vector feeds many FMAs and no horizontal sums are
+ * needed - what makes prefill compute-bound rather than load-bound. */
+#define NB_GEMM_MR 12
+#define NB_GEMM_NT 32
+#define NB_GEMM_KC 256
+typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc,
+                               bool add);
 
 typedef struct nb_float_kernels {
     const char *isa;

@@ -3,8 +3,9 @@
  *
  * Work split: rows of W are divided into contiguous ranges, one per thread,
  * so each weight byte is read by exactly one thread once per call. With
- * n > 1 tokens a thread converts a tile of TILE_ROWS rows to f32 once and
- * multiplies it with every token while it sits in L1/L2. */
+ * n > 1 tokens a float or dequantized weight goes through a blocked GEMM
+ * (float_worker): each piece is converted to f32 once and multiplied with
+ * every token while it sits in L1. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,15 @@
 #include "kernels/repack.h"
 #include "quant/qtypes.h"
 
-#define TILE_ROWS 32
+/* Float GEMM blocking (float_worker): rows per block (its C block of
+ * GEMM_MC x tokens stays in L2; X is read once per block, so larger is
+ * better until the block's weights and C crowd the L2: 192 measured best of
+ * 48-480 on the TinyLlama shapes, 96 was 8% slower), fewer when whole rows
+ * are dequantized first (GEMM_MC_DEQ x K floats), and tokens per chunk (the
+ * X slab of one K step, NB_GEMM_KC x GEMM_NC floats, stays in L2). */
+#define GEMM_MC 192
+#define GEMM_MC_DEQ 48
+#define GEMM_NC 512
 
 const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa) {
     nb_isa isa = nb_cpu_isa();
@@ -82,62 +91,183 @@ typedef struct {
     int64_t n, K, R;
     uint64_t row_bytes;
     nb_dot_fn dot;
-    nb_to_f32_fn to_f32; /* NULL for f32 weights */
+    nb_to_f32_fn to_f32; /* F16 / BF16 (2 bytes an element); NULL for f32 weights */
     nb_to_float_fn dequant; /* quantized weights on the GEMM path (see matmul_quant) */
-    float *tiles;        /* per-thread TILE_ROWS*K floats */
-    float *xt;           /* X transposed: [K][ldx], zero-padded tokens */
-    int64_t ldx;
+    float *work;         /* per thread work_floats: packed panel, C block, dequantized rows */
+    size_t work_floats;
+    int64_t mc, ldc;     /* rows per block, C block row stride (tokens per chunk) */
+    float *xp;           /* X in blocks of NB_GEMM_NT tokens: [nblk][K][NB_GEMM_NT], zero-padded */
+    int64_t nblk;
 } float_job;
 
-/* xt[k*ldx + t] = X[t*K + k]; tokens n..ldx-1 are zero. Split over k, in
- * 16 x 16 blocks so reads and writes both stay within cache lines. */
+/* xp[(b*K + k)*NT + t] = X[(b*NT + t)*K + k] (NT = NB_GEMM_NT); tokens n..
+ * of the last block are zero. Split over k in runs of 64; within a run, 8
+ * tokens at a time: X's rows are often a power-of-two size apart, so more
+ * rows than the L1's associativity read at once would evict each other. */
 static void transpose_worker(void *arg, int ith, int nth) {
+    static const float zero[64];
     float_job *j = arg;
     int64_t k0, k1;
-    nb_split((j->K + 15) / 16, ith, nth, &k0, &k1);
-    k0 *= 16;
-    k1 = NB_MIN(k1 * 16, j->K);
-    for (int64_t kb = k0; kb < k1; kb += 16) {
-        int64_t ke = NB_MIN(kb + 16, k1);
-        for (int64_t tb = 0; tb < j->ldx; tb += 16)
-            for (int64_t k = kb; k < ke; k++) {
-                float *d = j->xt + k * j->ldx + tb;
-                for (int64_t t = 0; t < 16; t++) d[t] = tb + t < j->n ? j->X[(tb + t) * j->K + k] : 0.0f;
+    nb_split((j->K + 63) / 64, ith, nth, &k0, &k1);
+    k0 *= 64;
+    k1 = NB_MIN(k1 * 64, j->K);
+    const int64_t K = j->K, n = j->n, nblk = j->nblk;
+    for (int64_t kb = k0; kb < k1; kb += 64) {
+        int64_t kn = NB_MIN(kb + 64, k1) - kb;
+        for (int64_t b = 0; b < nblk; b++)
+            for (int t0 = 0; t0 < NB_GEMM_NT; t0 += 8) {
+                const float *s[8];
+                for (int t = 0; t < 8; t++) {
+                    int64_t tok = b * NB_GEMM_NT + t0 + t;
+                    s[t] = tok < n ? j->X + tok * K + kb : zero;
+                }
+                float *restrict d = j->xp + (b * K + kb) * NB_GEMM_NT + t0;
+                for (int64_t k = 0; k < kn; k++, d += NB_GEMM_NT)
+#pragma GCC unroll 8
+                    for (int t = 0; t < 8; t++) d[t] = s[t][k];
             }
     }
 }
 
-static void float_worker(void *arg, int ith, int nth) {
-    float_job *j = arg;
-    int64_t r0, r1;
-    nb_split(j->R, ith, nth, &r0, &r1);
+/* Weight rows [r0, r0 + NB_GEMM_MR), elements [kb, kb + kc), as f32 into the
+ * panel wp (row i at wp + i*NB_GEMM_KC); rows at or past r1 are zero. deq
+ * holds rows from deq_r0 on already dequantized (quantized weights). */
+static void pack_panel(const float_job *j, const float *deq, int64_t deq_r0, int64_t r0, int64_t r1, int64_t kb,
+                       int64_t kc, float *wp) {
     const uint8_t *w = j->W->data;
-    if (j->n == 1) {
-        for (int64_t r = r0; r < r1; r++) j->Y[r] = j->dot(j->K, w + r * j->row_bytes, j->X);
-        return;
-    }
-    float *tile = j->tiles + (size_t)ith * TILE_ROWS * (size_t)j->K;
-    for (int64_t rt = r0; rt < r1; rt += TILE_ROWS) {
-        int64_t nr = NB_MIN(TILE_ROWS, r1 - rt);
-        const float *rows = (const float *)(w + rt * j->row_bytes); /* f32 rows are contiguous */
-        if (j->to_f32) {
-            for (int64_t i = 0; i < nr; i++) j->to_f32(j->K, w + (rt + i) * j->row_bytes, tile + i * j->K);
-            rows = tile;
-        } else if (j->dequant) {
-            for (int64_t i = 0; i < nr; i++) j->dequant(w + (rt + i) * j->row_bytes, tile + i * j->K, j->K);
-            rows = tile;
-        }
-        j->fk->gemm_f32(j->K, rows, nr, j->xt, j->ldx, j->n, j->Y + rt, j->R);
+    for (int64_t i = 0; i < NB_GEMM_MR; i++) {
+        int64_t r = r0 + i;
+        float *d = wp + i * NB_GEMM_KC;
+        if (r >= r1) memset(d, 0, (size_t)kc * sizeof(float));
+        else if (deq) memcpy(d, deq + (r - deq_r0) * j->K + kb, (size_t)kc * sizeof(float));
+        else if (j->to_f32) j->to_f32(kc, w + (uint64_t)r * j->row_bytes + (uint64_t)kb * 2, d);
+        else memcpy(d, (const float *)(w + (uint64_t)r * j->row_bytes) + kb, (size_t)kc * sizeof(float));
     }
 }
 
-/* The n > 1 float path: scratch for per-thread tiles and X transposed. */
+/* Software prefetch (into L2) of the weights pack_panel reads next - the
+ * following K step of the row block, or the next block's first - spread
+ * evenly over the kernel calls of the current step: each row's piece is a
+ * few cache lines in its own page, too short for the hardware prefetcher,
+ * the weights come from DRAM, and asking for them all at once would stall
+ * on the line fill buffers. A stream is `rows` pieces of `bytes` bytes,
+ * `stride` apart; each step asks for the next `per` lines. */
+typedef struct {
+    const uint8_t *base;
+    uint64_t stride, bytes, off, per;
+    int64_t rows, i;
+} pf_stream;
+
+static void pf_set(pf_stream *s, const uint8_t *base, uint64_t stride, uint64_t bytes, int64_t rows, uint64_t calls) {
+    *s = (pf_stream){.base = base, .stride = stride, .bytes = bytes, .rows = rows};
+    s->per = ((bytes + 63) / 64 * (uint64_t)rows + calls - 1) / calls;
+}
+
+static void pf_step(pf_stream *s) {
+    for (uint64_t n = 0; n < s->per && s->i < s->rows; n++) {
+        __builtin_prefetch(s->base + (uint64_t)s->i * s->stride + s->off, 0, 2);
+        s->off += 64;
+        if (s->off >= s->bytes) {
+            s->off = 0;
+            s->i++;
+        }
+    }
+}
+
+/* y[t*ldy + i] = c[i*ldc + t] for i < nr, t < nt: a block's finished sums
+ * (token-contiguous) into Y (row-contiguous), 8 tokens at a time so the 8
+ * rows of Y being filled stay in L1 (they are often a power of two apart,
+ * all in one L1 set) and are written as whole lines. */
+static void write_block(const float *restrict c, int64_t ldc, int64_t nr, int64_t nt, float *restrict y,
+                        int64_t ldy) {
+    for (int64_t t0 = 0; t0 < nt; t0 += 8) {
+        int64_t tn = NB_MIN(8, nt - t0);
+        for (int64_t i = 0; i < nr; i++)
+            for (int64_t t = 0; t < tn; t++) y[(t0 + t) * ldy + i] = c[i * ldc + t0 + t];
+    }
+}
+
+/* n == 1: one dot product per row. n > 1: GotoBLAS-style blocking. The
+ * thread's rows (whole panels of NB_GEMM_MR) go in blocks of mc rows; for
+ * each chunk of tokens (ldc of them) and each step of NB_GEMM_KC along K,
+ * every panel of the block is converted to f32 once (packing is the
+ * conversion) and, while it sits in L1, meets every token block of the
+ * chunk, whose K-step slab (KC x ldc floats) stays in L2 across the block's
+ * panels. Sums accumulate over the K steps in the C block (mc x ldc floats,
+ * token-contiguous so the kernel loads and stores it as vectors), which is
+ * written out transposed into Y once complete. */
+static void float_worker(void *arg, int ith, int nth) {
+    float_job *j = arg;
+    const uint8_t *w = j->W->data;
+    if (j->n == 1) {
+        int64_t r0, r1;
+        nb_split(j->R, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) j->Y[r] = j->dot(j->K, w + r * j->row_bytes, j->X);
+        return;
+    }
+    int64_t p0, p1, K = j->K;
+    nb_split((j->R + NB_GEMM_MR - 1) / NB_GEMM_MR, ith, nth, &p0, &p1);
+    int64_t rend = NB_MIN(p1 * NB_GEMM_MR, j->R), chunk = j->ldc / NB_GEMM_NT;
+    float *wp = j->work + (size_t)ith * j->work_floats;
+    float *cb = wp + NB_GEMM_MR * NB_GEMM_KC;
+    float *deq = j->dequant ? cb + j->mc * j->ldc : NULL;
+    for (int64_t rb = p0 * NB_GEMM_MR; rb < rend; rb += j->mc) {
+        int64_t re = NB_MIN(rb + j->mc, rend);
+        if (deq)
+            for (int64_t r = rb; r < re; r++) j->dequant(w + (uint64_t)r * j->row_bytes, deq + (r - rb) * K, K);
+        for (int64_t b0 = 0; b0 < j->nblk; b0 += chunk) {
+            int64_t b1 = NB_MIN(b0 + chunk, j->nblk), ne = NB_MIN(re + j->mc, rend);
+            uint64_t panels = (uint64_t)((re - rb + NB_GEMM_MR - 1) / NB_GEMM_MR), calls = panels * (uint64_t)(b1 - b0);
+            pf_stream pf = {0};
+            if (deq && b0 == 0) /* the next block's rows are dequantized whole */
+                pf_set(&pf, w + (uint64_t)re * j->row_bytes, 0, (uint64_t)(ne - re) * j->row_bytes, 1,
+                       calls * (uint64_t)((K + NB_GEMM_KC - 1) / NB_GEMM_KC));
+            for (int64_t kb = 0; kb < K; kb += NB_GEMM_KC) {
+                int64_t kc = NB_MIN(NB_GEMM_KC, K - kb);
+                if (!deq) { /* the next K step of this block, else the first of the next block */
+                    uint64_t esz = j->to_f32 ? 2 : 4, rbytes = j->row_bytes;
+                    int64_t kn = kb + NB_GEMM_KC;
+                    if (kn < K)
+                        pf_set(&pf, w + (uint64_t)rb * rbytes + (uint64_t)kn * esz, rbytes,
+                               (uint64_t)NB_MIN(NB_GEMM_KC, K - kn) * esz, re - rb, calls);
+                    else
+                        pf_set(&pf, w + (uint64_t)re * rbytes, rbytes, (uint64_t)NB_MIN(NB_GEMM_KC, K) * esz, ne - re,
+                               calls);
+                }
+                for (int64_t r = rb; r < re; r += NB_GEMM_MR) {
+                    pack_panel(j, deq, rb, r, re, kb, kc, wp);
+                    for (int64_t b = b0; b < b1; b++) {
+                        pf_step(&pf);
+                        const float *xb = j->xp + (b * K + kb) * NB_GEMM_NT;
+                        float *c = cb + (r - rb) * j->ldc + (b - b0) * NB_GEMM_NT;
+                        j->fk->gemm_f32(kc, wp, xb, NB_MIN(NB_GEMM_NT, j->n - b * NB_GEMM_NT), c, j->ldc, kb > 0);
+                    }
+                }
+            }
+            write_block(cb, j->ldc, re - rb, NB_MIN(b1 * NB_GEMM_NT, j->n) - b0 * NB_GEMM_NT,
+                        j->Y + b0 * NB_GEMM_NT * j->R + rb, j->R);
+        }
+    }
+}
+
+/* The n > 1 float path: scratch for the per-thread work areas and X in
+ * token blocks. */
 static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
-    j->ldx = (j->n + 31) & ~(int64_t)31;
-    size_t tiles = (size_t)nb_pool_size(k->pool) * TILE_ROWS * (size_t)j->K, xt = (size_t)(j->K * j->ldx);
-    NB_TRY(nb_kctx_scratch(k, (tiles + xt) * sizeof(float)));
-    j->tiles = (float *)k->scratch;
-    j->xt = j->tiles + tiles;
+    j->nblk = (j->n + NB_GEMM_NT - 1) / NB_GEMM_NT;
+    j->mc = j->dequant ? GEMM_MC_DEQ : GEMM_MC;
+    j->ldc = NB_MIN(j->nblk, GEMM_NC / NB_GEMM_NT) * NB_GEMM_NT;
+    uint64_t xp, deq = 0, work, all, bytes;
+    if (!nb_mul_ok((uint64_t)j->nblk * NB_GEMM_NT, (uint64_t)j->K, &xp) ||
+        (j->dequant && !nb_mul_ok((uint64_t)j->mc, (uint64_t)j->K, &deq)) ||
+        !nb_add_ok((uint64_t)(NB_GEMM_MR * NB_GEMM_KC + j->mc * j->ldc + 15), deq, &work) ||
+        !nb_mul_ok(work & ~(uint64_t)15, (uint64_t)nb_pool_size(k->pool), &all) || !nb_add_ok(all, xp, &all) ||
+        !nb_mul_ok(all, sizeof(float), &bytes) || bytes > SIZE_MAX)
+        return nb_fail(NB_ERR_NOMEM, "tensor '%s': GEMM scratch for %lld tokens x %lld columns overflows",
+                       j->W->name, (long long)j->n, (long long)j->K);
+    j->work_floats = (size_t)(work & ~(uint64_t)15); /* 64-byte aligned per thread */
+    NB_TRY(nb_kctx_scratch(k, (size_t)bytes));
+    j->work = (float *)k->scratch;
+    j->xp = j->work + j->work_floats * (size_t)nb_pool_size(k->pool);
     nb_pool_run(k->pool, transpose_worker, j);
     nb_pool_run(k->pool, float_worker, j);
     return NB_OK;

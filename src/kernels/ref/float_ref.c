@@ -48,13 +48,13 @@ static void bf16_to_f32(int64_t n, const void *src, float *dst) {
     for (int64_t i = 0; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
 }
 
-static void gemm_f32(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
-                     int64_t ldy) {
-    for (int64_t t = 0; t < nt; t++)
-        for (int64_t r = 0; r < nr; r++) {
+/* The micro-kernel contract of kernels.h, one (row, token) sum at a time. */
+static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
+    for (int64_t r = 0; r < NB_GEMM_MR; r++)
+        for (int64_t t = 0; t < nt; t++) {
             float s = 0;
-            for (int64_t k = 0; k < K; k++) s += w[r * K + k] * xt[k * ldx + t];
-            y[t * ldy + r] = s;
+            for (int64_t k = 0; k < kc; k++) s += wp[r * NB_GEMM_KC + k] * xp[k * NB_GEMM_NT + t];
+            c[r * ldc + t] = add ? c[r * ldc + t] + s : s;
         }
 }
 

@@ -63,41 +63,50 @@ static void bf16_to_f32(int64_t n, const void *src, float *dst) {
     for (; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
 }
 
-/* 6 rows x 16 tokens per call: 12 ymm accumulators, 2 token vectors per k,
- * each weight broadcast from its row into two FMAs. */
-#define KR 6
-
-static void panel_6x16(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
-                       int64_t ldy) {
-    __m256 acc[KR][2];
-    const float *wr[KR];
+/* The GEMM micro-kernel (contract in kernels.h) as 6 rows x 16 tokens at a
+ * time: 12 ymm accumulators, 2 token vectors per k, each weight broadcast
+ * from the packed panel into two FMAs; the 12 x 32 tile is up to four such
+ * passes (the token half past nt is skipped). */
+static void panel_6x16(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
+    __m256 acc[6][2];
+    float tmp[16];
 #pragma GCC unroll 6
-    for (int r = 0; r < KR; r++) {
+    for (int r = 0; r < 6; r++) {
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-        wr[r] = w + (r < nr ? r : 0) * K;
+        if (add && nt >= 16) {
+            acc[r][0] = _mm256_loadu_ps(c + r * ldc);
+            acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
+        } else if (add) {
+            for (int t = 0; t < 16; t++) tmp[t] = t < nt ? c[r * ldc + t] : 0.0f;
+            acc[r][0] = _mm256_loadu_ps(tmp);
+            acc[r][1] = _mm256_loadu_ps(tmp + 8);
+        }
     }
-    for (int64_t k = 0; k < K; k++) {
-        __m256 x0 = _mm256_loadu_ps(xt + k * ldx), x1 = _mm256_loadu_ps(xt + k * ldx + 8);
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 x0 = _mm256_loadu_ps(xp + k * NB_GEMM_NT), x1 = _mm256_loadu_ps(xp + k * NB_GEMM_NT + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < KR; r++) {
-            __m256 wv = _mm256_broadcast_ss(wr[r] + k);
+        for (int r = 0; r < 6; r++) {
+            __m256 wv = _mm256_broadcast_ss(wp + r * NB_GEMM_KC + k);
             acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
         }
     }
-    for (int r = 0; r < nr; r++) {
-        float v[16];
-        _mm256_storeu_ps(v, acc[r][0]);
-        _mm256_storeu_ps(v + 8, acc[r][1]);
-        for (int64_t t = 0; t < nt; t++) y[t * ldy + r] = v[t];
+    for (int r = 0; r < 6; r++) {
+        if (nt >= 16) {
+            _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+            _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+        } else {
+            _mm256_storeu_ps(tmp, acc[r][0]);
+            _mm256_storeu_ps(tmp + 8, acc[r][1]);
+            for (int64_t t = 0; t < nt; t++) c[r * ldc + t] = tmp[t];
+        }
     }
 }
 
-static void gemm_f32(int64_t K, const float *w, int64_t nr, const float *xt, int64_t ldx, int64_t nt, float *y,
-                     int64_t ldy) {
+static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
     for (int64_t t = 0; t < nt; t += 16)
-        for (int64_t r = 0; r < nr; r += KR)
-            panel_6x16(K, w + r * K, NB_MIN(KR, nr - r), xt + t, ldx, NB_MIN(16, nt - t), y + t * ldy + r, ldy);
+        for (int r = 0; r < NB_GEMM_MR; r += 6)
+            panel_6x16(kc, wp + r * NB_GEMM_KC, xp + t, NB_MIN(16, nt - t), c + r * ldc + t, ldc, add);
 }
 
 static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};

@@ -1,15 +1,20 @@
-/* Every compiled ISA's float kernels against the scalar reference on random
- * data, odd lengths included: dot products of f32/f16/bf16 rows, the
- * conversions (exact), and the register-blocked GEMM. Bound: float sums in
- * a different order differ by at most a few ulps of sum |w_i x_i|; we allow
- * 1e-5 relative to it (GEMM: against a float64 sum). Also nb_matmul itself (threads, tiles, n = 1 and
- * n > 1 paths) against a float64 computation on the dequantized weights. */
+/* Every compiled ISA's float kernels against the scalar reference or a
+ * float64 sum on random data, odd lengths included: dot products of
+ * f32/f16/bf16 rows, the conversions (exact), and the GEMM micro-kernel.
+ * Bound: float sums in a different order differ by at most a few ulps of
+ * sum |w_i x_i|; we allow 1e-5 relative to it. Also nb_matmul itself (every
+ * ISA, 1-3 threads, the n = 1 dot path and the blocked GEMM with partial
+ * panels, K steps and token blocks) against a float64 product on the
+ * converted weights, and the dequantize + GEMM path of quantized weights
+ * against their one-token integer dots. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/half.h"
 #include "kernels/kernels.h"
+#include "quant/qtypes.h"
 #include "testutil.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -58,71 +63,161 @@ static void test_dots(void **state) {
     }
 }
 
-static void test_gemm(void **state) {
+/* The micro-kernel contract of kernels.h for every ISA against a float64
+ * sum: odd kc (1 .. NB_GEMM_KC), every kind of token count (1, < 16, 16,
+ * 17 .. 31, 32), overwrite and accumulate. Panel elements past kc and token
+ * columns past nt are NaN, so reading the former or storing the latter
+ * shows; c has an odd stride and canaries in the columns past nt and in
+ * the row after the panel. */
+static void test_gemm_kernel(void **state) {
     (void)state;
-    static const int64_t Ks[] = {1, 9, 16, 33, 256, 300};
-    static const int64_t nts[] = {1, 5, 16, 17, 32, 45};
-    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ti++) {
-            int64_t K = Ks[ki], nr = 27, nt = nts[ti], ldx = (nt + 31) & ~31, ldy = 29;
-            float *w = malloc((size_t)(nr * K) * 4), *xt = calloc((size_t)(K * ldx), 4);
-            float *y0 = calloc((size_t)(nt * ldy), 4), *y1 = calloc((size_t)(nt * ldy), 4);
-            for (int64_t i = 0; i < nr * K; i++) w[i] = frand();
-            for (int64_t k = 0; k < K; k++)
-                for (int64_t t = 0; t < nt; t++) xt[k * ldx + t] = frand();
-            isas[0]->gemm_f32(K, w, nr, xt, ldx, nt, y0, ldy);
-            for (int k = 0; k < n_isas; k++) {
-                for (int64_t i = 0; i < nt * ldy; i++) y1[i] = -7.0f; /* canary outside the nr columns */
-                isas[k]->gemm_f32(K, w, nr, xt, ldx, nt, y1, ldy);
-                for (int64_t t = 0; t < nt; t++)
-                    for (int64_t c = 0; c < ldy; c++) {
-                        if (c >= nr) { assert_true(y1[t * ldy + c] == -7.0f); continue; }
-                        double mag = 0, s = 0;
-                        for (int64_t i = 0; i < K; i++) {
-                            mag += fabs((double)w[c * K + i] * xt[i * ldx + t]);
-                            s += (double)w[c * K + i] * xt[i * ldx + t];
+    static const int64_t kcs[] = {1, 7, 16, 33, 255, NB_GEMM_KC};
+    static const int64_t nts[] = {1, 5, 15, 16, 17, 31, NB_GEMM_NT};
+    const int64_t ldc = NB_GEMM_NT + 5, crows = NB_GEMM_MR + 1;
+    float *wp = malloc(NB_GEMM_MR * NB_GEMM_KC * 4), *xp = malloc(NB_GEMM_KC * NB_GEMM_NT * 4);
+    float *c0 = malloc((size_t)(crows * ldc) * 4), *c = malloc((size_t)(crows * ldc) * 4);
+    for (size_t ki = 0; ki < sizeof kcs / sizeof kcs[0]; ki++)
+        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ti++)
+            for (int add = 0; add < 2; add++) {
+                int64_t kc = kcs[ki], nt = nts[ti];
+                for (int64_t r = 0; r < NB_GEMM_MR; r++)
+                    for (int64_t i = 0; i < NB_GEMM_KC; i++) wp[r * NB_GEMM_KC + i] = i < kc ? frand() : NAN;
+                for (int64_t i = 0; i < NB_GEMM_KC; i++)
+                    for (int64_t t = 0; t < NB_GEMM_NT; t++) xp[i * NB_GEMM_NT + t] = t < nt ? frand() : NAN;
+                for (int64_t i = 0; i < crows * ldc; i++) c0[i] = frand();
+                for (int k = 0; k < n_isas; k++) {
+                    memcpy(c, c0, (size_t)(crows * ldc) * 4);
+                    isas[k]->gemm_f32(kc, wp, xp, nt, c, ldc, add);
+                    for (int64_t r = 0; r < crows; r++)
+                        for (int64_t t = 0; t < ldc; t++) {
+                            if (r >= NB_GEMM_MR || t >= nt) {
+                                assert_true(memcmp(&c[r * ldc + t], &c0[r * ldc + t], 4) == 0);
+                                continue;
+                            }
+                            double s = add ? c0[r * ldc + t] : 0, mag = fabs(s);
+                            for (int64_t i = 0; i < kc; i++) {
+                                double p = (double)wp[r * NB_GEMM_KC + i] * xp[i * NB_GEMM_NT + t];
+                                s += p;
+                                mag += fabs(p);
+                            }
+                            if (!(fabs(c[r * ldc + t] - s) <= 1e-5 * mag + 1e-7))
+                                fail_msg("%s kc=%lld nt=%lld add=%d r=%lld t=%lld: %g vs %g", isas[k]->isa,
+                                         (long long)kc, (long long)nt, add, (long long)r, (long long)t,
+                                         (double)c[r * ldc + t], s);
                         }
-                        assert_true(fabs(y1[t * ldy + c] - s) <= 1e-5 * mag + 1e-7);
-                    }
+                }
             }
-            free(w); free(xt); free(y0); free(y1);
-        }
+    free(wp); free(xp); free(c0); free(c);
 }
 
+/* nb_matmul with f32 / f16 / bf16 weights, through every ISA's kernels and
+ * 1-3 threads, against a float64 product on the converted weights: K below,
+ * at and across NB_GEMM_KC steps (odd tails), rows that leave a partial
+ * panel and more rows than one block, token counts from 1 (the dot path)
+ * over partial token blocks to more than one token chunk (> 512). */
 static void test_matmul(void **state) {
     (void)state;
-    nb_kctx k;
-    assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
-    int64_t K = 130, R = 37;
-    uint16_t *wh = malloc((size_t)(K * R) * 2);
-    float *x = malloc((size_t)(5 * K) * 4), *y = malloc((size_t)(5 * R) * 4);
-    for (int64_t i = 0; i < K * R; i++) wh[i] = nb_fp32_to_fp16(frand());
-    for (int64_t i = 0; i < 5 * K; i++) x[i] = frand();
-    nb_tensor W = {"w", NB_F16, 2, {K, R, 1, 1}, wh, (uint64_t)(K * R * 2)};
-    for (int n = 1; n <= 5; n += 4) {
-        assert_int_equal(nb_matmul(&k, &W, x, n, y), NB_OK);
-        for (int t = 0; t < n; t++)
-            for (int64_t r = 0; r < R; r++) {
-                double s = 0, mag = 0;
-                for (int64_t i = 0; i < K; i++) {
-                    s += (double)nb_fp16_to_fp32(wh[r * K + i]) * x[t * K + i];
-                    mag += fabs((double)nb_fp16_to_fp32(wh[r * K + i]) * x[t * K + i]);
+    static const int64_t shapes[][2] = {{130, 37}, {600, 101}, {256, 12}, {9, 230}};
+    static const int64_t ns[] = {1, 2, 5, 17, 33, 70, 530};
+    static const nb_dtype types[] = {NB_F32, NB_F16, NB_BF16};
+    for (int threads = 1; threads <= 3; threads++) {
+        nb_kctx k;
+        assert_int_equal(nb_kctx_init(&k, threads), NB_OK);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int64_t K = shapes[si][0], R = shapes[si][1], nmax = 530;
+            float *wf = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(nmax * K) * 4);
+            float *y = malloc((size_t)(nmax * R) * 4);
+            void *wraw = malloc((size_t)(K * R) * 4);
+            double *want = malloc((size_t)(nmax * R) * sizeof(double));
+            double *mag = malloc((size_t)(nmax * R) * sizeof(double));
+            for (int64_t i = 0; i < nmax * K; i++) x[i] = frand();
+            for (size_t ty = 0; ty < sizeof types / sizeof types[0]; ty++) {
+                for (int64_t i = 0; i < K * R; i++) {
+                    float v = frand();
+                    if (types[ty] == NB_F32) ((float *)wraw)[i] = wf[i] = v;
+                    else if (types[ty] == NB_F16) wf[i] = nb_fp16_to_fp32(((uint16_t *)wraw)[i] = nb_fp32_to_fp16(v));
+                    else wf[i] = nb_bf16_to_fp32(((uint16_t *)wraw)[i] = nb_fp32_to_bf16(v));
                 }
-                assert_true(fabs(y[t * R + r] - s) <= 1e-5 * mag);
+                for (int64_t t = 0; t < nmax; t++)
+                    for (int64_t r = 0; r < R; r++) {
+                        double s = 0, m = 0;
+                        for (int64_t i = 0; i < K; i++) {
+                            s += (double)wf[r * K + i] * x[t * K + i];
+                            m += fabs((double)wf[r * K + i] * x[t * K + i]);
+                        }
+                        want[t * R + r] = s;
+                        mag[t * R + r] = m;
+                    }
+                uint64_t es = types[ty] == NB_F32 ? 4 : 2;
+                nb_tensor W = {"w", types[ty], 2, {K, R, 1, 1}, wraw, (uint64_t)(K * R) * es};
+                for (int f = 0; f < n_isas; f++) {
+                    k.fk = isas[f];
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                        int64_t n = ns[ni];
+                        if (n == nmax && (f != n_isas - 1 || threads != 2)) continue; /* the big one once */
+                        for (int64_t i = 0; i < n * R; i++) y[i] = NAN;
+                        assert_int_equal(nb_matmul(&k, &W, x, n, y), NB_OK);
+                        for (int64_t i = 0; i < n * R; i++)
+                            if (!(fabs(y[i] - want[i]) <= 1e-5 * mag[i] + 1e-7))
+                                fail_msg("%s %s K=%lld R=%lld n=%lld threads=%d: y[%lld] = %g, want %g",
+                                         isas[f]->isa, nb_dtype_name(types[ty]), (long long)K, (long long)R,
+                                         (long long)n, threads, (long long)i, (double)y[i], want[i]);
+                    }
+                }
             }
+            free(wf); free(x); free(y); free(wraw); free(want); free(mag);
+        }
+        nb_tensor bad = {"w", NB_I32, 2, {4, 4, 1, 1}, NULL, 0};
+        float x1[4] = {0}, y1[4];
+        assert_int_equal(nb_matmul(&k, &bad, x1, 1, y1), NB_ERR_UNSUPPORTED);
+        nb_kctx_free(&k);
     }
-    nb_tensor bad = W;
-    bad.type = NB_I32;
-    assert_int_equal(nb_matmul(&k, &bad, x, 1, y), NB_ERR_UNSUPPORTED);
-    nb_kctx_free(&k);
-    free(wh); free(x); free(y);
+}
+
+/* Quantized weights without an int8 GEMM (Q4_K) go, from 16 tokens on,
+ * through dequantization + the float GEMM with the activations rounded
+ * through Q8_K: the result must match the integer dot products of the
+ * one-token path, token by token, up to float summation order. */
+static void test_matmul_quant_gemm(void **state) {
+    (void)state;
+    const nb_qtype *qt = nb_qtype_get(NB_Q4_K);
+    assert_non_null(qt);
+    int64_t K = 768, R = 29, n = 20;
+    uint64_t rb;
+    assert_true(nb_dtype_row_bytes(NB_Q4_K, (uint64_t)K, &rb));
+    float *wf = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(n * K) * 4), *wd = malloc((size_t)K * 4);
+    float *y = malloc((size_t)(n * R) * 4), *y1 = malloc((size_t)R * 4);
+    uint8_t *wq = malloc((size_t)rb * (size_t)R);
+    for (int64_t i = 0; i < K * R; i++) wf[i] = frand();
+    for (int64_t i = 0; i < n * K; i++) x[i] = frand();
+    for (int64_t r = 0; r < R; r++) qt->from_float(wf + r * K, wq + (uint64_t)r * rb, K);
+    nb_tensor W = {"wq", NB_Q4_K, 2, {K, R, 1, 1}, wq, rb * (uint64_t)R};
+    for (int threads = 1; threads <= 2; threads++) {
+        nb_kctx k;
+        assert_int_equal(nb_kctx_init(&k, threads), NB_OK);
+        assert_int_equal(nb_matmul(&k, &W, x, n, y), NB_OK);
+        for (int64_t t = 0; t < n; t++) {
+            assert_int_equal(nb_matmul(&k, &W, x + t * K, 1, y1), NB_OK);
+            for (int64_t r = 0; r < R; r++) {
+                qt->to_float(wq + (uint64_t)r * rb, wd, K);
+                double mag = 0;
+                for (int64_t i = 0; i < K; i++) mag += fabs((double)wd[i] * x[t * K + i]);
+                if (!(fabs(y[t * R + r] - y1[r]) <= 2e-5 * mag))
+                    fail_msg("threads=%d t=%lld r=%lld: GEMM %g vs dot %g (mag %g)", threads, (long long)t,
+                             (long long)r, (double)y[t * R + r], (double)y1[r], mag);
+            }
+        }
+        nb_kctx_free(&k);
+    }
+    free(wf); free(x); free(wd); free(y); free(y1); free(wq);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dots),
-        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_kernel),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_quant_gemm),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
