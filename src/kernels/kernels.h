@@ -76,6 +76,12 @@ nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_resul
 nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y)
     __attribute__((warn_unused_result));
 
+/* count (<= 4 share one job) weights applied to the same X, Y[i] = X * W[i]^T:
+ * the same results as count nb_matmul calls, but quantized activations are
+ * made once and one thread-pool job covers all the rows (Q/K/V, gate/up). */
+nb_status nb_matmul_many(nb_kctx *k, int count, const nb_tensor *const *W, const float *X, int64_t n,
+                         float *const *Y) __attribute__((warn_unused_result));
+
 /* Row `row` of a 2-D tensor as floats (embedding lookup). */
 nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) __attribute__((warn_unused_result));
 

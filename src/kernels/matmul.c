@@ -90,7 +90,6 @@ typedef struct {
     float *Y;
     int64_t n, K, R;
     uint64_t row_bytes;
-    nb_dot_fn dot;
     nb_to_f32_fn to_f32; /* F16 / BF16 (2 bytes an element); NULL for f32 weights */
     nb_to_float_fn dequant; /* quantized weights on the GEMM path (see matmul_quant) */
     float *work;         /* per thread work_floats: packed panel, C block, dequantized rows */
@@ -187,7 +186,7 @@ static void write_block(const float *restrict c, int64_t ldc, int64_t nr, int64_
     }
 }
 
-/* n == 1: one dot product per row. n > 1: GotoBLAS-style blocking. The
+/* n > 1 (one token goes through matmul_quant's row job): GotoBLAS-style blocking. The
  * thread's rows (whole panels of NB_GEMM_MR) go in blocks of mc rows; for
  * each chunk of tokens (ldc of them) and each step of NB_GEMM_KC along K,
  * every panel of the block is converted to f32 once (packing is the
@@ -199,12 +198,6 @@ static void write_block(const float *restrict c, int64_t ldc, int64_t nr, int64_
 static void float_worker(void *arg, int ith, int nth) {
     float_job *j = arg;
     const uint8_t *w = j->W->data;
-    if (j->n == 1) {
-        int64_t r0, r1;
-        nb_split(j->R, ith, nth, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) j->Y[r] = j->dot(j->K, w + r * j->row_bytes, j->X);
-        return;
-    }
     int64_t p0, p1, K = j->K;
     nb_split((j->R + NB_GEMM_MR - 1) / NB_GEMM_MR, ith, nth, &p0, &p1);
     int64_t rend = NB_MIN(p1 * NB_GEMM_MR, j->R), chunk = j->ldc / NB_GEMM_NT;
@@ -273,47 +266,10 @@ static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
     return NB_OK;
 }
 
-/* Quantized weights: activations are quantized once per call into the
- * kernel's activation format, then each weight row is dotted with every
- * token while it is in cache. */
-typedef struct {
-    nb_pool *pool;
-    const nb_qdot *qd;
-    const uint8_t *w;
-    const uint8_t *act;
-    const float *X;
-    float *Y;
-    int64_t n, K, R;
-    uint64_t w_row_bytes, a_row_bytes;
-} quant_job;
-
-static void quant_act_worker(void *arg, int ith, int nth) {
-    quant_job *j = arg;
-    int64_t t0, t1;
-    nb_split(j->n, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++)
-        j->qd->quantize_act(j->X + t * j->K, (uint8_t *)j->act + t * j->a_row_bytes, j->K);
-}
-
-static void quant_worker(void *arg, int ith, int nth) {
-    (void)nth;
-    quant_job *j = arg;
-    int64_t r0, r1;
-    while (nb_pool_chunk(j->pool, ith, &r0, &r1))
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *w = j->w + r * j->w_row_bytes;
-            for (int64_t t = 0; t < j->n; t++)
-                j->qd->vec_dot(j->K, w, j->act + t * j->a_row_bytes, &j->Y[t * j->R + r]);
-        }
-}
-
-/* Rows per chunk of work: about 32 KiB of weights (see nb_pool_run_chunks). */
-static int64_t chunk_rows(uint64_t row_bytes) { return NB_MAX(4, (int64_t)((32u << 10) / NB_MAX(row_bytes, 1))); }
-
-/* From this many tokens on, quantized weights are dequantized tile by tile
- * into f32 and multiplied with the register-blocked float GEMM instead of
- * per-(row, token) integer dot products (docs/performance.md has the
- * measurements behind the threshold). NIBBLE_QGEMM_MIN overrides it.
+/* From this many tokens on, quantized weights without an int8 GEMM are
+ * dequantized tile by tile into f32 and multiplied with the float GEMM
+ * instead of per-(row, token) integer dot products (docs/performance.md has
+ * the measurements behind the threshold). NIBBLE_QGEMM_MIN overrides it.
  * The activations still go through the kernel's activation format (Q8_0 /
  * Q8_K) and back, so both paths compute the same products (llama.cpp's
  * arithmetic) and differ only in float summation order. */
@@ -334,115 +290,220 @@ static int64_t quant_gemm_min(void) {
  * per-row dots at 8 tokens, 73 vs 53 tok/s at 12, 105 vs 62 at 128).
  * NIBBLE_NO_INT8_GEMM=1 turns it off. */
 #define RGEMM_MIN_TOKENS 8
+
+/* Quantized weights (and float weights for one token), one job for up to
+ * MM_MAX weights that read the same activations (Q, K and V; gate and up):
+ * the activations are quantized (or packed for the int8 GEMM) once, then
+ * the rows of all the weights, taken as one range, are split over the
+ * threads in chunks (nb_pool_run_chunks). */
+#define MM_MAX 4
 typedef struct {
-    nb_pool *pool;
-    nb_repack_gemm_fn gemm;
-    nb_actpack ap;
-    const float *X;
     const uint8_t *w;
     uint64_t row_bytes;
-    int64_t R;
+    int64_t R, row0; /* rows; first row in the concatenated range */
     float *Y;
-    uint8_t *rows; /* per-thread quantization scratch, nb_actpack_scratch_bytes(K) each */
-} rgemm_job;
+    nb_vec_dot_fn dot;
+    nb_repack_gemm_fn gemm;
+    nb_dot_fn fdot; /* PATH_FLOAT_DOTS */
+} mm_seg;
 
-static void rgemm_pack_worker(void *arg, int ith, int nth) {
-    rgemm_job *j = arg;
+/* PATH_FLOAT_DOTS: one token with f32 / f16 / bf16 weights, a dot per row. */
+typedef enum { PATH_NONE, PATH_DOTS, PATH_INT8_GEMM, PATH_FLOAT_DOTS } quant_path;
+
+static bool is_float(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
+
+static nb_dot_fn float_dot(const nb_kctx *k, nb_dtype t) {
+    return t == NB_F32 ? k->fk->dot_f32 : t == NB_F16 ? k->fk->dot_f16 : k->fk->dot_bf16;
+}
+
+typedef struct {
+    nb_pool *pool;
+    int nseg;
+    mm_seg seg[MM_MAX];
+    int64_t n, K, rows;
+    const float *X;
+    /* PATH_DOTS: activations quantized per token */
+    const nb_qdot *qd;
+    const uint8_t *act;
+    uint64_t a_row_bytes;
+    /* PATH_INT8_GEMM: activations packed */
+    nb_actpack ap;
+    uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
+} quant_job;
+
+/* The way a set of weights sharing their activations is computed: all must
+ * take the same activation format; PATH_NONE when they cannot share a job. */
+static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *W, int64_t n) {
+    bool all_float = true;
+    for (int i = 0; i < count; i++) all_float = all_float && is_float(W[i]->type);
+    if (all_float) return n == 1 ? PATH_FLOAT_DOTS : PATH_NONE;
+    const nb_qdot *q0 = NULL;
+    const nb_rgemm *g0 = NULL;
+    bool gemm = n >= RGEMM_MIN_TOKENS && !getenv("NIBBLE_NO_INT8_GEMM");
+    for (int i = 0; i < count; i++) {
+        const nb_qdot *qd = qdot_for(W[i]->type, k->isa);
+        if (!qd || (q0 && (qd->act_type != q0->act_type || qd->quantize_act != q0->quantize_act))) return PATH_NONE;
+        q0 = q0 ? q0 : qd;
+        const nb_rgemm *rg = nb_repack_gemm(W[i]->type, k->isa);
+        if (!rg || (g0 && rg->act != g0->act)) gemm = false;
+        g0 = g0 ? g0 : rg;
+    }
+    if (gemm) return PATH_INT8_GEMM;
+    return n < quant_gemm_min() ? PATH_DOTS : PATH_NONE;
+}
+
+static void quant_act_worker(void *arg, int ith, int nth) {
+    quant_job *j = arg;
+    int64_t t0, t1;
+    nb_split(j->n, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        j->qd->quantize_act(j->X + t * j->K, (uint8_t *)j->act + t * j->a_row_bytes, j->K);
+}
+
+static void pack_worker(void *arg, int ith, int nth) {
+    quant_job *j = arg;
     int64_t g0, g1;
     nb_split(j->ap.ng, ith, nth, &g0, &g1);
-    uint8_t *row = j->rows + (size_t)ith * nb_actpack_scratch_bytes(j->ap.K);
+    uint8_t *row = j->scratch + (size_t)ith * nb_actpack_scratch_bytes(j->K);
     for (int64_t g = g0; g < g1; g++) nb_actpack_group(&j->ap, j->X, g, row);
 }
 
-static void rgemm_worker(void *arg, int ith, int nth) {
-    (void)nth;
-    rgemm_job *j = arg;
-    int64_t r0, r1; /* chunks are even, so the kernel's row pairs stay whole */
-    while (nb_pool_chunk(j->pool, ith, &r0, &r1))
-        j->gemm(j->w + (uint64_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, &j->ap, j->Y + r0, j->R);
+/* Rows [lo, hi) of the concatenated range, weight by weight. */
+static void quant_rows(quant_job *j, int64_t lo, int64_t hi) {
+    for (int s = 0; s < j->nseg; s++) {
+        const mm_seg *g = &j->seg[s];
+        int64_t r0 = NB_MAX(lo, g->row0) - g->row0, r1 = NB_MIN(hi, g->row0 + g->R) - g->row0;
+        if (r0 >= r1) continue;
+        if (g->gemm) {
+            g->gemm(g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, r1 - r0, &j->ap, g->Y + r0, g->R);
+            continue;
+        }
+        if (g->fdot) {
+            for (int64_t r = r0; r < r1; r++) g->Y[r] = g->fdot(j->K, g->w + (uint64_t)r * g->row_bytes, j->X);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *w = g->w + (uint64_t)r * g->row_bytes;
+            for (int64_t t = 0; t < j->n; t++) g->dot(j->K, w, j->act + t * j->a_row_bytes, &g->Y[t * g->R + r]);
+        }
+    }
 }
 
-static nb_status matmul_rgemm(nb_kctx *k, const nb_rgemm *gemm, const nb_tensor *W, const float *X, int64_t n,
-                              float *Y) {
-    int64_t K = W->ne[0];
-    rgemm_job j = {.pool = k->pool, .gemm = gemm->run, .X = X, .w = W->data, .R = nb_tensor_rows(W), .Y = Y};
-    if (!nb_dtype_row_bytes(W->type, (uint64_t)K, &j.row_bytes))
-        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
-                       (long long)K, nb_dtype_name(W->type));
-    size_t pack = nb_actpack_bytes(K, n), rows = (size_t)nb_pool_size(k->pool) * nb_actpack_scratch_bytes(K);
-    NB_TRY(nb_kctx_act(k, pack + rows));
-    nb_actpack_init(&j.ap, k->act, n, K, gemm->act);
-    j.rows = k->act + pack;
-    nb_pool_run(k->pool, rgemm_pack_worker, &j);
-    nb_pool_run_chunks(k->pool, rgemm_worker, &j, j.R, 2 * NB_MAX(1, chunk_rows(j.row_bytes) / 4));
+static void quant_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    quant_job *j = arg;
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi)) quant_rows(j, lo, hi);
+}
+
+/* Rows per chunk of work: about 32 KiB of weights (see nb_pool_run_chunks). */
+static int64_t chunk_rows(uint64_t row_bytes) { return NB_MAX(4, (int64_t)((32u << 10) / NB_MAX(row_bytes, 1))); }
+
+static nb_status row_length_error(const nb_tensor *W, nb_dtype t) {
+    return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
+                   (long long)W->ne[0], nb_dtype_name(t));
+}
+
+static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_tensor *const *W, const float *X,
+                              int64_t n, float *const *Y) {
+    const int64_t K = W[0]->ne[0];
+    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X};
+    uint64_t max_rb = 0;
+    for (int i = 0; i < count; i++) {
+        mm_seg *g = &j.seg[i];
+        if (W[i]->ne[0] != K)
+            return nb_fail(NB_ERR_INVALID, "tensor '%s': %lld columns, the others sharing its input have %lld",
+                           W[i]->name, (long long)W[i]->ne[0], (long long)K);
+        if (!row_bytes_for(W[i]->type, K, &g->row_bytes)) return row_length_error(W[i], W[i]->type);
+        g->w = W[i]->data;
+        g->R = nb_tensor_rows(W[i]);
+        g->row0 = j.rows;
+        g->Y = Y[i];
+        j.rows += g->R;
+        max_rb = NB_MAX(max_rb, g->row_bytes);
+        if (path == PATH_INT8_GEMM) g->gemm = nb_repack_gemm(W[i]->type, k->isa)->run;
+        else if (path == PATH_FLOAT_DOTS) g->fdot = float_dot(k, W[i]->type);
+        else g->dot = qdot_for(W[i]->type, k->isa)->vec_dot;
+    }
+    int64_t chunk = chunk_rows(max_rb);
+    if (path == PATH_INT8_GEMM) {
+        size_t pack = nb_actpack_bytes(K, n), scratch = (size_t)nb_pool_size(k->pool) * nb_actpack_scratch_bytes(K);
+        NB_TRY(nb_kctx_act(k, pack + scratch));
+        nb_actpack_init(&j.ap, k->act, n, K, nb_repack_gemm(W[0]->type, k->isa)->act);
+        j.scratch = k->act + pack;
+        nb_pool_run(k->pool, pack_worker, &j);
+        chunk = 2 * NB_MAX(1, chunk / 4); /* even: the kernel's row pairs stay whole */
+    } else if (path == PATH_DOTS) {
+        j.qd = qdot_for(W[0]->type, k->isa);
+        if (j.qd->act_type == NB_F32) {
+            j.a_row_bytes = (uint64_t)K * sizeof(float);
+            j.act = (const uint8_t *)X;
+        } else {
+            if (!nb_dtype_row_bytes(j.qd->act_type, (uint64_t)K, &j.a_row_bytes))
+                return row_length_error(W[0], j.qd->act_type);
+            NB_TRY(nb_kctx_act(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
+            j.act = k->act;
+            if (n == 1) quant_act_worker(&j, 0, 1);
+            else nb_pool_run(k->pool, quant_act_worker, &j);
+        }
+    }
+    nb_pool_run_chunks(k->pool, quant_worker, &j, j.rows, chunk);
     return NB_OK;
 }
 
-static nb_status matmul_quant(nb_kctx *k, const nb_qdot *qd, const nb_tensor *W, const float *X, int64_t n,
-                              float *Y) {
+/* Quantized weights without an int8 GEMM, batches of quant_gemm_min() or
+ * more tokens: dequantized per tile into the float GEMM. */
+static nb_status matmul_dequant(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
     int64_t K = W->ne[0];
-    const nb_rgemm *rg = nb_repack_gemm(W->type, k->isa);
-    if (n >= RGEMM_MIN_TOKENS && rg && !getenv("NIBBLE_NO_INT8_GEMM")) return matmul_rgemm(k, rg, W, X, n, Y);
-    nb_to_float_fn wdeq = to_float_for(W->type);
-    if (n >= quant_gemm_min() && wdeq) {
-        float_job fj = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W),
-                        .dequant = wdeq};
-        if (!row_bytes_for(W->type, K, &fj.row_bytes))
-            return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
-                           (long long)K, nb_dtype_name(W->type));
-        nb_to_float_fn adeq = qd->act_type == NB_F32 ? NULL : to_float_for(qd->act_type);
-        uint64_t arb;
-        if (adeq && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
-            NB_TRY(nb_kctx_act(k, (size_t)n * ((size_t)arb + (size_t)K * sizeof(float))));
-            float *xr = (float *)k->act;
-            uint8_t *q = k->act + (size_t)n * (size_t)K * sizeof(float);
-            for (int64_t t = 0; t < n; t++) {
-                qd->quantize_act(X + t * K, q, K);
-                adeq(q, xr + t * K, K);
-            }
-            fj.X = xr;
+    const nb_qdot *qd = qdot_for(W->type, k->isa);
+    float_job fj = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W),
+                    .dequant = to_float_for(W->type)};
+    if (!row_bytes_for(W->type, K, &fj.row_bytes)) return row_length_error(W, W->type);
+    nb_to_float_fn adeq = qd->act_type == NB_F32 ? NULL : to_float_for(qd->act_type);
+    uint64_t arb;
+    if (adeq && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
+        NB_TRY(nb_kctx_act(k, (size_t)n * ((size_t)arb + (size_t)K * sizeof(float))));
+        float *xr = (float *)k->act;
+        uint8_t *q = k->act + (size_t)n * (size_t)K * sizeof(float);
+        for (int64_t t = 0; t < n; t++) {
+            qd->quantize_act(X + t * K, q, K);
+            adeq(q, xr + t * K, K);
         }
-        return run_float_gemm(k, &fj);
+        fj.X = xr;
     }
-    quant_job j = {.pool = k->pool, .qd = qd, .w = W->data, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W)};
-    if (!row_bytes_for(W->type, K, &j.w_row_bytes))
-        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit type %s", W->name,
-                       (long long)K, nb_dtype_name(W->type));
-    if (qd->act_type == NB_F32) {
-        j.a_row_bytes = (uint64_t)K * sizeof(float);
-        j.act = (const uint8_t *)X;
-    } else {
-        if (!nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &j.a_row_bytes))
-            return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': row length %lld does not fit activation type %s",
-                           W->name, (long long)K, nb_dtype_name(qd->act_type));
-        NB_TRY(nb_kctx_act(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
-        j.act = k->act;
-        if (n == 1) quant_act_worker(&j, 0, 1);
-        else nb_pool_run(k->pool, quant_act_worker, &j);
+    return run_float_gemm(k, &fj);
+}
+
+nb_status nb_matmul_many(nb_kctx *k, int count, const nb_tensor *const *W, const float *X, int64_t n,
+                         float *const *Y) {
+    if (n <= 0 || count <= 0) return NB_OK;
+    if (count <= MM_MAX) {
+        quant_path path = path_for(k, count, W, n);
+        if (path != PATH_NONE) return matmul_quant(k, path, count, W, X, n, Y);
     }
-    nb_pool_run_chunks(k->pool, quant_worker, &j, j.R, chunk_rows(j.w_row_bytes));
+    for (int i = 0; i < count; i++) NB_TRY(nb_matmul(k, W[i], X, n, Y[i]));
     return NB_OK;
 }
 
 nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
     int64_t K = W->ne[0], R = nb_tensor_rows(W);
     if (n <= 0) return NB_OK;
-    if (W->type != NB_F32 && W->type != NB_F16 && W->type != NB_BF16) {
-        const nb_qdot *qd = qdot_for(W->type, k->isa);
-        if (qd) return matmul_quant(k, qd, W, X, n, Y);
+    if (is_float(W->type) && n == 1) return matmul_quant(k, PATH_FLOAT_DOTS, 1, &W, X, n, &Y);
+    if (!is_float(W->type) && qdot_for(W->type, k->isa)) {
+        quant_path path = path_for(k, 1, &W, n);
+        if (path == PATH_NONE && to_float_for(W->type)) return matmul_dequant(k, W, X, n, Y);
+        return matmul_quant(k, path == PATH_NONE ? PATH_DOTS : path, 1, &W, X, n, &Y);
     }
     float_job j = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = R};
     switch (W->type) {
-    case NB_F32: j.dot = k->fk->dot_f32; j.row_bytes = (uint64_t)K * 4; break;
-    case NB_F16: j.dot = k->fk->dot_f16; j.to_f32 = k->fk->f16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
-    case NB_BF16: j.dot = k->fk->dot_bf16; j.to_f32 = k->fk->bf16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
+    case NB_F32: j.row_bytes = (uint64_t)K * 4; break;
+    case NB_F16: j.to_f32 = k->fk->f16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
+    case NB_BF16: j.to_f32 = k->fk->bf16_to_f32; j.row_bytes = (uint64_t)K * 2; break;
     default:
         return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': no matmul kernel for type %s", W->name,
                        nb_dtype_name(W->type));
     }
-    if (n > 1) return run_float_gemm(k, &j);
-    nb_pool_run(k->pool, float_worker, &j);
-    return NB_OK;
+    return run_float_gemm(k, &j);
 }
 
 nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) {

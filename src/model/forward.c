@@ -198,9 +198,9 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
     for (int l = 0; l < hp->n_layer; l++) {
         const nb_layer *L = &m->layers[l];
         for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->norm_eps);
-        NB_TRY(nb_matmul(&f->k, L->wq, f->xn, n, f->q));
-        NB_TRY(nb_matmul(&f->k, L->wk, f->xn, n, f->kk));
-        NB_TRY(nb_matmul(&f->k, L->wv, f->xn, n, f->vv));
+        const nb_tensor *qkv[3] = {L->wq, L->wk, L->wv};
+        float *qkv_out[3] = {f->q, f->kk, f->vv};
+        NB_TRY(nb_matmul_many(&f->k, 3, qkv, f->xn, n, qkv_out));
         add_bias(f->q, L->bq, n, Q);
         add_bias(f->kk, L->bk, n, KV);
         add_bias(f->vv, L->bv, n, KV);
@@ -219,8 +219,9 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 
         for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->norm_eps);
-        NB_TRY(nb_matmul(&f->k, L->w_gate, f->xn, n, f->g));
-        NB_TRY(nb_matmul(&f->k, L->w_up, f->xn, n, f->u));
+        const nb_tensor *gate_up[2] = {L->w_gate, L->w_up};
+        float *gate_up_out[2] = {f->g, f->u};
+        NB_TRY(nb_matmul_many(&f->k, 2, gate_up, f->xn, n, gate_up_out));
         for (int64_t i = 0; i < n * F; i++) {
             float g = f->g[i];
             f->g[i] = g / (1.0f + expf(-g)) * f->u[i];
