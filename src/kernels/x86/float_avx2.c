@@ -16,10 +16,16 @@ static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* Software prefetch distance of the dot products, as in float_avx512.c. */
+#ifndef DOT_PREFETCH
+#define DOT_PREFETCH 2048
+#endif
 #define DOT_BODY(LOAD, SCALAR)                                                                   \
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                   \
     int64_t i = 0;                                                                                \
     for (; i + 32 <= n; i += 32) {                                                                \
+        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH, _MM_HINT_T0);                          \
+        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH + 64, _MM_HINT_T0);                     \
         a0 = _mm256_fmadd_ps(LOAD(a + i), _mm256_loadu_ps(x + i), a0);                            \
         a1 = _mm256_fmadd_ps(LOAD(a + i + 8), _mm256_loadu_ps(x + i + 8), a1);                    \
         a2 = _mm256_fmadd_ps(LOAD(a + i + 16), _mm256_loadu_ps(x + i + 16), a2);                  \

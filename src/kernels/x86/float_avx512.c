@@ -9,10 +9,19 @@ static inline __m512 load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* Software prefetch distance of the dot products (decode streams every
+ * weight once): 2 KiB ahead took F16 decode on the TinyLlama shape from 12.0
+ * to 14.4 tok/s, 83% -> 97% of the read-bandwidth roofline (1 and 4 KiB:
+ * 13.3-13.8); docs/performance.md. */
+#ifndef DOT_PREFETCH
+#define DOT_PREFETCH 2048
+#endif
 #define DOT_BODY(LOAD, SCALAR)                                                                   \
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                   \
     int64_t i = 0;                                                                                \
     for (; i + 64 <= n; i += 64) {                                                                \
+        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH, _MM_HINT_T0);                                \
+        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH + 64, _MM_HINT_T0);                           \
         a0 = _mm512_fmadd_ps(LOAD(a + i), _mm512_loadu_ps(x + i), a0);                            \
         a1 = _mm512_fmadd_ps(LOAD(a + i + 16), _mm512_loadu_ps(x + i + 16), a1);                  \
         a2 = _mm512_fmadd_ps(LOAD(a + i + 32), _mm512_loadu_ps(x + i + 32), a2);                  \
