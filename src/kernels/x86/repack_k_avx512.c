@@ -97,9 +97,11 @@ void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
         __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
         __m512i isc = _mm512_madd_epi16(s, _mm512_permutexvar_epi32(sc_idx, scm));
         __m512i imn = _mm512_madd_epi16(bs, _mm512_permutexvar_epi32(m_idx, scm));
-        const float yd = y[i].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_set1_ps(_cvtsh_ss(x[i].d) * yd), acc);
-        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_set1_ps(_cvtsh_ss(x[i].dmin) * yd), acc);
+        uint32_t h2;
+        memcpy(&h2, &x[i].d, 4); /* d, dmin */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)), _mm_set1_ps(y[i].d));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_broadcastss_ps(dd), acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_broadcastss_ps(_mm_movehdup_ps(dd)), acc);
     }
     *out = _mm512_reduce_add_ps(acc);
 }
