@@ -11,17 +11,6 @@
 #include "base/half.h"
 #include "quant/blocks.h"
 
-typedef struct __attribute__((packed)) {
-    uint16_t d, dmin;
-    uint8_t sc[8], m[8], qs[128];
-} q4_kr;
-typedef struct __attribute__((packed)) {
-    uint16_t d;
-    int8_t sc[16];
-    uint8_t ql[128], qh[64];
-} q6_kr;
-_Static_assert(sizeof(q4_kr) == 148, "q4_kr");
-_Static_assert(sizeof(q6_kr) == 210, "q6_kr");
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -29,8 +18,8 @@ static void register_types(void) {
     nb_dtype_register((nb_dtype)NB_Q4_0R, (nb_dtype_info){"Q4_0R", 32, 18});
     nb_dtype_register((nb_dtype)NB_Q8_0R, (nb_dtype_info){"Q8_0R", 32, 34});
     nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 40});
-    nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(q4_kr)});
-    nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(q6_kr)});
+    nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(nb_block_q4_kr)});
+    nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(nb_block_q6_kr)});
     nb_dtype_register((nb_dtype)NB_Q8_KP, (nb_dtype_info){"Q8_KP", 256, sizeof(nb_block_q8_K)});
 }
 
@@ -68,7 +57,7 @@ static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
  * 16-weight group l. */
 static int lane_pos(int e) { return 64 * ((e / 4) % 4) + 4 * (e / 16) + e % 4; }
 
-static void repack_q4_k(const nb_block_q4_K *b, q4_kr *o) {
+static void repack_q4_k(const nb_block_q4_K *b, nb_block_q4_kr *o) {
     o->d = b->d;
     o->dmin = b->dmin;
     for (int j = 0; j < 8; j++) k4_scale_min(j, b->scales, &o->sc[j], &o->m[j]);
@@ -82,7 +71,7 @@ static void repack_q4_k(const nb_block_q4_K *b, q4_kr *o) {
         for (int i = 0; i < 64; i++) o->qs[64 * p + i] = (uint8_t)(v[128 * p + i] | v[128 * p + 64 + i] << 4);
 }
 
-static void repack_q6_k(const nb_block_q6_K *b, q6_kr *o) {
+static void repack_q6_k(const nb_block_q6_K *b, nb_block_q6_kr *o) {
     o->d = b->d;
     memcpy(o->sc, b->scales, 16);
     uint8_t v[256]; /* unsigned 0..63 (w = d*sc*(q-32)) in lane order */
@@ -101,13 +90,13 @@ static void repack_q6_k(const nb_block_q6_K *b, q6_kr *o) {
 }
 
 /* Weight e (0..255) of a repacked K block, unsigned: Q4_KR 0..15, Q6_KR 0..63. */
-static int q4_kr_q(const q4_kr *b, int e) {
+static int q4_kr_q(const nb_block_q4_kr *b, int e) {
     int pos = lane_pos(e), k = pos / 64;
     uint8_t byte = b->qs[64 * (k / 2) + pos % 64];
     return k % 2 ? byte >> 4 : byte & 15;
 }
 
-static int q6_kr_q(const q6_kr *b, int e) {
+static int q6_kr_q(const nb_block_q6_kr *b, int e) {
     int pos = lane_pos(e), k = pos / 64;
     uint8_t lo = b->ql[64 * (k / 2) + pos % 64];
     return (k % 2 ? lo >> 4 : lo & 15) | ((b->qh[pos % 64] >> (2 * k)) & 3) << 4;
@@ -136,8 +125,8 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
     if (from == NB_Q4_K || from == NB_Q6_K) {
         int64_t n = rows * (K / 256);
         for (int64_t i = 0; i < n; i++) {
-            if (from == NB_Q4_K) repack_q4_k((const nb_block_q4_K *)src + i, (q4_kr *)dst + i);
-            else repack_q6_k((const nb_block_q6_K *)src + i, (q6_kr *)dst + i);
+            if (from == NB_Q4_K) repack_q4_k((const nb_block_q4_K *)src + i, (nb_block_q4_kr *)dst + i);
+            else repack_q6_k((const nb_block_q6_K *)src + i, (nb_block_q6_kr *)dst + i);
         }
         return;
     }
@@ -213,7 +202,7 @@ static void q8_0r_to_float(const void *src, float *dst, int64_t n) {
 
 static void q4_kr_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++) {
-        const q4_kr *b = (const q4_kr *)src + i;
+        const nb_block_q4_kr *b = (const nb_block_q4_kr *)src + i;
         float d = nb_fp16_to_fp32(b->d), dm = nb_fp16_to_fp32(b->dmin);
         for (int e = 0; e < 256; e++) /* as ggml: (d*sc)*q - dmin*m */
             dst[256 * i + e] = d * (float)b->sc[e / 32] * (float)q4_kr_q(b, e) - dm * (float)b->m[e / 32];
@@ -222,7 +211,7 @@ static void q4_kr_to_float(const void *src, float *dst, int64_t n) {
 
 static void q6_kr_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++) {
-        const q6_kr *b = (const q6_kr *)src + i;
+        const nb_block_q6_kr *b = (const nb_block_q6_kr *)src + i;
         float d = nb_fp16_to_fp32(b->d);
         for (int e = 0; e < 256; e++) dst[256 * i + e] = d * (float)b->sc[e / 16] * (float)(q6_kr_q(b, e) - 32);
     }
@@ -235,7 +224,7 @@ void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_K *y = a;
     float acc = 0;
     for (int64_t i = 0; i < n / 256; i++) {
-        const q4_kr *b = (const q4_kr *)w + i;
+        const nb_block_q4_kr *b = (const nb_block_q4_kr *)w + i;
         int isum = 0, msum = 0;
         for (int j = 0; j < 8; j++) {
             int s = 0;
@@ -252,7 +241,7 @@ void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_K *y = a;
     float acc = 0;
     for (int64_t i = 0; i < n / 256; i++) {
-        const q6_kr *b = (const q6_kr *)w + i;
+        const nb_block_q6_kr *b = (const nb_block_q6_kr *)w + i;
         int isum = 0;
         for (int g = 0; g < 16; g++) {
             int s = 0;

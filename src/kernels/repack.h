@@ -51,6 +51,19 @@ enum {
     NB_Q8_KP = NB_DTYPE_EXT_BASE + 69,
 };
 
+/* The repacked K super-blocks (layouts above). */
+typedef struct __attribute__((packed)) {
+    uint16_t d, dmin;
+    uint8_t sc[8], m[8], qs[128];
+} nb_block_q4_kr;
+typedef struct __attribute__((packed)) {
+    uint16_t d;
+    int8_t sc[16];
+    uint8_t ql[128], qh[64];
+} nb_block_q6_kr;
+_Static_assert(sizeof(nb_block_q4_kr) == 148, "q4_kr");
+_Static_assert(sizeof(nb_block_q6_kr) == 210, "q6_kr");
+
 /* Registers the dtypes; idempotent. */
 void nb_repack_init(void);
 /* The repacked type for a GGUF type, or the type itself when there is no

@@ -62,12 +62,14 @@ static inline float hsum128(__m128 v) {
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
-/* Q4_0R x Q8_0P, four blocks (one 64-byte load of nibbles) per iteration:
- * the low nibbles are blocks i, i+1 and the high nibbles i+2, i+3, each
- * matching one 64-byte load of activations; the unsigned offset 8 comes off
- * through the activations' precomputed d*sum (repack.h). */
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const int64_t nb = n / 32;
+/* Q4_0R / Q8_0R x Q8_0P, four blocks per iteration: two 64-byte weight
+ * vectors (Q4_0R: the low and high nibbles of one 64-byte load, blocks i, i+1
+ * and i+2, i+3; Q8_0R: two loads), each matching one 64-byte load of
+ * activations; the unsigned offset (8 or 128) comes off through the
+ * activations' precomputed d*sum (repack.h). `four` is a constant after
+ * inlining. */
+static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four) {
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
     const uint16_t *wd = w;
     const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
@@ -77,51 +79,34 @@ void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     __m128 off = _mm_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        _mm_prefetch((const char *)(q + i * 16) + PREFETCH_AHEAD, _MM_HINT_T0);
-        __m512i v = _mm512_loadu_si512((const void *)(q + i * 16));
-        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4),
-                                         _mm512_loadu_si512((const void *)(x + i * 32)));
-        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                         _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
+        const uint8_t *qi = q + i * qs;
+        __m512i w0, w1;
+        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        if (four) {
+            __m512i v = _mm512_loadu_si512((const void *)qi);
+            w0 = _mm512_and_si512(v, m4);
+            w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        } else {
+            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            w0 = _mm512_loadu_si512((const void *)qi);
+            w1 = _mm512_loadu_si512((const void *)(qi + 64));
+        }
+        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)(x + i * 32)));
+        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
         __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
         __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
         acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0);
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1);
         off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 8.0f * hsum128(off);
-    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)tail_q4(q, x, i);
-    *out = sum;
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - (four ? 8.0f : 128.0f) * hsum128(off);
+    for (; i < nb; i++)
+        sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)(four ? tail_q4(q, x, i) : tail_q8(q, x, i));
+    return sum;
 }
 
-/* Q8_0R x Q8_0P, four blocks per iteration (two per vpdpbusd); the offset
- * 128 as for Q4_0R. */
-void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const int64_t nb = n / 32;
-    const uint16_t *wd = w;
-    const uint8_t *q = (const uint8_t *)w + nb * 2;
-    const int8_t *x = a;
-    const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m128 off = _mm_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD, _MM_HINT_T0);
-        _mm_prefetch((const char *)(q + i * 32) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
-        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(q + i * 32)),
-                                         _mm512_loadu_si512((const void *)(x + i * 32)));
-        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512((const void *)(q + i * 32 + 64)),
-                                         _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
-        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
-        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1);
-        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - 128.0f * hsum128(off);
-    for (; i < nb; i++) sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)tail_q8(q, x, i);
-    *out = sum;
-}
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1); }
+void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0); }
 
 /* Dequantization of repacked rows (token embeddings, the float fallback):
  * 16 weights at a time widened to floats. */

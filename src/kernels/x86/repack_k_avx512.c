@@ -26,15 +26,6 @@
 #include "kernels/repack.h"
 #include "quant/blocks.h"
 
-typedef struct __attribute__((packed)) {
-    uint16_t d, dmin;
-    uint8_t sc[8], m[8], qs[128];
-} q4_kr;
-typedef struct __attribute__((packed)) {
-    uint16_t d;
-    int8_t sc[16];
-    uint8_t ql[128], qh[64];
-} q6_kr;
 
 #ifndef PREFETCH_AHEAD
 #define PREFETCH_AHEAD 2048
@@ -45,7 +36,7 @@ static inline void prefetch_block(const void *p, int bytes) {
 }
 
 /* Q4_KR super-block -> four vectors of 64 weights (0..15), in lane order */
-static inline void unpack_q4_kr(const q4_kr *b, __m512i q[4]) {
+static inline void unpack_q4_kr(const nb_block_q4_kr *b, __m512i q[4]) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512i v0 = _mm512_loadu_si512((const void *)b->qs), v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
     q[0] = _mm512_and_si512(v0, m4);
@@ -55,7 +46,7 @@ static inline void unpack_q4_kr(const q4_kr *b, __m512i q[4]) {
 }
 
 /* Q6_KR super-block -> four vectors of 64 weights (0..63), in lane order */
-static inline void unpack_q6_kr(const q6_kr *b, __m512i q[4]) {
+static inline void unpack_q6_kr(const nb_block_q6_kr *b, __m512i q[4]) {
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512i a = _mm512_loadu_si512((const void *)b->ql), c = _mm512_loadu_si512((const void *)(b->ql + 64));
     __m512i h = _mm512_loadu_si512((const void *)b->qh);
@@ -84,7 +75,7 @@ static inline __m512i lane_index(int a, int div) {
 }
 
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const q4_kr *x = w;
+    const nb_block_q4_kr *x = w;
     const nb_block_q8_K *y = a;
     const __m512i sc_idx = lane_index(0, 2), m_idx = lane_index(8, 2); /* lane l: sub-block l/2 */
     __m512 acc = _mm512_setzero_ps();
@@ -107,7 +98,7 @@ void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
 }
 
 void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const q6_kr *x = w;
+    const nb_block_q6_kr *x = w;
     const nb_block_q8_K *y = a;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
@@ -163,109 +154,81 @@ static inline __m512i bcast4(const uint8_t *p) {
     }
 
 /* Per super-block scales of a Q4_KR block as floats: [d*sc[0..7], dmin*m[0..7]] */
-static inline void q4_kr_scales(const q4_kr *b, float *f) {
+static inline void q4_kr_scales(const nb_block_q4_kr *b, float *f) {
     __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
     __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->dmin)), 1);
     _mm512_storeu_ps(f, _mm512_mul_ps(v, dm));
 }
 
-void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                          int64_t ldy) {
-    const int64_t nb = ap->nb, nsb = ap->K / 256;
-    _Alignas(64) uint8_t u[2][256];
-    float sc[2][16];
-    for (int64_t r = 0; r < nr; r += 2) {
-        const int two = r + 1 < nr;
-        const q4_kr *x0 = (const q4_kr *)(w + r * row_bytes), *x1 = two ? (const q4_kr *)(w + (r + 1) * row_bytes) : x0;
-        for (int64_t g = 0; g < ap->ng; g += 2) {
-            const int64_t h = g + 1 < ap->ng ? g + 1 : g;
-            const int pair = h != g;
-            __m512 F00 = _mm512_setzero_ps(), F01 = F00, F10 = F00, F11 = F00;
-            for (int64_t s = 0; s < nsb; s++) {
-                __m512i q[4];
-                unpack_q4_kr(&x0[s], q);
-                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[0] + 64 * k), q[k]);
-                unpack_q4_kr(&x1[s], q);
-                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[1] + 64 * k), q[k]);
-                q4_kr_scales(&x0[s], sc[0]);
-                q4_kr_scales(&x1[s], sc[1]);
-                __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
-                for (int j = 0; j < 8; j++) {
-                    const int64_t b = s * 8 + j;
-                    const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
-                    __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
-                    if (pair) {
-                        DOT_WORDS(u[0], u[1], j, a0, a1, 0, 8, i00, i01, i10, i11, 1)
-                    } else {
-                        DOT_WORDS(u[0], u[1], j, a0, a1, 0, 8, i00, i01, i10, i11, 0)
-                    }
-                    __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
-                    __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
-                    __m512 w0 = _mm512_set1_ps(sc[0][j]), w1 = _mm512_set1_ps(sc[1][j]);
-                    __m512 m0 = _mm512_set1_ps(sc[0][8 + j]), m1 = _mm512_set1_ps(sc[1][8 + j]);
-                    f00 = _mm512_fnmadd_ps(s0, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i00), w0, f00));
-                    f10 = _mm512_fnmadd_ps(s0, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i10), w1, f10));
-                    f01 = _mm512_fnmadd_ps(s1, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), w0, f01));
-                    f11 = _mm512_fnmadd_ps(s1, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i11), w1, f11));
-                }
-                __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
-                F00 = _mm512_fmadd_ps(f00, d0, F00);
-                F10 = _mm512_fmadd_ps(f10, d0, F10);
-                F01 = _mm512_fmadd_ps(f01, d1, F01);
-                F11 = _mm512_fmadd_ps(f11, d1, F11);
-            }
-            store_group(y, ldy, r, two, g, ap->n, F00, F10);
-            if (pair) store_group(y, ldy, r, two, h, ap->n, F01, F11);
-        }
-    }
-}
-
 /* Per super-block scales of a Q6_KR block as floats: d*sc[0..15] */
-static inline void q6_kr_scales(const q6_kr *b, float *f) {
+static inline void q6_kr_scales(const nb_block_q6_kr *b, float *f) {
     __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
     _mm512_storeu_ps(f, _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d))));
 }
 
-void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                          int64_t ldy) {
+/* The K GEMMs (six: Q6_KR, else Q4_KR): per pair of rows and pair of token
+ * groups, super-block by super-block - weights unpacked into u, scales into
+ * sc, then each 32-weight block's integer sums (per 16-weight half for Q6_K,
+ * whose scales go by 16) scaled into f, and f times the tokens' Q8_K scale
+ * into F at the end of the super-block. */
+static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
+                                                        const nb_actpack *ap, float *y, int64_t ldy, const int six) {
     const int64_t nb = ap->nb, nsb = ap->K / 256;
+    const uint64_t bs = six ? sizeof(nb_block_q6_kr) : sizeof(nb_block_q4_kr);
     _Alignas(64) uint8_t u[2][256];
     float sc[2][16];
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
-        const q6_kr *x0 = (const q6_kr *)(w + r * row_bytes), *x1 = two ? (const q6_kr *)(w + (r + 1) * row_bytes) : x0;
+        const uint8_t *x[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
         for (int64_t g = 0; g < ap->ng; g += 2) {
             const int64_t h = g + 1 < ap->ng ? g + 1 : g;
             const int pair = h != g;
             __m512 F00 = _mm512_setzero_ps(), F01 = F00, F10 = F00, F11 = F00;
             for (int64_t s = 0; s < nsb; s++) {
-                __m512i q[4];
-                unpack_q6_kr(&x0[s], q);
-                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[0] + 64 * k), q[k]);
-                unpack_q6_kr(&x1[s], q);
-                for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[1] + 64 * k), q[k]);
-                q6_kr_scales(&x0[s], sc[0]);
-                q6_kr_scales(&x1[s], sc[1]);
+                for (int i = 0; i < 2; i++) {
+                    __m512i q[4];
+                    if (six) {
+                        unpack_q6_kr((const nb_block_q6_kr *)(x[i] + s * bs), q);
+                        q6_kr_scales((const nb_block_q6_kr *)(x[i] + s * bs), sc[i]);
+                    } else {
+                        unpack_q4_kr((const nb_block_q4_kr *)(x[i] + s * bs), q);
+                        q4_kr_scales((const nb_block_q4_kr *)(x[i] + s * bs), sc[i]);
+                    }
+                    for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[i] + 64 * k), q[k]);
+                }
                 __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
                 for (int j = 0; j < 8; j++) {
                     const int64_t b = s * 8 + j;
                     const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
+                    const int halves = six ? 2 : 1; /* Q6_K: a scale per 16 weights */
 #pragma GCC unroll 2
-                    for (int half = 0; half < 2; half++) { /* 16 weights per scale */
+                    for (int half = 0; half < 2; half++) {
+                        if (half >= halves) break;
+                        const int k0 = six ? 4 * half : 0, nk = six ? 4 : 8;
                         __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
                         if (pair) {
-                            DOT_WORDS(u[0], u[1], j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 1)
+                            DOT_WORDS(u[0], u[1], j, a0, a1, k0, nk, i00, i01, i10, i11, 1)
                         } else {
-                            DOT_WORDS(u[0], u[1], j, a0, a1, 4 * half, 4, i00, i01, i10, i11, 0)
+                            DOT_WORDS(u[0], u[1], j, a0, a1, k0, nk, i00, i01, i10, i11, 0)
                         }
-                        /* q - 32: the offset through the tokens' sums of these 16 activations */
-                        __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5);
-                        __m512i o1 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (h * nb + b) * 32 + 16 * half)), 5);
-                        __m512 w0 = _mm512_set1_ps(sc[0][2 * j + half]), w1 = _mm512_set1_ps(sc[1][2 * j + half]);
-                        f00 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i00, o0)), w0, f00);
-                        f10 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i10, o0)), w1, f10);
-                        f01 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i01, o1)), w0, f01);
-                        f11 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i11, o1)), w1, f11);
+                        if (six) { /* q - 32: the offset through the tokens' sums of these 16 activations */
+                            __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5);
+                            __m512i o1 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (h * nb + b) * 32 + 16 * half)), 5);
+                            __m512 w0 = _mm512_set1_ps(sc[0][2 * j + half]), w1 = _mm512_set1_ps(sc[1][2 * j + half]);
+                            f00 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i00, o0)), w0, f00);
+                            f10 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i10, o0)), w1, f10);
+                            f01 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i01, o1)), w0, f01);
+                            f11 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i11, o1)), w1, f11);
+                        } else { /* d*sc*q - dmin*m: the min through the tokens' sums */
+                            __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
+                            __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
+                            __m512 w0 = _mm512_set1_ps(sc[0][j]), w1 = _mm512_set1_ps(sc[1][j]);
+                            __m512 m0 = _mm512_set1_ps(sc[0][8 + j]), m1 = _mm512_set1_ps(sc[1][8 + j]);
+                            f00 = _mm512_fnmadd_ps(s0, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i00), w0, f00));
+                            f10 = _mm512_fnmadd_ps(s0, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i10), w1, f10));
+                            f01 = _mm512_fnmadd_ps(s1, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), w0, f01));
+                            f11 = _mm512_fnmadd_ps(s1, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i11), w1, f11));
+                        }
                     }
                 }
                 __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
@@ -278,4 +241,14 @@ void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, cons
             if (pair) store_group(y, ldy, r, two, h, ap->n, F01, F11);
         }
     }
+}
+
+void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    kgemm(w, row_bytes, nr, ap, y, ldy, 0);
+}
+
+void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                          int64_t ldy) {
+    kgemm(w, row_bytes, nr, ap, y, ldy, 1);
 }
