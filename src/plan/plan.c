@@ -91,12 +91,6 @@ static bool kind_is_linear(nb_plan_kind k) {
 
 /* ---- GGUF recipe ----------------------------------------------------------- */
 
-/* llama.cpp's use_more_bits: the first and last eighth of the layers and
- * every third layer in between. */
-static bool use_more_bits(int64_t i, int64_t n) {
-    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-}
-
 static bool is_float_type(nb_dtype t) { return t == NB_F16 || t == NB_BF16 || t == NB_F32; }
 
 static nb_dtype gguf_fallback(nb_dtype t, int64_t n_in) {
@@ -119,25 +113,21 @@ nb_dtype nb_plan_gguf_type(const nb_plan_scheme *s, const nb_plan_model *m, nb_p
     if (kind_is_1d(kind) || kind == NB_PLAN_T_ROUTER || kind == NB_PLAN_T_SHEXP_ROUTER) return NB_F32;
     nb_dtype base = s->gguf_base;
     if (is_float_type(base)) return base;
-    nb_dtype t = base;
-    bool k_m = s->gguf_more_bits;
-    bool is70b = m->n_layer == 80 && (!strcmp(m->arch, "llama") || !strcmp(m->arch, "qwen2"));
-    if (kind == NB_PLAN_T_LM_HEAD || (kind == NB_PLAN_T_EMBED && m->tied)) {
-        if (n_in % 256 != 0) t = NB_Q8_0;
-        else if (t != NB_Q8_0) t = NB_Q6_K;
-        return t; /* llama.cpp gives the output tensor no fallback pass of its own */
+    nb_rtn_where w = {.i = layer, .n = m->n_layer, .row_len = n_in, .n_expert = (int)m->n_expert,
+                      .n_gqa = m->n_head_kv > 0 ? (int)(m->n_head / m->n_head_kv) : 0,
+                      .is_70b = m->n_layer == 80 && (!strcmp(m->arch, "llama") || !strcmp(m->arch, "qwen2"))};
+    nb_rtn_role role = NB_RTN_ROLE_OTHER;
+    switch (kind) {
+    case NB_PLAN_T_LM_HEAD: role = NB_RTN_ROLE_OUTPUT; break;
+    case NB_PLAN_T_EMBED: role = m->tied ? NB_RTN_ROLE_OUTPUT : NB_RTN_ROLE_OTHER; break;
+    case NB_PLAN_T_V: role = NB_RTN_ROLE_ATTN_V; break;
+    case NB_PLAN_T_K: role = NB_RTN_ROLE_ATTN_K; break;
+    case NB_PLAN_T_O: role = NB_RTN_ROLE_ATTN_OUTPUT; break;
+    case NB_PLAN_T_DOWN: case NB_PLAN_T_EXP_DOWN: case NB_PLAN_T_SHEXP_DOWN: role = NB_RTN_ROLE_FFN_DOWN; break;
+    default: break;
     }
-    if (kind == NB_PLAN_T_V) {
-        if (k_m && use_more_bits(layer, m->n_layer)) t = NB_Q6_K;
-        if (is70b && (t == NB_Q3_K || t == NB_Q4_K)) t = NB_Q5_K;
-        if (m->n_expert == 8) t = NB_Q8_0;
-    } else if (kind == NB_PLAN_T_K) {
-        if (m->n_expert == 8) t = NB_Q8_0;
-    } else if (kind == NB_PLAN_T_DOWN || kind == NB_PLAN_T_EXP_DOWN || kind == NB_PLAN_T_SHEXP_DOWN) {
-        if (k_m && use_more_bits(layer, m->n_layer)) t = NB_Q6_K;
-    } else if (kind == NB_PLAN_T_O) {
-        if (m->n_expert == 8 && base == NB_Q4_K && k_m) t = NB_Q5_K;
-    }
+    nb_dtype t = nb_rtn_recipe_type(s->gguf_mix, base, role, &w, NULL, 0);
+    if (role == NB_RTN_ROLE_OUTPUT) return t; /* llama.cpp gives the output tensor no fallback pass of its own */
     return gguf_fallback(t, n_in);
 }
 

@@ -31,6 +31,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "quant/rtn.h"
 
 #define NB_PLAN_MAX_LENGTHS 16
 #define NB_PLAN_MAX_VERDICTS 12
@@ -90,7 +91,7 @@ typedef struct nb_plan_scheme {
     int float_bytes;        /* bytes per element of unquantized tensors (2; 4 for fp32) */
     bool keep_embed, keep_lm_head, keep_router; /* left unquantized (HF schemes) */
     nb_dtype gguf_base;     /* GGUF: the ftype's base type */
-    bool gguf_more_bits;    /* GGUF _M recipes: Q6_K on attn_v / ffn_down of some layers */
+    nb_rtn_mix gguf_mix;    /* GGUF: llama.cpp's recipe (quant/rtn.h), NONE for single-type ftypes */
     bool fp8;               /* needs an FP8 path to run fast */
     char activations[8];    /* "A16", "A8", "A8-fp8": informational */
 } nb_plan_scheme;
@@ -245,8 +246,9 @@ const nb_plan_gpu *nb_plan_gpu_preset(const char *id);
 const nb_plan_gpu *nb_plan_gpu_preset_at(int i);
 /* Scheme by name (fp16, bf16, fp32, fp8, fp8-tensor, fp8-channel, fp8-block,
  * int8 / w8a16, w8a8, int4 / int4-gptq / gptq, int4-awq / awq, int4-sym,
- * nf4, nf4-dq, q8_0, q6_k, q5_k_m, q4_k_m, q5_0, q5_1, q4_0, q4_1, gguf-f16,
- * gguf-bf16, gguf-f32). NB_ERR_INVALID naming the allowed names. */
+ * nf4, nf4-dq, q8_0, q6_k, q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, q3_k_m,
+ * q3_k_s, q2_k, q5_0, q5_1, q4_0, q4_1, gguf-f16, gguf-bf16, gguf-f32).
+ * NB_ERR_INVALID naming the allowed names. */
 nb_status nb_plan_scheme_from_name(const char *name, nb_plan_scheme *out) __attribute__((warn_unused_result));
 const char *nb_plan_scheme_names(void);
 nb_status nb_plan_kv_from_name(const char *name, nb_plan_kv *out) __attribute__((warn_unused_result));

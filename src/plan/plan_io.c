@@ -271,7 +271,13 @@ static const char *ftype_scheme(int64_t ft) {
     case 7: return "q8_0";
     case 8: return "q5_0";
     case 9: return "q5_1";
+    case 10: return "q2_k";
+    case 11: return "q3_k_s";
+    case 12: return "q3_k_m";
+    case 13: return "q3_k_l";
+    case 14: return "q4_k_s";
     case 15: return "q4_k_m";
+    case 16: return "q5_k_s";
     case 17: return "q5_k_m";
     case 18: return "q6_k";
     case 32: return "gguf-bf16";

@@ -61,7 +61,11 @@ static void scheme_desc(const nb_plan_scheme *s, char *buf, size_t n) {
         break;
     case NB_PLAN_W_GGUF:
         snprintf(buf, n, "%s (llama.cpp recipe: base %s%s, output Q6_K, norms F32)", s->name,
-                 nb_dtype_name(s->gguf_base), s->gguf_more_bits ? ", Q6_K on attn_v/ffn_down of 'more bits' layers" : "");
+                 nb_dtype_name(s->gguf_base),
+                 s->gguf_mix == NB_RTN_MIX_NONE ? ""
+                 : s->gguf_mix == NB_RTN_MIX_Q4_K_M || s->gguf_mix == NB_RTN_MIX_Q5_K_M
+                     ? ", Q6_K on attn_v/ffn_down of 'more bits' layers"
+                     : ", more bits on attn_v/attn_output/ffn_down as the mix says");
         break;
     }
 }

@@ -105,7 +105,7 @@ typedef struct {
 #define QUANT(n, f, b, g, sb, zb, gi, act, isfp8)                                                               \
     {n, {.fmt = f, .bits = b, .group = g, .scale_bytes = sb, .zero_bits = zb, .g_idx = gi, .float_bytes = 2, \
          .keep_embed = true, .keep_lm_head = true, .keep_router = true, .fp8 = isfp8, .activations = act}}
-#define GGUF(n, t, more) {n, {.fmt = NB_PLAN_W_GGUF, .gguf_base = t, .gguf_more_bits = more, .float_bytes = 4, .activations = "A32"}}
+#define GGUF(n, t, mix) {n, {.fmt = NB_PLAN_W_GGUF, .gguf_base = t, .gguf_mix = mix, .float_bytes = 4, .activations = "A32"}}
 
 static const scheme_entry schemes[] = {
     FLOATS("fp16|f16|float16|half", 2),
@@ -123,17 +123,23 @@ static const scheme_entry schemes[] = {
              .keep_router = true, .activations = "A16"}},
     {"nf4-dq", {.fmt = NB_PLAN_W_NF4, .bits = 4, .double_quant = true, .float_bytes = 2, .keep_embed = true,
                 .keep_lm_head = true, .keep_router = true, .activations = "A16"}},
-    GGUF("q8_0", NB_Q8_0, false),
-    GGUF("q6_k", NB_Q6_K, false),
-    GGUF("q5_k_m", NB_Q5_K, true),
-    GGUF("q4_k_m", NB_Q4_K, true),
-    GGUF("q5_0", NB_Q5_0, false),
-    GGUF("q5_1", NB_Q5_1, false),
-    GGUF("q4_0", NB_Q4_0, false),
-    GGUF("q4_1", NB_Q4_1, false),
-    GGUF("gguf-f16", NB_F16, false),
-    GGUF("gguf-bf16", NB_BF16, false),
-    GGUF("gguf-f32", NB_F32, false),
+    GGUF("q8_0", NB_Q8_0, NB_RTN_MIX_NONE),
+    GGUF("q6_k", NB_Q6_K, NB_RTN_MIX_NONE),
+    GGUF("q5_k_m", NB_Q5_K, NB_RTN_MIX_Q5_K_M),
+    GGUF("q5_k_s", NB_Q5_K, NB_RTN_MIX_Q5_K_S),
+    GGUF("q4_k_m", NB_Q4_K, NB_RTN_MIX_Q4_K_M),
+    GGUF("q4_k_s", NB_Q4_K, NB_RTN_MIX_Q4_K_S),
+    GGUF("q3_k_l", NB_Q3_K, NB_RTN_MIX_Q3_K_L),
+    GGUF("q3_k_m", NB_Q3_K, NB_RTN_MIX_Q3_K_M),
+    GGUF("q3_k_s", NB_Q3_K, NB_RTN_MIX_Q3_K_S),
+    GGUF("q2_k", NB_Q2_K, NB_RTN_MIX_Q2_K),
+    GGUF("q5_0", NB_Q5_0, NB_RTN_MIX_NONE),
+    GGUF("q5_1", NB_Q5_1, NB_RTN_MIX_NONE),
+    GGUF("q4_0", NB_Q4_0, NB_RTN_MIX_NONE),
+    GGUF("q4_1", NB_Q4_1, NB_RTN_MIX_NONE),
+    GGUF("gguf-f16", NB_F16, NB_RTN_MIX_NONE),
+    GGUF("gguf-bf16", NB_BF16, NB_RTN_MIX_NONE),
+    GGUF("gguf-f32", NB_F32, NB_RTN_MIX_NONE),
 };
 
 static bool name_in(const char *names, const char *name, size_t *first_len) {
@@ -162,8 +168,8 @@ nb_status nb_plan_scheme_from_name(const char *name, nb_plan_scheme *out) {
 
 const char *nb_plan_scheme_names(void) {
     return "fp16, bf16, fp32, fp8 (= fp8-channel), fp8-tensor, fp8-block, int8 (= w8a16), w8a8, "
-           "int4 (= int4-gptq, gptq), int4-awq (= awq), int4-sym, nf4, nf4-dq, q8_0, q6_k, q5_k_m, q4_k_m, "
-           "q5_0, q5_1, q4_0, q4_1, gguf-f16, gguf-bf16, gguf-f32";
+           "int4 (= int4-gptq, gptq), int4-awq (= awq), int4-sym, nf4, nf4-dq, q8_0, q6_k, q5_k_m, q5_k_s, "
+           "q4_k_m, q4_k_s, q3_k_l, q3_k_m, q3_k_s, q2_k, q5_0, q5_1, q4_0, q4_1, gguf-f16, gguf-bf16, gguf-f32";
 }
 
 /* ---- KV types -------------------------------------------------------------------- */

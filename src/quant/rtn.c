@@ -173,89 +173,130 @@ typedef struct recipe_state {
 
 /* llama-quantize's llama_tensor_get_type for the schemes we support (dense
  * models). `t` is the base type; `why` receives the rule that applied. */
+#define WHY(...) (why ? (void)snprintf(why, wn, __VA_ARGS__) : (void)0)
+
+nb_dtype nb_rtn_recipe_type(nb_rtn_mix mix, nb_dtype base, nb_rtn_role role, const nb_rtn_where *w, char *why,
+                            size_t wn) {
+    nb_dtype t = base;
+    switch (role) {
+    case NB_RTN_ROLE_OUTPUT:
+        if (w->row_len % 256 != 0) {
+            WHY("recipe: output, row %lld not a multiple of 256", (long long)w->row_len);
+            return NB_Q8_0;
+        }
+        if (t != NB_Q8_0) {
+            WHY("recipe: output");
+            return NB_Q6_K;
+        }
+        return t;
+    case NB_RTN_ROLE_ATTN_V:
+        if (mix == NB_RTN_MIX_Q2_K) {
+            t = w->n_gqa >= 4 ? NB_Q4_K : NB_Q3_K;
+            WHY("recipe: attn_v, %d query heads per KV head", w->n_gqa);
+        } else if (mix == NB_RTN_MIX_Q3_K_M) {
+            t = w->i < 2 ? NB_Q5_K : NB_Q4_K;
+            WHY("recipe: attn_v%s", w->i < 2 ? " of the first 2 layers" : "");
+        } else if (mix == NB_RTN_MIX_Q3_K_L) {
+            t = NB_Q5_K;
+            WHY("recipe: attn_v");
+        } else if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits((int)w->i, (int)w->n)) {
+            t = NB_Q6_K;
+            WHY("recipe: attn_v, use_more_bits(%lld, %lld)", (long long)w->i, (long long)w->n);
+        } else if (mix == NB_RTN_MIX_Q4_K_S && w->i < 4) {
+            t = NB_Q5_K;
+            WHY("recipe: attn_v of the first 4 layers");
+        }
+        if (w->is_70b && (t == NB_Q3_K || t == NB_Q4_K)) {
+            t = NB_Q5_K;
+            WHY("recipe: attn_v of a 70B model (8 query heads per KV head)");
+        }
+        if (w->n_expert == 8) {
+            t = NB_Q8_0;
+            WHY("recipe: attn_v of an 8-expert model");
+        }
+        return t;
+    case NB_RTN_ROLE_ATTN_K:
+        if (w->n_expert == 8) {
+            WHY("recipe: attn_k of an 8-expert model");
+            return NB_Q8_0;
+        }
+        return t;
+    case NB_RTN_ROLE_FFN_DOWN:
+        if (mix == NB_RTN_MIX_Q2_K) {
+            WHY("recipe: ffn_down");
+            return NB_Q3_K;
+        }
+        if (mix == NB_RTN_MIX_Q3_K_M) {
+            WHY("recipe: ffn_down%s", w->i < w->n / 16 ? " of the first 1/16 of layers" : "");
+            return w->i < w->n / 16 ? NB_Q5_K : NB_Q4_K;
+        }
+        if (mix == NB_RTN_MIX_Q3_K_L) {
+            WHY("recipe: ffn_down");
+            return NB_Q5_K;
+        }
+        if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits((int)w->i, (int)w->n)) {
+            WHY("recipe: ffn_down, use_more_bits(%lld, %lld)", (long long)w->i, (long long)w->n);
+            return NB_Q6_K;
+        }
+        if (mix == NB_RTN_MIX_Q4_K_S && w->i < w->n / 8) {
+            WHY("recipe: ffn_down of the first 1/8 of layers");
+            return NB_Q5_K;
+        }
+        return t;
+    case NB_RTN_ROLE_ATTN_OUTPUT: {
+        nb_dtype o = t;
+        if (w->n_expert == 8)
+            o = (mix == NB_RTN_MIX_Q2_K || mix == NB_RTN_MIX_Q3_K_S || mix == NB_RTN_MIX_Q3_K_M ||
+                 mix == NB_RTN_MIX_Q4_K_S || mix == NB_RTN_MIX_Q4_K_M) ? NB_Q5_K : t;
+        else
+            o = mix == NB_RTN_MIX_Q2_K ? NB_Q3_K : mix == NB_RTN_MIX_Q3_K_M ? NB_Q4_K
+              : mix == NB_RTN_MIX_Q3_K_L ? NB_Q5_K : t;
+        if (o != t) WHY("recipe: attn_output");
+        return o;
+    }
+    case NB_RTN_ROLE_ATTN_QKV: {
+        nb_dtype o = (mix == NB_RTN_MIX_Q3_K_M || mix == NB_RTN_MIX_Q3_K_L) ? NB_Q4_K
+                   : mix == NB_RTN_MIX_Q4_K_M ? NB_Q5_K : mix == NB_RTN_MIX_Q5_K_M ? NB_Q6_K : t;
+        if (o != t) WHY("recipe: attn_qkv");
+        return o;
+    }
+    case NB_RTN_ROLE_OTHER: break;
+    }
+    return t;
+}
+
+/* nibble quantize's side: the tensor's role from its GGUF name. */
 static nb_dtype recipe_type(const nb_rtn_scheme *sc, recipe_state *rs, const nb_tensor *tn, char *why, size_t wn) {
-    nb_dtype t = sc->base;
     const char *name = tn->name;
     if (is_int4_ext(sc->base)) {
         if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) {
             snprintf(why, wn, "recipe: embeddings stay F16 for INT4");
             return NB_F16;
         }
-        return t;
+        return sc->base;
     }
-    if (!is_ggml(sc->base) || is_plain(sc->base)) return t;
+    if (!is_ggml(sc->base) || is_plain(sc->base)) return sc->base;
+    nb_rtn_where w = {.row_len = tn->ne[0], .n_gqa = rs->n_gqa, .is_70b = rs->is_70b};
+    nb_rtn_role role = NB_RTN_ROLE_OTHER;
     if (!strcmp(name, "output.weight") || (!rs->has_output && !strcmp(name, "token_embd.weight"))) {
-        if (tn->ne[0] % 256 != 0) {
-            snprintf(why, wn, "recipe: output, row %lld not a multiple of 256", (long long)tn->ne[0]);
-            return NB_Q8_0;
-        }
-        if (t != NB_Q8_0) {
-            snprintf(why, wn, "recipe: output%s", rs->has_output ? "" : " (tied token_embd)");
-            return NB_Q6_K;
-        }
-        return t;
+        role = NB_RTN_ROLE_OUTPUT;
+    } else if (strstr(name, "attn_v.weight")) {
+        role = NB_RTN_ROLE_ATTN_V;
+        w.i = rs->i_attn_v++;
+        w.n = rs->n_attn_v;
+    } else if (strstr(name, "ffn_down")) {
+        role = NB_RTN_ROLE_FFN_DOWN;
+        w.i = rs->i_ffn_down++;
+        w.n = rs->n_ffn_down;
+    } else if (strstr(name, "attn_output.weight")) {
+        role = NB_RTN_ROLE_ATTN_OUTPUT;
+    } else if (strstr(name, "attn_qkv.weight")) {
+        role = NB_RTN_ROLE_ATTN_QKV;
+    } else if (strstr(name, "attn_k.weight")) {
+        role = NB_RTN_ROLE_ATTN_K;
     }
-    const nb_rtn_mix mix = sc->mix;
-    if (strstr(name, "attn_v.weight")) {
-        int i = rs->i_attn_v++;
-        if (mix == NB_RTN_MIX_Q2_K) {
-            t = rs->n_gqa >= 4 ? NB_Q4_K : NB_Q3_K;
-            snprintf(why, wn, "recipe: attn_v, %d query heads per KV head", rs->n_gqa);
-        } else if (mix == NB_RTN_MIX_Q3_K_M) {
-            t = i < 2 ? NB_Q5_K : NB_Q4_K;
-            snprintf(why, wn, "recipe: attn_v%s", i < 2 ? " of the first 2 layers" : "");
-        } else if (mix == NB_RTN_MIX_Q3_K_L) {
-            t = NB_Q5_K;
-            snprintf(why, wn, "recipe: attn_v");
-        } else if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, rs->n_attn_v)) {
-            t = NB_Q6_K;
-            snprintf(why, wn, "recipe: attn_v, use_more_bits(%d, %d)", i, rs->n_attn_v);
-        } else if (mix == NB_RTN_MIX_Q4_K_S && i < 4) {
-            t = NB_Q5_K;
-            snprintf(why, wn, "recipe: attn_v of the first 4 layers");
-        }
-        if (rs->is_70b && (t == NB_Q3_K || t == NB_Q4_K)) {
-            t = NB_Q5_K;
-            snprintf(why, wn, "recipe: attn_v of a 70B model (8 query heads per KV head)");
-        }
-        return t;
-    }
-    if (strstr(name, "ffn_down")) {
-        int i = rs->i_ffn_down++, n = rs->n_ffn_down;
-        if (mix == NB_RTN_MIX_Q2_K) {
-            snprintf(why, wn, "recipe: ffn_down");
-            return NB_Q3_K;
-        }
-        if (mix == NB_RTN_MIX_Q3_K_M) {
-            snprintf(why, wn, "recipe: ffn_down%s", i < n / 16 ? " of the first 1/16 of layers" : "");
-            return i < n / 16 ? NB_Q5_K : NB_Q4_K;
-        }
-        if (mix == NB_RTN_MIX_Q3_K_L) {
-            snprintf(why, wn, "recipe: ffn_down");
-            return NB_Q5_K;
-        }
-        if ((mix == NB_RTN_MIX_Q4_K_M || mix == NB_RTN_MIX_Q5_K_M) && nb_rtn_use_more_bits(i, n)) {
-            snprintf(why, wn, "recipe: ffn_down, use_more_bits(%d, %d)", i, n);
-            return NB_Q6_K;
-        }
-        if (mix == NB_RTN_MIX_Q4_K_S && i < n / 8) {
-            snprintf(why, wn, "recipe: ffn_down of the first 1/8 of layers");
-            return NB_Q5_K;
-        }
-        return t;
-    }
-    if (strstr(name, "attn_output.weight")) {
-        nb_dtype o = mix == NB_RTN_MIX_Q2_K ? NB_Q3_K : mix == NB_RTN_MIX_Q3_K_M ? NB_Q4_K
-                   : mix == NB_RTN_MIX_Q3_K_L ? NB_Q5_K : t;
-        if (o != t) snprintf(why, wn, "recipe: attn_output");
-        return o;
-    }
-    if (strstr(name, "attn_qkv.weight")) { /* fused QKV (none of nibble's architectures has one) */
-        nb_dtype o = (mix == NB_RTN_MIX_Q3_K_M || mix == NB_RTN_MIX_Q3_K_L) ? NB_Q4_K
-                   : mix == NB_RTN_MIX_Q4_K_M ? NB_Q5_K : mix == NB_RTN_MIX_Q5_K_M ? NB_Q6_K : t;
-        if (o != t) snprintf(why, wn, "recipe: attn_qkv");
-        return o;
-    }
+    nb_dtype t = nb_rtn_recipe_type(sc->mix, sc->base, role, &w, why, wn);
+    if (role == NB_RTN_ROLE_OUTPUT && !rs->has_output && t == NB_Q6_K) snprintf(why, wn, "recipe: output (tied token_embd)");
     return t;
 }
 

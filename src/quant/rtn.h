@@ -71,6 +71,34 @@ typedef enum nb_rtn_mix {
     NB_RTN_MIX_Q3_K_L,
 } nb_rtn_mix;
 
+/* Which of llama.cpp's per-tensor rules (llama_tensor_get_type) a 2-D
+ * weight falls under. */
+typedef enum nb_rtn_role {
+    NB_RTN_ROLE_OTHER = 0,
+    NB_RTN_ROLE_OUTPUT,      /* output.weight, or token_embd when the output is tied to it */
+    NB_RTN_ROLE_ATTN_V,
+    NB_RTN_ROLE_ATTN_K,
+    NB_RTN_ROLE_ATTN_OUTPUT,
+    NB_RTN_ROLE_ATTN_QKV,    /* fused Q/K/V */
+    NB_RTN_ROLE_FFN_DOWN,
+} nb_rtn_role;
+
+typedef struct nb_rtn_where {
+    int64_t i, n;     /* ATTN_V / FFN_DOWN: index of this tensor among the model's of its role, and their count */
+    int64_t row_len;  /* elements per row (OUTPUT: Q8_0 when not a multiple of 256) */
+    int n_gqa;        /* query heads per KV head (0: unknown) */
+    int n_expert;     /* experts per MoE layer (0: dense) */
+    bool is_70b;      /* a 70B llama-like model (llama.cpp's LLM_TYPE_70B) */
+} nb_rtn_where;
+
+/* llama.cpp's type for one tensor of a GGUF mix whose base type is `base`,
+ * before any row-length fallback (which differs: llama.cpp falls back to
+ * IQ4_NL where nibble writes Q4_0). The one implementation of these rules:
+ * `nibble quantize` writes by it and `nibble plan` sizes by it. `why`
+ * (may be NULL) names the rule when the type differs from base. */
+nb_dtype nb_rtn_recipe_type(nb_rtn_mix mix, nb_dtype base, nb_rtn_role role, const nb_rtn_where *w, char *why,
+                            size_t wn);
+
 typedef struct nb_rtn_scheme {
     char name[16];        /* canonical spelling: "Q4_K_M", "W4G128", "F16" */
     nb_dtype base;        /* default type of 2-D weights */

@@ -376,6 +376,13 @@ static void test_gguf_recipe(void **state) {
     preset_config(&c, "llama-3.1-8b", "q8_0");
     assert_int_equal(nb_plan_weights(&c, &r), NB_OK);
     within((double)r.weight_bytes / GIB, 7.96, 0.01, "llama-3-8b q8_0 GiB");
+    /* the Q3_K_M and Q2_K mixes (quant/rtn.c's recipe, shared with nibble quantize): 3.74 and 2.96 GiB */
+    preset_config(&c, "llama-3.1-8b", "q3_k_m");
+    assert_int_equal(nb_plan_weights(&c, &r), NB_OK);
+    within((double)r.weight_bytes / GIB, 3.74, 0.01, "llama-3-8b q3_k_m GiB");
+    preset_config(&c, "llama-3.1-8b", "q2_k");
+    assert_int_equal(nb_plan_weights(&c, &r), NB_OK);
+    within((double)r.weight_bytes / GIB, 2.96, 0.01, "llama-3-8b q2_k GiB");
 }
 
 /* config.json parsing: values from published configs. */
