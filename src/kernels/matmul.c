@@ -290,6 +290,8 @@ static int64_t quant_gemm_min(void) {
  * per-row dots at 8 tokens, 73 vs 53 tok/s at 12, 105 vs 62 at 128).
  * NIBBLE_NO_INT8_GEMM=1 turns it off. */
 #define RGEMM_MIN_TOKENS 8
+/* Bytes of packed activations per slab of the int8 GEMM (kept in L2). */
+#define GEMM_SLAB_BYTES ((size_t)1536 << 10)
 
 /* Quantized weights (and float weights for one token), one job for up to
  * MM_MAX weights that read the same activations (Q, K and V; gate and up):
@@ -326,8 +328,10 @@ typedef struct {
     const nb_qdot *qd;
     const uint8_t *act;
     uint64_t a_row_bytes;
-    /* PATH_INT8_GEMM: activations packed */
+    /* PATH_INT8_GEMM: activations packed, taken in slabs of slab_groups token
+     * groups (the row range repeats once per slab: item s*rows + r) */
     nb_actpack ap;
+    int64_t slab_groups, slabs;
     uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
 } quant_job;
 
@@ -368,14 +372,15 @@ static void pack_worker(void *arg, int ith, int nth) {
     for (int64_t g = g0; g < g1; g++) nb_actpack_group(&j->ap, j->X, g, row);
 }
 
-/* Rows [lo, hi) of the concatenated range, weight by weight. */
-static void quant_rows(quant_job *j, int64_t lo, int64_t hi) {
+/* Rows [lo, hi) of the concatenated range, weight by weight, against the
+ * tokens of `ap` (PATH_INT8_GEMM: one slab, whose first token is t0). */
+static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64_t lo, int64_t hi) {
     for (int s = 0; s < j->nseg; s++) {
         const mm_seg *g = &j->seg[s];
         int64_t r0 = NB_MAX(lo, g->row0) - g->row0, r1 = NB_MIN(hi, g->row0 + g->R) - g->row0;
         if (r0 >= r1) continue;
         if (g->gemm) {
-            g->gemm(g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, r1 - r0, &j->ap, g->Y + r0, g->R);
+            g->gemm(g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, r1 - r0, ap, g->Y + t0 * g->R + r0, g->R);
             continue;
         }
         if (g->fdot) {
@@ -386,6 +391,22 @@ static void quant_rows(quant_job *j, int64_t lo, int64_t hi) {
             const uint8_t *w = g->w + (uint64_t)r * g->row_bytes;
             for (int64_t t = 0; t < j->n; t++) g->dot(j->K, w, j->act + t * j->a_row_bytes, &g->Y[t * g->R + r]);
         }
+    }
+}
+
+/* Items [lo, hi) of the job: rows of the concatenated range, repeated once
+ * per activation slab (one slab unless PATH_INT8_GEMM has many tokens). */
+static void quant_rows(quant_job *j, int64_t lo, int64_t hi) {
+    while (lo < hi) {
+        int64_t s = lo / j->rows, end = NB_MIN(hi, (s + 1) * j->rows);
+        if (j->slabs > 1) {
+            int64_t g0 = s * j->slab_groups;
+            nb_actpack v = nb_actpack_slice(&j->ap, g0, NB_MIN(j->slab_groups, j->ap.ng - g0));
+            seg_rows(j, &v, g0 * NB_ACTPACK_TOKENS, lo - s * j->rows, end - s * j->rows);
+        } else {
+            seg_rows(j, &j->ap, 0, lo, end);
+        }
+        lo = end;
     }
 }
 
@@ -433,6 +454,10 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         j.scratch = k->act + pack;
         nb_pool_run(k->pool, pack_worker, &j);
         chunk = 2 * NB_MAX(1, chunk / 4); /* even: the kernel's row pairs stay whole */
+        /* slabs whose packed activations stay in a core's L2 while all the rows
+         * pass (pp512 of the TinyLlama shape: 105 -> see docs/performance.md) */
+        j.slab_groups = NB_MAX(2, (int64_t)(GEMM_SLAB_BYTES / (nb_actpack_bytes(K, NB_ACTPACK_TOKENS) + 1)) & ~(int64_t)1);
+        j.slabs = (j.ap.ng + j.slab_groups - 1) / j.slab_groups;
     } else if (path == PATH_DOTS) {
         j.qd = qdot_for(W[0]->type, k->isa);
         if (j.qd->act_type == NB_F32) {
@@ -447,7 +472,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
             else nb_pool_run(k->pool, quant_act_worker, &j);
         }
     }
-    nb_pool_run_chunks(k->pool, quant_worker, &j, j.rows, chunk);
+    nb_pool_run_chunks(k->pool, quant_worker, &j, j.rows * NB_MAX(j.slabs, 1), chunk);
     return NB_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "base/status.h"
 #include "quant/blocks.h"
 
 
@@ -404,6 +405,19 @@ void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row) 
             ap->d[at] = d;
         }
     }
+}
+
+nb_actpack nb_actpack_slice(const nb_actpack *ap, int64_t g0, int64_t ng) {
+    nb_actpack v = *ap;
+    const int64_t at = g0 * ap->nb;
+    v.q += at * 512;
+    v.sum += at * 16;
+    v.fsum += at * 16;
+    v.sum16 += at * 32;
+    v.d += at * 16;
+    v.ng = ng;
+    v.n = NB_MIN(ap->n - g0 * NB_ACTPACK_TOKENS, ng * NB_ACTPACK_TOKENS);
+    return v;
 }
 
 void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {

@@ -127,6 +127,10 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row);
 void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row);
 void nb_actpack_group_avx512(nb_actpack *ap, const float *X, int64_t g);
 
+/* Token groups g0 .. g0+ng-1 of a pack, as a pack of their own (views into
+ * the same memory; token 0 of the view is token 16*g0 of the whole). */
+nb_actpack nb_actpack_slice(const nb_actpack *ap, int64_t g0, int64_t ng);
+
 typedef void (*nb_repack_gemm_fn)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                                   int64_t ldy);
 /* The int8 GEMM of a repacked type and the activation format it wants. */

@@ -133,17 +133,18 @@ static void attention_worker(void *arg, int ith, int nth) {
     nb_attn_head a = {.kv = f->kv, .layer = j->layer, .scale = 1.0f / sqrtf((float)hd),
                       .scores = f->att_scores + (int64_t)ith * f->att_cap};
     int64_t lo, hi;
-    nb_split((int64_t)b->n * hp->n_head, ith, nth, &lo, &hi);
-    for (int64_t job = lo; job < hi; job++) {
-        int32_t t = (int32_t)(job / hp->n_head);
-        int h = (int)(job % hp->n_head);
-        a.blocks = b->seqs[b->seq[t]].blocks;
-        a.n_pos = b->pos[t] + 1;
-        a.kvh = h / group;
-        a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
-        a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
-        f->attn(&a);
-    }
+    (void)nth;
+    while (nb_pool_chunk(f->k.pool, ith, &lo, &hi))
+        for (int64_t job = lo; job < hi; job++) {
+            int32_t t = (int32_t)(job / hp->n_head);
+            int h = (int)(job % hp->n_head);
+            a.blocks = b->seqs[b->seq[t]].blocks;
+            a.n_pos = b->pos[t] + 1;
+            a.kvh = h / group;
+            a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+            a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+            f->attn(&a);
+        }
 }
 
 static nb_status check_batch(const nb_fwd *f, const nb_batch *b, int32_t *max_pos) {
@@ -214,7 +215,9 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
             nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
         }
         att_job aj = {f, b, l};
-        nb_pool_run(f->k.pool, attention_worker, &aj);
+        /* (token, head) jobs in chunks with stealing: in a prompt, later
+         * tokens attend to more positions, so equal shares would not be */
+        nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head, NB_MAX(1, hp->n_head / 4));
         NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 

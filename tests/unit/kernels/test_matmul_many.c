@@ -111,7 +111,43 @@ static void test_shared_jobs(void **state) {
     fprintf(stderr, "  nb_matmul_many == nb_matmul for shared and fallback jobs at 1, 9, 37 tokens\n");
 }
 
+/* A prompt long enough that the int8 GEMM takes its packed activations in
+ * several L2-sized slabs (kernels/matmul.c): every token's outputs still
+ * equal the one-token dot path's (same integer products; float order). */
+static void test_slabs(void **state) {
+    (void)state;
+    const int64_t K = 256, R = 6, n = 3800; /* 238 groups of 16 tokens: more than one slab at K=256 */
+    nb_kctx k;
+    assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
+    static const nb_dtype types[] = {NB_Q4_K, NB_Q4_0};
+    float *X = malloc((size_t)(n * K) * sizeof *X), *Y = malloc((size_t)(n * R) * sizeof *Y), y1[6];
+    for (int64_t i = 0; i < n * K; i++) X[i] = frand();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        void *mem;
+        nb_tensor W = make_weight(types[ti], K, R, &mem);
+        assert_int_equal(nb_matmul(&k, &W, X, n, Y), NB_OK);
+        float *row = malloc((size_t)K * sizeof *row);
+        for (int64_t t = 0; t < n; t += (t < n - 40 ? 37 : 1)) {
+            assert_int_equal(nb_matmul(&k, &W, X + t * K, 1, y1), NB_OK);
+            for (int64_t r = 0; r < R; r++) {
+                assert_int_equal(nb_get_row(&W, r, row), NB_OK);
+                double mag = 0;
+                for (int64_t c = 0; c < K; c++) mag += fabs((double)row[c] * X[t * K + c]);
+                if (!(fabs(Y[t * R + r] - y1[r]) <= 1e-5 * mag + 1e-6))
+                    fprintf(stderr, "%s token %lld row %lld: batch %g one %g\n", nb_dtype_name(W.type), (long long)t,
+                            (long long)r, Y[t * R + r], y1[r]);
+                assert_true(fabs(Y[t * R + r] - y1[r]) <= 1e-5 * mag + 1e-6);
+            }
+        }
+        free(row);
+        free(mem);
+    }
+    fprintf(stderr, "  3800-token batches (several activation slabs) == one-token dots\n");
+    free(X); free(Y);
+    nb_kctx_free(&k);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs), cmocka_unit_test(test_slabs)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
