@@ -30,7 +30,7 @@ static float elem(const nb_kv_pool *kv, const uint8_t *row, int32_t i) {
     return 0;
 }
 
-void nb_attn_ref(const nb_attn_head *a) {
+static void attn_ref_one(const nb_attn_head *a) {
     const nb_kv_pool *kv = a->kv;
     int32_t hd = kv->head_dim, bs = kv->block_size;
     float mx = -INFINITY;
@@ -60,9 +60,27 @@ void nb_attn_ref(const nb_attn_head *a) {
     }
 }
 
+void nb_attn_for_each_head(const nb_attn_head *a, void (*one)(const nb_attn_head *)) {
+    int nq = a->nq > 1 ? a->nq : 1, hd = a->kv->head_dim;
+    for (int h = 0; h < nq; h++) {
+        nb_attn_head x = *a;
+        x.nq = 1;
+        x.q = a->q + (int64_t)h * hd;
+        x.out = a->out + (int64_t)h * hd;
+        x.scores = a->scores + (int64_t)h * a->n_pos;
+        one(&x);
+    }
+}
+
+void nb_attn_ref(const nb_attn_head *a) { nb_attn_for_each_head(a, attn_ref_one); }
+
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name) {
     nb_attn_fn f = NULL;
     nb_attn_fp8_table();
+    if (max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && (f = nb_attn_avx512())) {
+        if (name) *name = "avx512";
+        return f;
+    }
     if (max_isa >= NB_ISA_AVX2 && (f = nb_attn_avx2())) {
         if (name) *name = "avx2";
         return f;

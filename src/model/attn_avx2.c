@@ -38,11 +38,11 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-static void attn_avx2(const nb_attn_head *a) {
+static void attn_avx2_one(const nb_attn_head *a) {
     const nb_kv_pool *kv = a->kv;
     int32_t hd = kv->head_dim, bs = kv->block_size;
     if (hd % 8 != 0 || hd > 512) {
-        nb_attn_ref(a);
+        nb_attn_ref(a); /* a is one head here */
         return;
     }
     const float *lut = nb_attn_fp8_table();
@@ -79,5 +79,7 @@ static void attn_avx2(const nb_attn_head *a) {
     }
     for (int32_t j = 0; j < nv; j++) _mm256_storeu_ps(a->out + 8 * j, o[j]);
 }
+
+static void attn_avx2(const nb_attn_head *a) { nb_attn_for_each_head(a, attn_avx2_one); }
 
 nb_attn_fn nb_attn_avx2(void) { return attn_avx2; }

@@ -41,6 +41,11 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     nb_status st = nb_kctx_init(&f->k, n_threads);
     if (st != NB_OK) { free(f); return st; }
     f->attn = nb_attn_get(f->k.isa, &f->attn_isa);
+    if (m->hp.n_head_kv < 1 || m->hp.n_head % m->hp.n_head_kv || m->hp.n_head / m->hp.n_head_kv > NB_ATTN_MAX_GROUP) {
+        nb_fwd_free(f);
+        return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
+                       m->hp.n_head, m->hp.n_head_kv, NB_ATTN_MAX_GROUP);
+    }
     if (kv->n_layer != m->hp.n_layer || kv->head_dim != m->hp.head_dim || kv->n_head_kv != m->hp.n_head_kv) {
         nb_fwd_free(f);
         return nb_fail(NB_ERR_INVALID, "KV pool shape (%d layers x %d heads x %d) does not match the model's "
@@ -124,25 +129,28 @@ typedef struct {
     int layer;
 } att_job;
 
+/* One job per (token, KV head): the GQA group's query heads go together
+ * (attn.h), in chunks with stealing - in a prompt, later tokens attend to
+ * more positions, so equal shares would not be equal work. */
 static void attention_worker(void *arg, int ith, int nth) {
+    (void)nth;
     att_job *j = arg;
     nb_fwd *f = j->f;
     const nb_batch *b = j->b;
     const nb_hparams *hp = &f->m->hp;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     nb_attn_head a = {.kv = f->kv, .layer = j->layer, .scale = 1.0f / sqrtf((float)hd),
-                      .scores = f->att_scores + (int64_t)ith * f->att_cap};
+                      .scores = f->att_scores + (int64_t)ith * f->att_cap, .nq = group};
     int64_t lo, hi;
-    (void)nth;
     while (nb_pool_chunk(f->k.pool, ith, &lo, &hi))
         for (int64_t job = lo; job < hi; job++) {
-            int32_t t = (int32_t)(job / hp->n_head);
-            int h = (int)(job % hp->n_head);
+            int32_t t = (int32_t)(job / hp->n_head_kv);
+            int kvh = (int)(job % hp->n_head_kv);
             a.blocks = b->seqs[b->seq[t]].blocks;
             a.n_pos = b->pos[t] + 1;
-            a.kvh = h / group;
-            a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
-            a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)h * hd;
+            a.kvh = kvh;
+            a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)kvh * group * hd;
+            a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)kvh * group * hd;
             f->attn(&a);
         }
 }
@@ -185,8 +193,9 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
     int64_t n = b->n, E = hp->n_embd, hd = hp->head_dim, Q = (int64_t)hp->n_head * hd,
             KV = (int64_t)hp->n_head_kv * hd, F = hp->n_ff;
     int nth = nb_pool_size(f->k.pool);
-    if (max_pos + 1 > f->att_cap) {
-        int64_t cap = NB_MAX((int64_t)max_pos + 1, 2 * f->att_cap);
+    const int64_t group = hp->n_head / hp->n_head_kv; /* scores of a GQA group per thread */
+    if ((max_pos + 1) * group > f->att_cap) {
+        int64_t cap = NB_MAX(((int64_t)max_pos + 1) * group, 2 * f->att_cap);
         float *p = alloc_f(cap * nth);
         if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for attention scores");
         free(f->att_scores);
@@ -215,9 +224,7 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
             nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
         }
         att_job aj = {f, b, l};
-        /* (token, head) jobs in chunks with stealing: in a prompt, later
-         * tokens attend to more positions, so equal shares would not be */
-        nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head, NB_MAX(1, hp->n_head / 4));
+        nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head_kv, NB_MAX(1, hp->n_head_kv / 4));
         NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 

@@ -78,7 +78,7 @@ static void unfill(fixture *f) {
 
 static void run(nb_attn_fn fn, fixture *f, const float *q, int kvh, int32_t n_pos, float *out) {
     float scores[64];
-    nb_attn_head a = {&f->kv, 1, f->blocks, n_pos, kvh, q, 0.25f, scores, out};
+    nb_attn_head a = {&f->kv, 1, f->blocks, n_pos, kvh, q, 0.25f, scores, out, 1};
     fn(&a);
 }
 
@@ -165,6 +165,42 @@ static void test_simd_vs_ref(void **state) {
         }
 }
 
+/* A GQA group (several query heads on one KV head) in one call: every
+ * kernel equals the reference run head by head, for head_dim 64 and 128 (the
+ * AVX-512 grouped path), 8 and 20 (its fallbacks), groups of 1..7 heads (the
+ * AVX-512 kernel keeps four heads' outputs in registers at a time). */
+static void test_groups(void **state) {
+    (void)state;
+    nb_attn_fn kernels[3] = {nb_attn_ref, nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2() : NULL,
+                             nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512() : NULL};
+    const char *names[3] = {"scalar", "avx2", "avx512"};
+    int32_t hds[] = {64, 128, 8, 20};
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        for (int hi = 0; hi < 4; hi++) {
+            const int32_t hd = hds[hi];
+            fixture f;
+            fill(&f, (nb_kv_type)t, hd, 17 + (unsigned)t);
+            unsigned s = 5;
+            float q[7 * 128], want[7 * 128], got[7 * 128], scores[7 * 64];
+            for (int i = 0; i < 7 * hd; i++) q[i] = frand(&s);
+            for (int nq = 1; nq <= 7; nq += 2)
+                for (int32_t n = 1; n <= f.n_pos; n += 5)
+                    for (int kvh = 0; kvh < 2; kvh++) {
+                        for (int h = 0; h < nq; h++) run(nb_attn_ref, &f, q + h * hd, kvh, n, want + h * hd);
+                        for (int k = 0; k < 3; k++) {
+                            if (!kernels[k]) continue;
+                            nb_attn_head a = {&f.kv, 1, f.blocks, n, kvh, q, 0.25f, scores, got, nq};
+                            kernels[k](&a);
+                            for (int i = 0; i < nq * hd; i++)
+                                if (fabsf(want[i] - got[i]) > 1e-5f * (1 + fabsf(want[i])))
+                                    fail_msg("%s type %d hd %d nq %d n %d: head %d elem %d ref %g got %g", names[k], t,
+                                             hd, nq, n, i / hd, i % hd, want[i], got[i]);
+                        }
+                    }
+            unfill(&f);
+        }
+}
+
 static void test_copy_block(void **state) {
     (void)state;
     fixture f;
@@ -190,7 +226,7 @@ static void test_copy_block(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp8_codes),   cmocka_unit_test(test_ref_vs_double), cmocka_unit_test(test_store_error),
-        cmocka_unit_test(test_simd_vs_ref), cmocka_unit_test(test_copy_block),
+        cmocka_unit_test(test_simd_vs_ref), cmocka_unit_test(test_groups), cmocka_unit_test(test_copy_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
