@@ -72,7 +72,7 @@ struct nb_engine {
     bool *b_want;
     nb_seq_view *b_views;
     float *logits, *row_copy;
-    struct req **todo;
+    struct req **to_sample;
     char *text;
     size_t text_cap, piece_cap;
     char *piece;
@@ -435,11 +435,11 @@ static void step(nb_engine *e) {
     nb_sched_advance(e->sched, &out);
     /* entries may be finished (and freed) while sampling: collect first */
     int32_t k = 0;
-    req **todo = e->todo;
+    req **to_sample = e->to_sample;
     int32_t nt = 0;
     for (int32_t i = 0; i < out.n_entries; i++)
-        if (out.e[i].sample) todo[nt++] = out.e[i].seq->ud;
-    for (int32_t i = 0; i < nt; i++, k++) on_logits(e, todo[i], e->logits + (size_t)k * (size_t)e->n_vocab);
+        if (out.e[i].sample) to_sample[nt++] = out.e[i].seq->ud;
+    for (int32_t i = 0; i < nt; i++, k++) on_logits(e, to_sample[i], e->logits + (size_t)k * (size_t)e->n_vocab);
     e->last_step_s = now_s() - t0;
 }
 
@@ -580,10 +580,10 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     e->b_views = nb_malloc(S * sizeof(nb_seq_view));
     e->logits = nb_malloc(S * (size_t)e->n_vocab * sizeof(float));
     e->row_copy = nb_malloc((size_t)e->n_vocab * sizeof(float));
-    e->todo = nb_malloc(S * sizeof *e->todo);
+    e->to_sample = nb_malloc(S * sizeof *e->to_sample);
     e->piece_cap = nb_tokenizer_max_piece(e->tok) + NB_DETOK_SLACK;
     e->piece = nb_malloc(e->piece_cap);
-    if (!e->b_tokens || !e->b_pos || !e->b_seq || !e->b_want || !e->b_views || !e->logits || !e->row_copy || !e->todo ||
+    if (!e->b_tokens || !e->b_pos || !e->b_seq || !e->b_want || !e->b_views || !e->logits || !e->row_copy || !e->to_sample ||
         !e->piece || !text_reserve(e, 4096)) {
         st = nb_fail(NB_ERR_NOMEM, "out of memory for the engine's step buffers");
         goto fail;
@@ -625,7 +625,7 @@ void nb_engine_free(nb_engine *e) {
     nb_model_free(e->model);
     free(e->aborts);
     free(e->b_tokens); free(e->b_pos); free(e->b_seq); free(e->b_want); free(e->b_views);
-    free(e->logits); free(e->row_copy); free(e->todo); free(e->text); free(e->piece);
+    free(e->logits); free(e->row_copy); free(e->to_sample); free(e->text); free(e->piece);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -196,17 +196,25 @@ void nb_dequant_q8_0(const void *src, float *y, int64_t n) {
 
 /* ---- k-quant helpers ------------------------------------------------------ */
 
+/* The first of v[0..n) with the largest magnitude (0 when all are 0): the
+ * group scale the K-quants quantize the others against. */
+static float largest_magnitude(const float *v, int n) {
+    float best = 0, amax = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(v[j]) > amax) {
+            amax = fabsf(v[j]);
+            best = v[j];
+        }
+    return best;
+}
+
 /* Symmetric fit of n values to levels -nmax..nmax-1 (returned offset by
  * nmax in L), trying 19 scales around nmax/max and keeping the one that
  * maximises (sum w x l)^2 / sum w l^2 with weights w = x^2 (rmse_type 1),
  * as llama.cpp's make_qx_quants. Returns the scale. */
 static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < 1e-15f) {
+    const float max = largest_magnitude(x, n);
+    if (fabsf(max) < 1e-15f) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
@@ -331,12 +339,8 @@ static inline int q3_scale6(const uint8_t *sc, int j) {
  * (sum w x l)^2 / sum w l^2; as llama.cpp's make_q3_quants with do_rmse.
  * L receives l + nmax; returns the scale sum(w x l) / sum(w l^2). */
 static float fit_q3(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < 1e-15f) {
+    const float max = largest_magnitude(x, n);
+    if (fabsf(max) < 1e-15f) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
@@ -455,14 +459,8 @@ void nb_quant_q3_K(const float *x, void *dst, int64_t n) {
     int8_t L[256];
     float scales[16];
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) {
-                amax = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < 16; j++) scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = largest_magnitude(scales, 16);
         memset(y[i].scales, 0, 12);
         if (max_scale != 0) {
             const float iscale = -32.f / max_scale;
@@ -655,15 +653,9 @@ void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
     int8_t L[256];
     float scales[16];
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < 16; ib++) {
-            scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib);
-            if (fabsf(scales[ib]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[ib]);
-                max_scale = scales[ib];
-            }
-        }
-        if (max_abs_scale < 1e-15f) {
+        for (int ib = 0; ib < 16; ib++) scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib);
+        const float max_scale = largest_magnitude(scales, 16);
+        if (fabsf(max_scale) < 1e-15f) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
         }

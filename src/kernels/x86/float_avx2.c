@@ -1,4 +1,5 @@
-/* AVX2 + FMA + F16C float kernels (8 lanes, 4 accumulators). */
+/* AVX2 + FMA + F16C float kernels: the dots and conversions of
+ * kernels/float_x86.h at 8 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
 
 #include "base/half.h"
@@ -16,58 +17,17 @@ static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* Software prefetch distance of the dot products, as in float_avx512.c. */
-#ifndef DOT_PREFETCH
-#define DOT_PREFETCH 2048
-#endif
-#define DOT_BODY(LOAD, SCALAR)                                                                   \
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                   \
-    int64_t i = 0;                                                                                \
-    for (; i + 32 <= n; i += 32) {                                                                \
-        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH, _MM_HINT_T0);                          \
-        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH + 64, _MM_HINT_T0);                     \
-        a0 = _mm256_fmadd_ps(LOAD(a + i), _mm256_loadu_ps(x + i), a0);                            \
-        a1 = _mm256_fmadd_ps(LOAD(a + i + 8), _mm256_loadu_ps(x + i + 8), a1);                    \
-        a2 = _mm256_fmadd_ps(LOAD(a + i + 16), _mm256_loadu_ps(x + i + 16), a2);                  \
-        a3 = _mm256_fmadd_ps(LOAD(a + i + 24), _mm256_loadu_ps(x + i + 24), a3);                  \
-    }                                                                                             \
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD(a + i), _mm256_loadu_ps(x + i), a0);     \
-    float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));               \
-    for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                  \
-    return s;
-
-#define LOAD_F32(p) _mm256_loadu_ps(p)
-#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define ID(v) (v)
-
-static float dot_f32(int64_t n, const void *w, const float *x) {
-    const float *a = w;
-    DOT_BODY(LOAD_F32, ID)
-}
-
-static float dot_f16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(LOAD_F16, nb_fp16_to_fp32)
-}
-
-static float dot_bf16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(load_bf16, nb_bf16_to_fp32)
-}
-
-static void f16_to_f32(int64_t n, const void *src, float *dst) {
-    const uint16_t *a = src;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LOAD_F16(a + i));
-    for (; i < n; i++) dst[i] = nb_fp16_to_fp32(a[i]);
-}
-
-static void bf16_to_f32(int64_t n, const void *src, float *dst) {
-    const uint16_t *a = src;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16(a + i));
-    for (; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
-}
+#define VF __m256
+#define VW 8
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VZERO() _mm256_setzero_ps()
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VHSUM(v) hsum256(v)
+#define VLOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define VLOAD_BF16(p) load_bf16(p)
+#include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h) as 6 rows x 16 tokens at a
  * time: 12 ymm accumulators, 2 token vectors per k, each weight broadcast

@@ -1,4 +1,5 @@
-/* AVX-512F float kernels (16 lanes, 4 accumulators). */
+/* AVX-512F float kernels: the dots and conversions of kernels/float_x86.h
+ * at 16 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
 
 #include "base/half.h"
@@ -9,61 +10,17 @@ static inline __m512 load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Software prefetch distance of the dot products (decode streams every
- * weight once): 2 KiB ahead took F16 decode on the TinyLlama shape from 12.0
- * to 14.4 tok/s, 83% -> 97% of the read-bandwidth roofline (1 and 4 KiB:
- * 13.3-13.8); docs/performance.md. */
-#ifndef DOT_PREFETCH
-#define DOT_PREFETCH 2048
-#endif
-#define DOT_BODY(LOAD, SCALAR)                                                                   \
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                   \
-    int64_t i = 0;                                                                                \
-    for (; i + 64 <= n; i += 64) {                                                                \
-        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH, _MM_HINT_T0);                                \
-        _mm_prefetch((const char *)(a + i) + DOT_PREFETCH + 64, _MM_HINT_T0);                           \
-        a0 = _mm512_fmadd_ps(LOAD(a + i), _mm512_loadu_ps(x + i), a0);                            \
-        a1 = _mm512_fmadd_ps(LOAD(a + i + 16), _mm512_loadu_ps(x + i + 16), a1);                  \
-        a2 = _mm512_fmadd_ps(LOAD(a + i + 32), _mm512_loadu_ps(x + i + 32), a2);                  \
-        a3 = _mm512_fmadd_ps(LOAD(a + i + 48), _mm512_loadu_ps(x + i + 48), a3);                  \
-    }                                                                                             \
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(LOAD(a + i), _mm512_loadu_ps(x + i), a0);   \
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));  \
-    for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                  \
-    return s;
-
-#define LOAD_F32(p) _mm512_loadu_ps(p)
-#define LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define ID(v) (v)
-
-static float dot_f32(int64_t n, const void *w, const float *x) {
-    const float *a = w;
-    DOT_BODY(LOAD_F32, ID)
-}
-
-static float dot_f16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(LOAD_F16, nb_fp16_to_fp32)
-}
-
-static float dot_bf16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(load_bf16, nb_bf16_to_fp32)
-}
-
-static void f16_to_f32(int64_t n, const void *src, float *dst) {
-    const uint16_t *a = src;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, LOAD_F16(a + i));
-    for (; i < n; i++) dst[i] = nb_fp16_to_fp32(a[i]);
-}
-
-static void bf16_to_f32(int64_t n, const void *src, float *dst) {
-    const uint16_t *a = src;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_bf16(a + i));
-    for (; i < n; i++) dst[i] = nb_bf16_to_fp32(a[i]);
-}
+#define VF __m512
+#define VW 16
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VZERO() _mm512_setzero_ps()
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VLOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define VLOAD_BF16(p) load_bf16(p)
+#include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h): 12 rows x 32 tokens in 24
  * zmm accumulators acc[r][half]. Per k two token vectors are loaded and each
