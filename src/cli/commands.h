@@ -8,6 +8,8 @@
     X(quantize, "round-to-nearest quantization to GGUF, per-tensor report, --check quality") \
     X(serve, "OpenAI-compatible HTTP server: completions, chat, streaming, metrics")        \
     X(bench, "throughput: prompt processing, generation, decode roofline, concurrency")     \
+    X(eval, "quality: perplexity, KL divergence vs a baseline, golden sets by bucket")      \
+    X(gate, "accept or reject a candidate against its baseline (exit 0 / 1)")              \
     X(generate, "generate text from a prompt (default: the built-in model)")                \
     X(perplexity, "perplexity of a model over a text file (llama-perplexity's procedure)")  \
     X(logits, "teacher-forced top-K logits per position, as JSON lines")                    \
@@ -18,5 +20,10 @@
 #define X(name, help) int nb_cmd_##name(int argc, char **argv);
 NB_COMMANDS(X)
 #undef X
+
+/* `nibble eval <sub>`: one file each (cmd_eval_<sub>.c), dispatched by cmd_eval.c. */
+int nb_cmd_eval_ppl(int argc, char **argv);
+int nb_cmd_eval_kld(int argc, char **argv);
+int nb_cmd_eval_golden(int argc, char **argv);
 
 #endif
