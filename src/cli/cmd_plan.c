@@ -35,7 +35,16 @@ static void usage(FILE *f) {
             "  --kv-dtype T             %s\n"
             "account:\n"
             "  --memory-utilization F   share of the card the engine may use (default 0.90)\n"
-            "  --overhead SIZE          fixed per-card overhead estimate (default 2GiB)\n"
+            "  --engine E               whose startup profiling sizes the overhead: vllm-v1 (default on a\n"
+            "                           card), vllm-v0, sglang, nibble (default with --host), fixed\n"
+            "  --overhead SIZE          one fixed per-card overhead instead of the engine's model\n"
+            "  --max-num-batched-tokens N  the engine's profiling batch (default: the engine's rule)\n"
+            "  --enable-chunked-prefill | --no-enable-chunked-prefill   (vllm-v0; default on above 32K)\n"
+            "  --mem-fraction-static F  sglang's share for weights + KV (default by --tp: 0.88..0.79)\n"
+            "  --block-size N           KV tokens per block (vLLM 16)\n"
+            "  --calibrate LOG          read an engine's startup log, store its measured overhead terms\n"
+            "                           for this engine + model + card, and plan with them\n"
+            "  --no-profile             ignore stored calibrations\n"
             "  --max-model-len N        longest sequence (default: the model's context length)\n"
             "  --max-num-seqs N         sequences at once (default 256)\n"
             "  --lengths L1,L2,...      lengths to report concurrency for (default 4096,8192,32768)\n"
@@ -102,11 +111,49 @@ static bool parse_keep(const char *val, nb_plan_scheme *s) {
 }
 
 typedef struct {
-    const char *model, *gpu, *weights, *keep, *compare;
+    const char *model, *gpu, *weights, *keep, *compare, *engine, *calibrate;
     uint64_t gpu_mem;
-    bool host, json, have_tp, have_gpus, have_group, have_lengths;
+    bool host, json, have_tp, have_gpus, have_group, have_lengths, have_overhead, no_profile, have_kv, have_seqs;
     int64_t group;
 } opts;
+
+/* --calibrate LOG: parse, fit for this config, store; the plan then uses it. */
+static bool calibrate(const char *path, nb_plan_config *c, nb_plan_calibration *cal, bool quiet) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "nibble plan: --calibrate: cannot open %s\n", path);
+        return false;
+    }
+    char *buf = malloc(1 << 22);
+    size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+    fclose(f);
+    if (!buf) return false;
+    nb_plan_log log;
+    nb_status st = nb_plan_parse_log(buf, n, &log);
+    free(buf);
+    if (st != NB_OK) {
+        fprintf(stderr, "nibble plan: %s: %s\n", path, nb_errmsg());
+        return false;
+    }
+    if (log.total && c->capacity != log.total) c->capacity = log.total; /* the card as the engine saw it */
+    if (log.utilization > 0) c->utilization = log.utilization;
+    if (log.engine != c->engine && c->engine != NB_PLAN_ENGINE_FIXED) log.engine = c->engine; /* --engine wins */
+    c->engine = log.engine;
+    char pp[1024];
+    if (nb_plan_calibrate(c, &log, cal) != NB_OK || nb_plan_profile_path(pp, sizeof pp) != NB_OK ||
+        nb_plan_profile_store(pp, cal) != NB_OK) {
+        fprintf(stderr, "nibble plan: --calibrate %s: %s\n", path, nb_errmsg());
+        return false;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "nibble plan: calibrated from %s (%s: %s): runtime %.2f GiB, activation %.2f GiB at %lld tokens, "
+                "other %.2f GiB; stored in %s\n",
+                path, nb_plan_engine_name(cal->engine), log.text, (double)cal->runtime / (1 << 30),
+                (double)cal->activation / (1 << 30), (long long)cal->profile_tokens, (double)cal->other / (1 << 30), pp);
+    c->calib = cal;
+    return true;
+}
 
 int nb_cmd_plan(int argc, char **argv) {
     opts o = {0};
@@ -171,6 +218,7 @@ int nb_cmd_plan(int argc, char **argv) {
             o.keep = v;
         } else if (!strcmp(a, "--kv-dtype")) {
             VAL();
+            o.have_kv = true;
             if (nb_plan_kv_from_name(v, &c.kv) != NB_OK) {
                 fprintf(stderr, "nibble plan: --kv-dtype: %s\n", nb_errmsg());
                 goto out;
@@ -182,12 +230,39 @@ int nb_cmd_plan(int argc, char **argv) {
         } else if (!strcmp(a, "--overhead")) {
             VAL();
             if (!nb_arg_bytes(CMD, "--overhead", v, &c.overhead)) goto out;
+            o.have_overhead = true;
+        } else if (!strcmp(a, "--engine")) {
+            VAL();
+            o.engine = v;
+            if (nb_plan_engine_from_name(v, &c.engine) != NB_OK) {
+                nb_cli_error(CMD);
+                goto out;
+            }
+        } else if (!strcmp(a, "--max-num-batched-tokens")) {
+            VAL();
+            if (!nb_arg_int(CMD, a, v, 1, (int64_t)1 << 32, &c.max_num_batched_tokens)) goto out;
+        } else if (!strcmp(a, "--enable-chunked-prefill")) {
+            c.chunked_prefill = 1;
+        } else if (!strcmp(a, "--no-enable-chunked-prefill")) {
+            c.chunked_prefill = 0;
+        } else if (!strcmp(a, "--mem-fraction-static")) {
+            VAL();
+            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &c.mem_fraction_static)) goto out;
+        } else if (!strcmp(a, "--block-size")) {
+            VAL();
+            if (!nb_arg_int(CMD, a, v, 1, 1 << 16, &c.block_size)) goto out;
+        } else if (!strcmp(a, "--calibrate")) {
+            VAL();
+            o.calibrate = v;
+        } else if (!strcmp(a, "--no-profile")) {
+            o.no_profile = true;
         } else if (!strcmp(a, "--max-model-len")) {
             VAL();
             if (!nb_arg_int(CMD, "--max-model-len", v, 1, (int64_t)1 << 32, &c.max_model_len)) goto out;
         } else if (!strcmp(a, "--max-num-seqs")) {
             VAL();
             if (!nb_arg_int(CMD, "--max-num-seqs", v, 1, 1 << 20, &c.max_num_seqs)) goto out;
+            o.have_seqs = true;
         } else if (!strcmp(a, "--lengths")) {
             VAL();
             if (!parse_lengths(v, &c)) goto out;
@@ -232,6 +307,7 @@ int nb_cmd_plan(int argc, char **argv) {
         c.capacity = g->bytes;
         c.fp8_native = g->fp8_native;
         c.compute_cap = g->compute_cap;
+        c.nvlink = g->nvlink;
     }
     if (o.gpu_mem) c.capacity = o.gpu_mem;
     if (o.host) {
@@ -272,6 +348,39 @@ int nb_cmd_plan(int argc, char **argv) {
     }
     if (o.have_group) c.scheme.group = o.group;
     if (o.keep && !parse_keep(o.keep, &c.scheme)) goto out;
+    /* the overhead model: --overhead is one constant; otherwise the engine's rules */
+    if (o.have_overhead && o.engine && c.engine != NB_PLAN_ENGINE_FIXED) {
+        fprintf(stderr, "nibble plan: --overhead gives one constant; it cannot be combined with --engine %s\n", o.engine);
+        goto out;
+    }
+    if (!o.engine) c.engine = o.have_overhead ? NB_PLAN_ENGINE_FIXED : o.host ? NB_PLAN_ENGINE_NIBBLE : NB_PLAN_ENGINE_VLLM_V1;
+    if (c.engine == NB_PLAN_ENGINE_NIBBLE && !o.host) {
+        fprintf(stderr, "nibble plan: --engine nibble plans the CPU engine: give --host\n");
+        goto out;
+    }
+    if (c.engine == NB_PLAN_ENGINE_NIBBLE) { /* nibble serve's defaults (docs/serve.md) */
+        if (!o.have_kv && nb_plan_kv_from_name("fp32", &c.kv) != NB_OK) goto out; /* --kv-cache-dtype auto */
+        if (!o.have_seqs) c.max_num_seqs = 64;
+    }
+    if (o.gpu && !o.gpu_mem && c.engine != NB_PLAN_ENGINE_FIXED) {
+        const nb_plan_gpu *g = nb_plan_gpu_preset(o.gpu);
+        if (g && g->usable) {
+            c.capacity = g->usable;
+            c.usable_capacity = true;
+        }
+    }
+    nb_plan_calibration cal;
+    if (o.calibrate) {
+        if (!calibrate(o.calibrate, &c, &cal, o.json)) goto out;
+    } else if (!o.no_profile && c.engine != NB_PLAN_ENGINE_FIXED && c.engine != NB_PLAN_ENGINE_NIBBLE) {
+        char pp[1024];
+        bool found = false;
+        if (nb_plan_profile_path(pp, sizeof pp) == NB_OK &&
+            nb_plan_profile_find(pp, c.engine, c.model.name, c.capacity, c.tp, &cal, &found) == NB_OK && found) {
+            c.calib = &cal;
+            if (!o.json) fprintf(stderr, "nibble plan: using the calibration stored in %s (--no-profile ignores it)\n", pp);
+        }
+    }
 
     if (o.compare) {
         nb_plan_scheme sch[MAX_COMPARE];

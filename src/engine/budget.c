@@ -31,14 +31,13 @@ nb_status nb_engine_kv_dtype_parse(const char *s, nb_kv_dtype *out) {
     return nb_fail(NB_ERR_INVALID, "--kv-cache-dtype '%s': allowed auto, f32, f16, bf16, fp8, int8", s);
 }
 
-/* Bytes the forward pass and the engine allocate per step, beyond weights and KV. */
+/* Bytes the forward pass and the engine allocate per step, beyond weights
+ * and KV: the plan's formula for this engine, so `nibble plan --engine
+ * nibble` and this account agree to the byte. */
 static uint64_t activation_reserve(const nb_model *m, const nb_engine_config *c) {
     const nb_hparams *hp = &m->hp;
-    uint64_t T = (uint64_t)c->max_num_batched_tokens, E = (uint64_t)hp->n_embd,
-             Q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim, KV = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
-    uint64_t per_tok = 2 * E + NB_MAX(E, Q) + 2 * Q + 2 * KV + 2 * (uint64_t)hp->n_ff + (uint64_t)hp->rope_dim;
-    uint64_t scores = (uint64_t)c->max_model_len * 4; /* attention scores per thread, a few threads */
-    return 4 * (T * per_tok + (uint64_t)c->max_num_seqs * (uint64_t)hp->n_vocab + (uint64_t)hp->n_vocab) + 8 * scores;
+    return nb_plan_nibble_activation(hp->n_embd, hp->n_head, hp->head_dim, hp->n_head_kv, hp->n_ff, hp->rope_dim,
+                                     hp->n_vocab, c->max_num_batched_tokens, c->max_num_seqs, c->max_model_len);
 }
 
 nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint64_t bpt, nb_engine_budget *b) {
@@ -67,7 +66,7 @@ nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint
         pc.host = true;
         pc.fp8_native = 0;
         pc.utilization = c->memory_utilization;
-        pc.overhead = activation_reserve(m, c) + NB_ENGINE_FIXED_OVERHEAD;
+        pc.overhead = activation_reserve(m, c) + NB_PLAN_NIBBLE_FIXED_OVERHEAD;
         pc.max_model_len = (int64_t)mml;
         pc.max_num_seqs = c->max_num_seqs;
         pc.n_lengths = 1;
@@ -81,11 +80,13 @@ nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint
         b->kv_tokens = r.kv_tokens;
         o += (size_t)snprintf(b->text + o, sizeof b->text - o,
                               "memory (host RAM): %.2f GiB x %.2f = budget %.2f GiB; weights %.2f GiB; overhead "
-                              "%.2f GiB (activations + runtime); KV pool %.2f GiB = %llu tokens at %llu bytes/token\n",
+                              "%.2f GiB (activations + runtime); KV pool %.2f GiB = %llu tokens at %llu bytes/token\n"
+                              "memory in bytes: budget %llu, weights %llu, overhead %llu, pool %lld\n",
                               (double)r.capacity / GIB, r.utilization, (double)r.budget / GIB,
                               (double)m->weight_bytes / GIB, (double)pc.overhead / GIB,
                               r.pool > 0 ? (double)r.pool / GIB : 0.0, (unsigned long long)r.kv_tokens,
-                              (unsigned long long)bpt);
+                              (unsigned long long)bpt, (unsigned long long)r.budget,
+                              (unsigned long long)m->weight_bytes, (unsigned long long)pc.overhead, (long long)r.pool);
         if (r.refused) {
             b->refused = true;
             nb_plan_refusal_message(&r, b->refusal, sizeof b->refusal);

@@ -6,7 +6,7 @@
  *       pool    = budget - weights - overhead
  *       overhead = activation reserve (the forward pass's step buffers for
  *                  max_num_batched_tokens tokens, logits for max_num_seqs
- *                  rows) + NB_ENGINE_FIXED_OVERHEAD (runtime, tokenizer,
+ *                  rows) + NB_PLAN_NIBBLE_FIXED_OVERHEAD (runtime, tokenizer,
  *                  thread stacks)
  *   then the pool is capped at max_num_seqs x max_model_len tokens (more can
  *   never be used; memory is committed as blocks are first written).
@@ -18,8 +18,6 @@
 
 #include "engine/engine.h"
 #include "model/kv.h"
-
-#define NB_ENGINE_FIXED_OVERHEAD (256ull << 20)
 
 typedef struct nb_engine_budget {
     int64_t n_blocks;

@@ -36,6 +36,8 @@ void nb_plan_config_init(nb_plan_config *c) {
     c->gpus = 1;
     c->utilization = NB_PLAN_DEFAULT_UTILIZATION;
     c->overhead = NB_PLAN_DEFAULT_OVERHEAD;
+    c->engine = NB_PLAN_ENGINE_FIXED;
+    c->chunked_prefill = -1;
     c->max_num_seqs = NB_PLAN_DEFAULT_MAX_NUM_SEQS;
     c->n_lengths = 3;
     c->lengths[0] = 4096;
@@ -439,6 +441,8 @@ nb_status nb_plan_account(const nb_plan_config *c, uint64_t weights_card, uint64
     long double pool = (long double)r->budget - (long double)weights_card - (long double)c->overhead;
     r->pool = pool > 9.2e18L ? INT64_MAX : pool < -9.2e18L ? INT64_MIN : (int64_t)pool;
     r->kv_tokens = r->pool > 0 ? (uint64_t)r->pool / kv_token_card : 0;
+    if (c->block_size > 1) /* engines hand out whole blocks */
+        r->kv_tokens = r->kv_tokens / (uint64_t)c->block_size * (uint64_t)c->block_size;
     r->weights_frac = (double)weights_card / (double)c->capacity;
     r->max_model_len = c->max_model_len > 0 ? c->max_model_len : c->model.n_ctx_train;
     if (r->max_model_len <= 0) { /* no context length known: the longest length asked about */
@@ -546,11 +550,22 @@ nb_status nb_plan_account(const nb_plan_config *c, uint64_t weights_card, uint64
                 "--tp %d exceeds the %lld KV heads: each card holds a copy of one KV head (K/V weights and cache "
                 "duplicated %lldx)",
                 c->tp, (long long)c->model.n_head_kv, (long long)(c->tp / c->model.n_head_kv));
-    verdict(r, NB_PLAN_INFO, "overhead_estimate",
-            "the fixed overhead of %.2f GiB per card (CUDA context, activation peak, communication buffers) is an "
-            "estimate: replace it with a measurement (--overhead)",
-            gib(c->overhead));
+    if (c->engine == NB_PLAN_ENGINE_FIXED)
+        verdict(r, NB_PLAN_INFO, "overhead_estimate",
+                "the fixed overhead of %.2f GiB per card (CUDA context, activation peak, communication buffers) is an "
+                "estimate: replace it with a measurement (--overhead, or --engine and --calibrate LOG)",
+                gib(c->overhead));
+    else
+        verdict(r, NB_PLAN_INFO, "overhead_model",
+                "overhead %.2f GiB per card modelled on %s's startup profiling%s (terms under ③)", gib(c->overhead),
+                nb_plan_engine_name(c->engine), c->calib ? ", calibrated from a startup log" : "");
     return NB_OK;
+}
+
+/* SGLang's default mem_fraction_static by tensor-parallel size (its
+ * server_args.py, 0.4 series): the share of the card for weights + KV. */
+static double sglang_default_fraction(int tp) {
+    return tp >= 16 ? 0.79 : tp >= 8 ? 0.81 : tp >= 4 ? 0.85 : tp >= 2 ? 0.87 : 0.88;
 }
 
 nb_status nb_plan_compute(const nb_plan_config *c, nb_plan_result *r) {
@@ -558,7 +573,13 @@ nb_status nb_plan_compute(const nb_plan_config *c, nb_plan_result *r) {
     NB_TRY(check_parallel(c));
     NB_TRY(nb_plan_weights(c, r));
     NB_TRY(nb_plan_kv_bytes(c, &r->kv_token, &r->kv_token_card, &r->kv_heads_card));
-    return nb_plan_account(c, r->weight_bytes_card, r->kv_token_card, r);
+    NB_TRY(nb_plan_overhead_compute(c, &r->ovh));
+    nb_plan_config cc = *c;
+    cc.overhead = r->ovh.total;
+    cc.block_size = r->ovh.block_size;
+    if (c->engine == NB_PLAN_ENGINE_SGLANG)
+        cc.utilization = c->mem_fraction_static > 0 ? c->mem_fraction_static : sglang_default_fraction(c->tp);
+    return nb_plan_account(&cc, r->weight_bytes_card, r->kv_token_card, r);
 }
 
 int nb_plan_refusal_message(const nb_plan_result *r, char *buf, size_t n) {
@@ -572,6 +593,12 @@ int nb_plan_refusal_message(const nb_plan_result *r, char *buf, size_t n) {
                         "%.2f GiB), so no KV cache fits; quantize weights, add cards (--tp) or raise "
                         "--memory-utilization",
                         gib(r->weight_bytes_card), gib(r->overhead), gib(r->budget), r->utilization, gib(r->capacity));
+    if (r->ovh.engine == NB_PLAN_ENGINE_VLLM_V0 || r->ovh.engine == NB_PLAN_ENGINE_VLLM_V1)
+        return snprintf(buf, n,
+                        "The model's max seq len (%lld) is larger than the maximum number of tokens that can be stored "
+                        "in KV cache (%llu). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                        "initializing the engine. (vLLM's words: at most %llu fits)",
+                        (long long)r->max_model_len, (unsigned long long)r->kv_tokens, (unsigned long long)r->kv_tokens);
     return snprintf(buf, n,
                     "max model len %lld is larger than the maximum number of tokens that can be stored in KV cache "
                     "(%llu); lower --max-model-len (at most %llu fits), raise --memory-utilization, quantize weights "

@@ -131,6 +131,54 @@ typedef enum nb_plan_group {
     NB_PLAN_G_ROUTER, NB_PLAN_G_NORM, NB_PLAN_G_LM_HEAD, NB_PLAN_G_OTHER, NB_PLAN_G_COUNT
 } nb_plan_group;
 
+/* ---- the serving engine whose rules size the overhead (overhead.c) ---------
+ * What an engine keeps besides weights and KV, per card, as it measures it at
+ * startup: runtime memory outside the framework's allocator (CUDA context,
+ * cuBLAS/NCCL workspaces), communication buffers that appear with tensor
+ * parallelism, the activation peak of its profiling forward pass (which
+ * depends on the profiling batch: max_num_batched_tokens), the sampler's
+ * logits for the profiled sequences, a rotary cos/sin cache. Each term has a
+ * formula and a source (docs/plan.md "Overhead"). */
+typedef enum nb_plan_engine {
+    NB_PLAN_ENGINE_FIXED = 0,   /* one constant (--overhead SIZE); the library default */
+    NB_PLAN_ENGINE_VLLM_V1,     /* the CLI's default on a GPU card */
+    NB_PLAN_ENGINE_VLLM_V0,
+    NB_PLAN_ENGINE_SGLANG,
+    NB_PLAN_ENGINE_NIBBLE,      /* this project's engine: exact; the CLI's default with --host */
+} nb_plan_engine;
+
+#define NB_PLAN_OVH_TERMS 6
+typedef struct nb_plan_overhead {
+    nb_plan_engine engine;
+    uint64_t total;                 /* what the budget loses besides weights and KV */
+    int n;                          /* terms below */
+    struct {
+        char name[24];              /* "runtime", "tp_comm", "activation", "sampler", "rope_cache", "fixed" */
+        uint64_t bytes;
+        char formula[200];          /* how it was computed, with the numbers */
+        char source[120];           /* where the constants come from */
+    } term[NB_PLAN_OVH_TERMS];
+    int64_t profile_tokens;         /* the profiling batch (max_num_batched_tokens in effect) */
+    int64_t profile_seqs;           /* sequences whose logits the profile samples */
+    int64_t block_size;             /* KV tokens are counted in whole blocks of this */
+    bool chunked_prefill;
+    bool calibrated;                /* terms come from a measured startup log */
+    bool exact;                     /* the engine's own formula (nibble) */
+} nb_plan_overhead;
+
+/* Terms measured from an engine's startup log (nb_plan_calibrate), stored in
+ * a small local profile that later plans of the same engine + model + card use. */
+typedef struct nb_plan_calibration {
+    nb_plan_engine engine;
+    char model[64];
+    uint64_t capacity;              /* the card's total as the engine reported it */
+    int tp;
+    uint64_t runtime;               /* non-torch memory (+ communication) */
+    uint64_t activation;            /* activation peak at profile_tokens */
+    int64_t profile_tokens;         /* 0 = unknown: the activation is not rescaled */
+    uint64_t other;                 /* the rest the log implies (sampler, graphs, compile) */
+} nb_plan_calibration;
+
 /* ---- configuration --------------------------------------------------------- */
 typedef struct nb_plan_config {
     nb_plan_model model;
@@ -151,6 +199,15 @@ typedef struct nb_plan_config {
     int64_t max_num_seqs;
     int n_lengths;            /* concurrency is reported at these lengths */
     int64_t lengths[NB_PLAN_MAX_LENGTHS];
+    /* the overhead model (overhead.c) */
+    nb_plan_engine engine;    /* FIXED uses `overhead` as given */
+    int64_t max_num_batched_tokens; /* 0 = the engine's default */
+    int chunked_prefill;      /* -1 the engine's rule, 0 off, 1 on */
+    double mem_fraction_static; /* sglang; 0 = its default for the tp size */
+    int64_t block_size;       /* 0 = the engine's (vLLM 16, sglang 1, nibble 16) */
+    bool nvlink;              /* the card talks NVLink/NVSwitch (TP communication buffers) */
+    bool usable_capacity;     /* capacity is what the driver reports (not the nominal size) */
+    const nb_plan_calibration *calib; /* measured terms for this engine/model/card, or NULL */
 } nb_plan_config;
 
 /* Defaults: utilization 0.90, overhead 2 GiB, tp = gpus = 1, max_num_seqs 256,
@@ -197,6 +254,7 @@ typedef struct nb_plan_result {
     int64_t lengths[NB_PLAN_MAX_LENGTHS];
     int64_t concurrency[NB_PLAN_MAX_LENGTHS]; /* per replica: floor(kv_tokens / length) */
     bool refused;
+    nb_plan_overhead ovh;             /* how `overhead` was made */
     int n_verdicts;
     nb_plan_verdict verdicts[NB_PLAN_MAX_VERDICTS];
 } nb_plan_result;
@@ -238,6 +296,8 @@ typedef struct nb_plan_gpu {
     uint64_t bytes;
     bool fp8_native;
     double compute_cap;       /* 0 for non-NVIDIA */
+    bool nvlink;              /* SXM / NVSwitch boards: NCCL allocates NVLink buffers under TP */
+    uint64_t usable;          /* total the CUDA driver reports (vLLM's total_gpu_memory), 0 = unknown */
 } nb_plan_gpu;
 
 const nb_plan_model *nb_plan_model_preset(const char *id); /* NULL when unknown */
@@ -253,6 +313,44 @@ nb_status nb_plan_scheme_from_name(const char *name, nb_plan_scheme *out) __attr
 const char *nb_plan_scheme_names(void);
 nb_status nb_plan_kv_from_name(const char *name, nb_plan_kv *out) __attribute__((warn_unused_result));
 const char *nb_plan_kv_names(void);
+
+/* ---- overhead.c -------------------------------------------------------------------- */
+/* "vllm-v1", "vllm-v0", "sglang", "nibble", "fixed"; NB_ERR_INVALID naming them. */
+nb_status nb_plan_engine_from_name(const char *name, nb_plan_engine *out) __attribute__((warn_unused_result));
+const char *nb_plan_engine_name(nb_plan_engine e);
+/* Fills r->ovh and returns its total for c (called by nb_plan_compute). */
+nb_status nb_plan_overhead_compute(const nb_plan_config *c, nb_plan_overhead *o) __attribute__((warn_unused_result));
+/* nibble's own engine: bytes its forward pass and sampler allocate per step
+ * beyond weights and KV (engine/budget.c sizes its pool with exactly this). */
+uint64_t nb_plan_nibble_activation(int64_t n_embd, int64_t n_head, int64_t head_dim, int64_t n_head_kv, int64_t n_ff,
+                                   int64_t rope_dim, int64_t n_vocab, int64_t max_num_batched_tokens,
+                                   int64_t max_num_seqs, int64_t max_model_len);
+#define NB_PLAN_NIBBLE_FIXED_OVERHEAD (256ull << 20) /* runtime, tokenizer, thread stacks */
+
+/* What a startup log says (any field may be missing: 0 / -1). */
+typedef struct nb_plan_log {
+    nb_plan_engine engine;
+    uint64_t total, budget, weights, non_torch, activation, kv_bytes;
+    double utilization;
+    int64_t kv_tokens, blocks, refused_len, refused_tokens;
+    int tp;
+    char text[256];                 /* the lines recognised, for the report */
+} nb_plan_log;
+/* Reads a vLLM (V0 or V1) or SGLang startup log; NB_ERR_INVALID naming the
+ * lines it looks for when none is found. */
+nb_status nb_plan_parse_log(const char *text, size_t len, nb_plan_log *out) __attribute__((warn_unused_result));
+/* The overhead terms a log implies for config c (model, card, settings),
+ * NB_ERR_INVALID when the log lacks the numbers needed. */
+nb_status nb_plan_calibrate(const nb_plan_config *c, const nb_plan_log *log, nb_plan_calibration *out)
+    __attribute__((warn_unused_result));
+/* The local profile file: $NIBBLE_PLAN_PROFILES, else
+ * $XDG_CONFIG_HOME/nibble/plan-profiles.json, else ~/.config/nibble/... */
+nb_status nb_plan_profile_path(char *buf, size_t n) __attribute__((warn_unused_result));
+/* Adds or replaces the entry for (engine, model, capacity, tp). */
+nb_status nb_plan_profile_store(const char *path, const nb_plan_calibration *cal) __attribute__((warn_unused_result));
+/* NB_OK with *found = false when the file or the entry is absent. */
+nb_status nb_plan_profile_find(const char *path, nb_plan_engine e, const char *model, uint64_t capacity, int tp,
+                               nb_plan_calibration *out, bool *found) __attribute__((warn_unused_result));
 
 /* ---- inputs from files (plan_io.c) ------------------------------------------- */
 /* A preset id, a GGUF file, an HF directory or its config.json. GGUF: model

@@ -127,8 +127,23 @@ void nb_plan_print(const nb_plan_config *c, const nb_plan_result *r, FILE *f) {
     fprintf(f, "     %-12s %10s %12s %12s  %.2f bits/weight\n", "total", count_str(r->params, b1, sizeof b1),
             size_str((int64_t)r->weight_bytes, s1, sizeof s1), size_str((int64_t)r->weight_bytes_card, s2, sizeof s2),
             r->bits_per_weight);
-    fprintf(f, "③ KV pool  %.2f GiB - %s (weights) - %.2f GiB (overhead, estimate) = %.2f GiB per card\n",
-            gib(r->budget), size_str((int64_t)r->weight_bytes_card, s4, sizeof s4), gib(r->overhead), sgib(r->pool));
+    fprintf(f, "③ KV pool  %.2f GiB - %s (weights) - %.2f GiB (overhead, %s) = %.2f GiB per card\n",
+            gib(r->budget), size_str((int64_t)r->weight_bytes_card, s4, sizeof s4), gib(r->overhead),
+            r->ovh.engine == NB_PLAN_ENGINE_FIXED ? "estimate"
+            : r->ovh.calibrated                 ? "calibrated"
+            : r->ovh.exact                      ? "exact"
+                                                : nb_plan_engine_name(r->ovh.engine),
+            sgib(r->pool));
+    if (r->ovh.engine != NB_PLAN_ENGINE_FIXED) {
+        fprintf(f, "           overhead as %s sizes it", nb_plan_engine_name(r->ovh.engine));
+        if (r->ovh.profile_tokens)
+            fprintf(f, " (profiling batch %lld tokens%s)", (long long)r->ovh.profile_tokens,
+                    r->ovh.chunked_prefill ? ", chunked prefill" : "");
+        fprintf(f, ":\n");
+        for (int i = 0; i < r->ovh.n; i++)
+            fprintf(f, "             %-11s %8.2f GiB  %s  [%s]\n", r->ovh.term[i].name, gib(r->ovh.term[i].bytes),
+                    r->ovh.term[i].formula, r->ovh.term[i].source);
+    }
     fprintf(f, "           / %.1f KiB per token = %llu tokens\n", (double)r->kv_token_card / 1024.0,
             (unsigned long long)r->kv_tokens);
     fprintf(f, "           sequences at once:");
@@ -233,7 +248,20 @@ static json_t *result_json(const nb_plan_config *c, const nb_plan_result *r) {
     json_object_set_new(a, "budget_bytes", u64(r->budget));
     json_object_set_new(a, "weights_bytes_per_card", u64(r->weight_bytes_card));
     json_object_set_new(a, "overhead_bytes", u64(r->overhead));
-    json_object_set_new(a, "overhead_is_estimate", json_true());
+    json_object_set_new(a, "overhead_is_estimate", json_boolean(r->ovh.engine == NB_PLAN_ENGINE_FIXED));
+    json_t *ov = json_object(), *terms = json_array();
+    json_object_set_new(ov, "engine", json_string(nb_plan_engine_name(r->ovh.engine)));
+    json_object_set_new(ov, "total_bytes", u64(r->ovh.total));
+    json_object_set_new(ov, "profile_tokens", json_integer(r->ovh.profile_tokens));
+    json_object_set_new(ov, "chunked_prefill", json_boolean(r->ovh.chunked_prefill));
+    json_object_set_new(ov, "block_size", json_integer(r->ovh.block_size));
+    json_object_set_new(ov, "calibrated", json_boolean(r->ovh.calibrated));
+    for (int i = 0; i < r->ovh.n; i++)
+        json_array_append_new(terms, json_pack("{s:s, s:o, s:s, s:s}", "name", r->ovh.term[i].name, "bytes",
+                                               u64(r->ovh.term[i].bytes), "formula", r->ovh.term[i].formula,
+                                               "source", r->ovh.term[i].source));
+    json_object_set_new(ov, "terms", terms);
+    json_object_set_new(a, "overhead", ov);
     json_object_set_new(a, "pool_bytes", json_integer(r->pool));
     json_object_set_new(a, "kv_tokens", u64(r->kv_tokens));
     json_object_set_new(a, "max_model_len", json_integer(r->max_model_len));

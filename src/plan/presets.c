@@ -56,26 +56,32 @@ static const nb_plan_model models[] = {
 };
 
 #define GIB_U (1ull << 30)
+/* What the CUDA driver reports as total memory (vLLM's total_gpu_memory),
+ * read off the startup logs cited in docs/plan.md: H100 80GB 79.22 GiB
+ * (vllm#10511), L40S 44.42 GiB, RTX 3090 23.58 GiB (vllm#10517), RTX 4090
+ * 23.55 GiB (vllm#11550, #13061). nvlink: SXM / NVSwitch boards, where NCCL
+ * keeps NVLink buffers under tensor parallelism. */
+#define USABLE(gib) ((uint64_t)((gib) * 1073741824.0 + 0.5))
 static const nb_plan_gpu gpus[] = {
-    {"v100-16g", "NVIDIA V100 16GB", 16 * GIB_U, false, 7.0},
-    {"v100-32g", "NVIDIA V100 32GB", 32 * GIB_U, false, 7.0},
-    {"t4-16g", "NVIDIA T4 16GB", 16 * GIB_U, false, 7.5},
-    {"a10-24g", "NVIDIA A10 24GB", 24 * GIB_U, false, 8.6},
-    {"a10g-24g", "NVIDIA A10G 24GB", 24 * GIB_U, false, 8.6},
-    {"rtx3090-24g", "NVIDIA GeForce RTX 3090 24GB", 24 * GIB_U, false, 8.6},
-    {"a100-40g", "NVIDIA A100 40GB", 40 * GIB_U, false, 8.0},
-    {"a100-80g", "NVIDIA A100 80GB", 80 * GIB_U, false, 8.0},
-    {"l4-24g", "NVIDIA L4 24GB", 24 * GIB_U, true, 8.9},
-    {"l40s-48g", "NVIDIA L40S 48GB", 48 * GIB_U, true, 8.9},
-    {"rtx4090-24g", "NVIDIA GeForce RTX 4090 24GB", 24 * GIB_U, true, 8.9},
-    {"rtx5090-32g", "NVIDIA GeForce RTX 5090 32GB", 32 * GIB_U, true, 12.0},
-    {"h100-80g", "NVIDIA H100 80GB", 80 * GIB_U, true, 9.0},
-    {"h100-94g", "NVIDIA H100 NVL 94GB", 94 * GIB_U, true, 9.0},
-    {"h20-96g", "NVIDIA H20 96GB", 96 * GIB_U, true, 9.0},
-    {"h200-141g", "NVIDIA H200 141GB", 141 * GIB_U, true, 9.0},
-    {"b200-180g", "NVIDIA B200 180GB", 180 * GIB_U, true, 10.0},
-    {"mi300x-192g", "AMD Instinct MI300X 192GB", 192 * GIB_U, true, 0},
-    {"mi325x-256g", "AMD Instinct MI325X 256GB", 256 * GIB_U, true, 0},
+    {"v100-16g", "NVIDIA V100 16GB", 16 * GIB_U, false, 7.0, false, 0},
+    {"v100-32g", "NVIDIA V100 32GB", 32 * GIB_U, false, 7.0, false, 0},
+    {"t4-16g", "NVIDIA T4 16GB", 16 * GIB_U, false, 7.5, false, 0},
+    {"a10-24g", "NVIDIA A10 24GB", 24 * GIB_U, false, 8.6, false, 0},
+    {"a10g-24g", "NVIDIA A10G 24GB", 24 * GIB_U, false, 8.6, false, 0},
+    {"rtx3090-24g", "NVIDIA GeForce RTX 3090 24GB", 24 * GIB_U, false, 8.6, false, USABLE(23.58)},
+    {"a100-40g", "NVIDIA A100 40GB", 40 * GIB_U, false, 8.0, true, 0},
+    {"a100-80g", "NVIDIA A100 80GB", 80 * GIB_U, false, 8.0, true, 0},
+    {"l4-24g", "NVIDIA L4 24GB", 24 * GIB_U, true, 8.9, false, 0},
+    {"l40s-48g", "NVIDIA L40S 48GB", 48 * GIB_U, true, 8.9, false, USABLE(44.42)},
+    {"rtx4090-24g", "NVIDIA GeForce RTX 4090 24GB", 24 * GIB_U, true, 8.9, false, USABLE(23.55)},
+    {"rtx5090-32g", "NVIDIA GeForce RTX 5090 32GB", 32 * GIB_U, true, 12.0, false, 0},
+    {"h100-80g", "NVIDIA H100 80GB", 80 * GIB_U, true, 9.0, true, USABLE(79.22)},
+    {"h100-94g", "NVIDIA H100 NVL 94GB", 94 * GIB_U, true, 9.0, false, 0},
+    {"h20-96g", "NVIDIA H20 96GB", 96 * GIB_U, true, 9.0, true, 0},
+    {"h200-141g", "NVIDIA H200 141GB", 141 * GIB_U, true, 9.0, true, 0},
+    {"b200-180g", "NVIDIA B200 180GB", 180 * GIB_U, true, 10.0, true, 0},
+    {"mi300x-192g", "AMD Instinct MI300X 192GB", 192 * GIB_U, true, 0, false, 0},
+    {"mi325x-256g", "AMD Instinct MI325X 256GB", 256 * GIB_U, true, 0, false, 0},
 };
 
 #define NMODELS (int)(sizeof models / sizeof models[0])

@@ -13,14 +13,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not found"; exit 77; }
 
 # --- text: the three steps -------------------------------------------------------
-"$BIN" plan qwen2.5-14b --gpu v100-32g --weights int4 --max-model-len 8192 --lengths 4096,8192,32768 \
+"$BIN" plan qwen2.5-14b --gpu v100-32g --engine fixed --weights int4 --max-model-len 8192 --lengths 4096,8192,32768 \
     >"$TMP/t.txt" || fail "plan text exit $?"
 for s in "① budget" "② weights" "③ KV pool" "192.0 KiB per token" "GiB = 2^30" "split_pools" "overhead_estimate"; do
     grep -q "$s" "$TMP/t.txt" || fail "text lacks '$s'"
 done
 
-# --- JSON: seeds/000's 14B on a 32 GB card, int4 -----------------------------------
-"$BIN" plan qwen2.5-14b --gpu-mem 32GiB --weights int4 --max-model-len 8192 --lengths 4096,8192,32768 --json \
+# --- JSON: seeds/000's 14B on a 32 GB card, int4, with the seed's own fixed 2 GiB overhead ---
+"$BIN" plan qwen2.5-14b --gpu-mem 32GiB --engine fixed --weights int4 --max-model-len 8192 --lengths 4096,8192,32768 --json \
     >"$TMP/a.json" || fail "plan --json exit $?"
 python3 - "$TMP/a.json" <<'PY' || fail "json checks"
 import json, sys
@@ -98,10 +98,80 @@ fi
 # --- refusal: exit 2, the words nibble serve prints ---------------------------------------
 "$BIN" plan llama-3.1-8b --gpu rtx4090-24g >"$TMP/r.txt" 2>"$TMP/r.err"; rc=$?
 [ $rc -eq 2 ] || fail "refusal exit $rc, want 2"
+grep -q "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache" \
+    "$TMP/r.err" || fail "refusal text (vLLM's words by default): $(cat "$TMP/r.err")"
+"$BIN" plan llama-3.1-8b --gpu rtx4090-24g --engine fixed >/dev/null 2>"$TMP/r.err"; rc=$?
+[ $rc -eq 2 ] || fail "fixed refusal exit $rc, want 2"
 grep -q "max model len 131072 is larger than the maximum number of tokens that can be stored in KV cache" "$TMP/r.err" \
-    || fail "refusal text: $(cat "$TMP/r.err")"
+    || fail "refusal text (nibble serve's words with --engine fixed): $(cat "$TMP/r.err")"
+
+# --- the overhead model against a published vLLM log (vllm#10517, RTX 3090) ------------------
+# 29000 tokens: vLLM refused ("... KV cache (23648)"); 20000 tokens: it started with 1952 blocks.
+"$BIN" plan llama-3.1-8b --gpu rtx3090-24g --engine vllm-v0 --max-model-len 29000 >/dev/null 2>"$TMP/v.err"; rc=$?
+[ $rc -eq 2 ] || fail "vllm-v0 29000 exit $rc, want 2 (vLLM refused)"
+"$BIN" plan llama-3.1-8b --gpu rtx3090-24g --engine vllm-v0 --max-model-len 20000 --json >"$TMP/v.json" \
+    || fail "vllm-v0 20000 exit $?"
+python3 - "$TMP/v.json" <<'PY' || fail "vllm-v0 json checks"
+import json, sys
+a = json.load(open(sys.argv[1]))["account"]
+blocks = a["kv_tokens"] // 16
+assert abs(blocks - 1952) / 1952 < 0.05, blocks                   # vLLM: 1952 blocks
+names = [t["name"] for t in a["overhead"]["terms"]]
+assert names[:2] == ["runtime", "activation"] and a["overhead"]["profile_tokens"] == 20000, a["overhead"]
+assert a["overhead_bytes"] == sum(t["bytes"] for t in a["overhead"]["terms"])
+PY
+
+# --- --calibrate: the log's own numbers become the plan's -------------------------------------
+export NIBBLE_PLAN_PROFILES="$TMP/profiles.json"
+cat >"$TMP/vllm.log" <<'LOG'
+INFO 12-02 10:00:00 model_runner.py:1094] Loading model weights took 14.9888 GB
+INFO 12-02 10:00:05 worker.py:237] Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90
+INFO 12-02 10:00:05 gpu_executor.py:76] # GPU blocks: 1952, # CPU blocks: 2048
+LOG
+"$BIN" plan llama-3.1-8b --gpu rtx3090-24g --engine vllm-v0 --max-model-len 20000 --calibrate "$TMP/vllm.log" --json \
+    >"$TMP/k.json" || fail "calibrate exit $?"
+[ -s "$TMP/profiles.json" ] || fail "calibrate stored no profile"
+python3 - "$TMP/k.json" <<'PY' || fail "calibrated json checks"
+import json, sys
+a = json.load(open(sys.argv[1]))["account"]
+assert a["overhead"]["calibrated"] is True, a["overhead"]
+pool = a["pool_bytes"] / 2**30
+assert abs(pool - 3.81) < 0.04, pool                                # the log's KV, back to within rounding
+PY
+"$BIN" plan llama-3.1-8b --gpu rtx3090-24g --engine vllm-v0 --max-model-len 20000 2>"$TMP/u.err" >/dev/null \
+    || fail "plan with a stored profile exit $?"
+grep -q "using the calibration stored in" "$TMP/u.err" || fail "stored calibration not used: $(cat "$TMP/u.err")"
+echo "no startup lines here" >"$TMP/bad.log"
+"$BIN" plan llama-3.1-8b --gpu rtx3090-24g --calibrate "$TMP/bad.log" >/dev/null 2>"$TMP/b.err"; rc=$?
+[ $rc -eq 2 ] || fail "bad log exit $rc, want 2"
+grep -q "no startup account found" "$TMP/b.err" || fail "bad log message: $(cat "$TMP/b.err")"
+unset NIBBLE_PLAN_PROFILES
 grep -q "REFUSED" "$TMP/r.txt" || fail "refusal not in the account"
-"$BIN" plan llama-3.1-8b --gpu rtx4090-24g --max-model-len 8192 >/dev/null || fail "8192 should fit on a 4090"
+"$BIN" plan llama-3.1-8b --gpu rtx4090-24g --engine vllm-v0 --max-model-len 8192 >/dev/null || fail "8192 should fit on a 4090 under vllm-v0"
+
+# --- --engine nibble: the plan is nibble serve's own startup account, to the byte ---------------
+if [ -n "$SHARED" ] && [ -f "$SHARED/models/synth-llama-Q4_0.gguf" ]; then
+    M="$SHARED/models/synth-llama-Q4_0.gguf"
+    timeout 60 "$BIN" serve "$M" --port 0 --max-model-len 256 --max-num-seqs 8 --max-num-batched-tokens 128 \
+        >"$TMP/s.out" 2>&1 &
+    SP=$!
+    for _ in $(seq 1 100); do grep -q "memory in bytes" "$TMP/s.out" && break; sleep 0.1; done
+    kill "$SP" 2>/dev/null; wait "$SP" 2>/dev/null
+    grep -q "memory in bytes" "$TMP/s.out" || fail "serve printed no account: $(cat "$TMP/s.out")"
+    "$BIN" plan "$M" --host --engine nibble --max-model-len 256 --max-num-seqs 8 --max-num-batched-tokens 128 --json \
+        >"$TMP/n.json" || fail "plan --engine nibble exit $?"
+    python3 - "$TMP/s.out" "$TMP/n.json" <<'PY' || fail "plan --engine nibble differs from nibble serve's account"
+import json, re, sys
+line = [l for l in open(sys.argv[1]) if l.startswith("memory in bytes")][0]
+serve = {k: int(v) for k, v in re.findall(r"(budget|weights|overhead|pool) (-?\d+)", line)}
+a = json.load(open(sys.argv[2]))["account"]
+plan = {"budget": a["budget_bytes"], "weights": a["weights_bytes_per_card"], "overhead": a["overhead_bytes"],
+        "pool": a["pool_bytes"]}
+assert serve == plan, (serve, plan)
+PY
+else
+    echo "SKIP: ../shared models absent: plan --engine nibble vs serve not checked"
+fi
 
 # --- bad input: exit 2 naming the flag ------------------------------------------------------
 "$BIN" plan llama-3.1-8b --gpu h100-80g --memory-utilization 1.5 2>"$TMP/e1"; rc=$?
