@@ -2,6 +2,7 @@
 #include "eval/golden_score.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,4 +140,38 @@ double nb_gscore_continuation(const float *lp, const size_t *off, size_t n, size
     }
     if (n_tokens) *n_tokens = k;
     return sum;
+}
+
+/* ---- the serving engine's scorer ---------------------------------------- */
+
+static pthread_mutex_t g_engine_mu = PTHREAD_MUTEX_INITIALIZER;
+static nb_gscore *g_engine_scorer;
+static const void *g_engine_owner;
+
+nb_status nb_gscore_engine_run(void *engine, const int32_t *ids, size_t n, int32_t n_top, float *lp, int32_t *top_ids,
+                               float *top_lps) {
+    nb_engine *e = engine;
+    pthread_mutex_lock(&g_engine_mu);
+    nb_status st = NB_OK;
+    if (g_engine_scorer && g_engine_owner != e) {
+        nb_gscore_free(g_engine_scorer);
+        g_engine_scorer = NULL;
+    }
+    if (!g_engine_scorer) {
+        nb_engine_stats es;
+        nb_engine_get_stats(e, &es);
+        st = nb_gscore_create(nb_engine_model(e), es.max_model_len, nb_engine_threads(e), &g_engine_scorer);
+        g_engine_owner = e;
+    }
+    if (st == NB_OK) st = nb_gscore_run(g_engine_scorer, ids, n, n_top, lp, top_ids, top_lps);
+    pthread_mutex_unlock(&g_engine_mu);
+    return st;
+}
+
+void nb_gscore_engine_release(void) {
+    pthread_mutex_lock(&g_engine_mu);
+    nb_gscore_free(g_engine_scorer);
+    g_engine_scorer = NULL;
+    g_engine_owner = NULL;
+    pthread_mutex_unlock(&g_engine_mu);
 }

@@ -46,4 +46,13 @@ nb_status nb_gscore_offsets(const nb_tokenizer *tok, const int32_t *ids, size_t 
  * were summed (0 when the continuation is empty). */
 double nb_gscore_continuation(const float *lp, const size_t *off, size_t n, size_t prompt_len, int *n_tokens);
 
+/* For nibble serve (echo + logprobs): one process-wide scorer over the
+ * serving engine's weights (engine: an nb_engine *), created on first use
+ * with the engine's max_model_len and thread count, one request at a time
+ * (a mutex). Same contract as nb_gscore_run. Release frees it (call after
+ * the server stopped, before nb_engine_free). */
+nb_status nb_gscore_engine_run(void *engine, const int32_t *ids, size_t n, int32_t n_top, float *lp, int32_t *top_ids,
+                               float *top_lps) __attribute__((warn_unused_result));
+void nb_gscore_engine_release(void);
+
 #endif
