@@ -130,7 +130,7 @@ nb_status nb_gate_evaluate(const nb_gate_input *in, const nb_gate_thresholds *t,
         double drop = b->pass_rate - c->pass_rate;
         add(&a, "bucket_drop", c->name, drop, "<=", t->bucket_drop, le(drop, t->bucket_drop + EPS),
             "bucket '%s' %.1f%% -> %.1f%% (%+.1f points)", c->name, 100 * b->pass_rate, 100 * c->pass_rate,
-            -100 * drop);
+            100 * (c->pass_rate - b->pass_rate));
     }
     bool json_items = in->base.n_json > 0 || in->cand.n_json > 0;
     if (json_items) {
