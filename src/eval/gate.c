@@ -176,24 +176,24 @@ nb_status nb_gate_evaluate(const nb_gate_input *in, const nb_gate_thresholds *t,
 static nb_status get_number(const json_t *o, const char *key, const char *what, const char *where, double *out) {
     json_t *v = json_object_get(o, key);
     if (!v || !json_is_number(v))
-        return nb_fail(NB_ERR_FORMAT, "%s: %s'%s' %s (expected a number)", what, where, key,
+        return nb_fail(NB_ERR_FORMAT, "%s: '%s%s' %s (expected a number)", what, where, key,
                        v ? "is not a number" : "is missing");
     *out = json_number_value(v);
-    if (!isfinite(*out)) return nb_fail(NB_ERR_FORMAT, "%s: %s'%s' is not finite", what, where, key);
+    if (!isfinite(*out)) return nb_fail(NB_ERR_FORMAT, "%s: '%s%s' is not finite", what, where, key);
     return NB_OK;
 }
 
 static nb_status get_rate(const json_t *o, const char *key, const char *what, const char *where, double *out) {
     NB_TRY(get_number(o, key, what, where, out));
     if (*out < 0 || *out > 1)
-        return nb_fail(NB_ERR_FORMAT, "%s: %s'%s' is %g, a rate must be in 0..1", what, where, key, *out);
+        return nb_fail(NB_ERR_FORMAT, "%s: '%s%s' is %g, a rate must be in 0..1", what, where, key, *out);
     return NB_OK;
 }
 
 static nb_status get_count(const json_t *o, const char *key, const char *what, const char *where, int64_t *out) {
     json_t *v = json_object_get(o, key);
     if (!v || !json_is_integer(v) || json_integer_value(v) < 0)
-        return nb_fail(NB_ERR_FORMAT, "%s: %s'%s' %s (expected an integer >= 0)", what, where, key,
+        return nb_fail(NB_ERR_FORMAT, "%s: '%s%s' %s (expected an integer >= 0)", what, where, key,
                        v ? "is not a count" : "is missing");
     *out = json_integer_value(v);
     return NB_OK;

@@ -269,7 +269,7 @@ static void test_bad_summaries(void **state) {
         {"{\"overall\": {\"pass_rate\": 1.5, \"n\": 3}, \"buckets\": {}}", "0..1"},
         {"{\"overall\": {\"pass_rate\": 0.5, \"n\": 0}, \"buckets\": {}}", "no items"},
         {"{\"overall\": {\"pass_rate\": 0.5, \"n\": 2}}", "'buckets'"},
-        {"{\"overall\": {\"pass_rate\": 0.5, \"n\": 2}, \"buckets\": {\"x\": {\"n\": 2}}}", "buckets.x.'pass_rate'"},
+        {"{\"overall\": {\"pass_rate\": 0.5, \"n\": 2}, \"buckets\": {\"x\": {\"n\": 2}}}", "'buckets.x.pass_rate'"},
         {"{\"overall\": {\"pass_rate\": 0.5, \"n\": 2}, \"buckets\": {}, \"json_valid_rate\": 0.5}", "'n_json'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
