@@ -590,7 +590,7 @@ static nb_status run_endpoint(const nb_golden_set *set, const nb_golden_run_para
         if (!c0) {
             o->failed = true;
             job_error(J, o->error, sizeof o->error);
-            if (J->option >= 0) {
+            if (J->option >= 0 && J->cc == CURLE_OK) { /* the server answered, without prompt logprobs */
                 echo_refused++;
                 if (!echo_msg[0]) snprintf(echo_msg, sizeof echo_msg, "%s", o->error);
             }
