@@ -24,7 +24,8 @@ base=$(ls "$cache"/default-*.gguf | head -n 1)
 cand=$work/default-Q4_0.gguf
 
 echo "== 1. plan: does the baseline fit this host? (nibble plan --host)"
-"$BIN" plan --host "$base" 2>&1 | grep -E '^(result|  weights|  kv|model)' || true
+"$BIN" plan --host "$base" >"$work/plan.txt" 2>&1 || true
+grep -E '^(  model|  weights|  KV cache|②|③|           sequences|result)' "$work/plan.txt" || cat "$work/plan.txt"
 echo
 echo "== 2. quantize the F16 baseline to Q4_0"
 "$BIN" quantize "$base" "$cand" --type Q4_0 -q 2>&1 | tail -n 1
