@@ -1,56 +1,65 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the built-in default model. The default model
-# has random weights (synthesized deterministically on first use into
-# $XDG_CACHE_HOME/nibble), so its text is gibberish by design: the point is
-# the pipeline (model file -> tokenizer -> batched forward -> sampler ->
-# streamed UTF-8), which works the same on a real GGUF / HF / llama2.c model.
+# `make demo`: the acceptance workflow of the seeds on the built-in default
+# model (docs/golden.md): plan -> quantize to Q4_0 -> serve the candidate ->
+# eval kld and eval golden against the F16 default -> gate, with its verdict
+# and reasons. The default model has random weights (synthesized on first
+# use into $XDG_CACHE_HOME/nibble), so its absolute pass rates mean nothing;
+# the golden set it runs (examples/golden/story.jsonl) holds items derived
+# from its own F16 outputs, so what the gate shows is how far the Q4_0
+# candidate strays from its baseline.
 set -euo pipefail
 BIN=${1:-build/nibble}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+SET=$HERE/examples/golden/story.jsonl
+TEXT=$HERE/examples/golden/sample.txt
+work=$(mktemp -d "${TMPDIR:-/tmp}/nibble-demo.XXXXXX")
+spid=
+cleanup() { [ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
 
-echo "== nibble generate (built-in default model, greedy, 48 tokens)"
-"$BIN" generate -p "The quick brown fox" -n 48 --temp 0
-echo
-echo "== the same with sampling (seed 7: rerun it and the text is identical)"
-"$BIN" generate -p "Once upon a time" -n 48 --temp 0.9 --seed 7
-echo
+# the built-in model is synthesized on first use (a one-token generate makes sure it exists)
+"$BIN" generate -p "Once upon a time" -n 1 --temp 0 >/dev/null 2>&1
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/nibble
-model=$(ls "$cache"/default-*.gguf 2>/dev/null | head -n 1 || true)
-if [ -n "$model" ]; then
-  echo "== the default model ($model)"
-  "$BIN" inspect "$model" > "${TMPDIR:-/tmp}/nibble-demo-inspect.txt"
-  head -n 24 "${TMPDIR:-/tmp}/nibble-demo-inspect.txt"
-  echo
-fi
-echo "== nibble serve (built-in default model): start, one chat request, one streamed request, stop"
-log=$(mktemp)
-"$BIN" serve --port 0 --max-model-len 256 >"$log" 2>&1 &
+base=$(ls "$cache"/default-*.gguf | head -n 1)
+cand=$work/default-Q4_0.gguf
+
+echo "== 1. plan: does the baseline fit this host? (nibble plan --host)"
+"$BIN" plan --host "$base" >"$work/plan.txt" 2>&1 || true
+grep -E '^(  model|  weights|  KV cache|②|③|           sequences|result)' "$work/plan.txt" || cat "$work/plan.txt"
+echo
+echo "== 2. quantize the F16 baseline to Q4_0"
+"$BIN" quantize "$base" "$cand" --type Q4_0 -q 2>&1 | tail -n 1
+echo
+echo "== 3. serve the candidate (nibble serve, a free port)"
+"$BIN" serve -m "$cand" --port 0 --max-model-len 512 >"$work/serve.log" 2>&1 &
 spid=$!
 port=
 for _ in $(seq 1 600); do
-  [ -z "$port" ] && port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' | head -n 1 || true)
+  [ -z "$port" ] && port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.log" | grep -o '[0-9]*$' | head -n 1 || true)
   if [ -n "$port" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]; then break; fi
-  kill -0 $spid 2>/dev/null || break
+  kill -0 "$spid" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
   sleep 0.1
 done
-cat "$log"
-if [ -n "$port" ] && kill -0 $spid 2>/dev/null; then
-  echo
-  echo "\$ curl http://127.0.0.1:$port/v1/chat/completions -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 16, \"temperature\": 0}'"
-  curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" \
-    -d '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16, "temperature": 0}'
-  echo
-  echo
-  echo "\$ curl -N http://127.0.0.1:$port/v1/chat/completions -d '{..., \"stream\": true, \"stream_options\": {\"include_usage\": true}}'"
-  curl -sN -m 60 "http://127.0.0.1:$port/v1/chat/completions" \
-    -d '{"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 8, "temperature": 0.8, "seed": 7, "stream": true, "stream_options": {"include_usage": true}}'
-  echo "\$ curl http://127.0.0.1:$port/metrics | grep -v '^#' | head -n 12"
-  metrics=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
-  printf '%s\n' "$metrics" | grep -v '^#' | sed -n '1,12p'   # (no head: SIGPIPE under pipefail)
-fi
-kill -TERM $spid 2>/dev/null || true
-wait $spid 2>/dev/null || true
-tail -n 2 "$log"
-rm -f "$log"
+grep 'ready' "$work/serve.log" || true
 echo
-echo "Run a real model:  $BIN generate -m path/to/model.gguf -p 'Hello' -n 64"
-echo "                   $BIN generate -m path/to/hf-model-dir -p 'Hello' -n 64"
+echo "== 4. eval kld: the candidate's next-token distributions against the baseline's on the same tokens"
+kld_args=()
+if "$BIN" eval kld "$base" "$cand" -f "$TEXT" --json >"$work/kld.json" 2>"$work/kld.err"; then
+  jq -c '{kld_mean, kld_p99, top1_agreement, ppl_base, ppl_cand, worst_class}' "$work/kld.json" 2>/dev/null || cat "$work/kld.json"
+  kld_args=(--kld "$work/kld.json")
+else
+  echo "   (skipped: $(head -n 1 "$work/kld.err"))"
+fi
+echo
+echo "== 5. eval golden: the baseline in-process, the candidate through its endpoint (same set, greedy, seed 0)"
+"$BIN" eval golden "$base" --set "$SET" --out "$work/golden-base" | sed 's/^/   base: /'
+"$BIN" eval golden --endpoint "http://127.0.0.1:$port" --set "$SET" --out "$work/golden-cand" | sed 's/^/   cand: /'
+echo
+echo "== 6. gate: may the Q4_0 candidate replace the F16 baseline? (the seeds' thresholds)"
+set +e
+"$BIN" gate --base "$work/golden-base/summary.json" --cand "$work/golden-cand/summary.json" "${kld_args[@]}"
+verdict=$?
+set -e
+echo
+echo "gate exit code $verdict (0 accept, 1 reject, 2 bad input). Items and summaries were in $work (removed now);"
+echo "run the steps yourself with a real model: docs/golden.md."

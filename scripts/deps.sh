@@ -12,6 +12,7 @@ PKGS=(
   libmicrohttpd-dev                  # HTTP server (nibble serve)
   libcurl4-openssl-dev               # load generator client (nibble bench)
   curl python3                       # integration-test clients
+  jq                                 # golden / gate tests and make demo read JSON summaries
 )
 # Node.js + npm run the official `openai` npm client in the server tests
 # (tests/integration/serve_openai.sh). NodeSource's nodejs package already

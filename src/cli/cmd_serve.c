@@ -17,6 +17,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "eval/golden_score.h"
 #include "server/server.h"
 
 #define CMD "serve"
@@ -207,7 +208,8 @@ int nb_cmd_serve(int argc, char **argv) {
     struct nb_engine_stats es;
     nb_engine_get_stats(eng, &es);
     nb_server_backend be = {.ctx = eng, .submit = be_submit, .abort = be_abort, .stats = be_stats,
-                            .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len};
+                            .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len,
+                            .score = nb_gscore_engine_run};
     nb_server_set_ready(srv, &be);
     fprintf(stderr, "nibble serve: ready: model '%s', max_model_len %d, max_num_seqs %d, on http://%s%s%s:%d\n",
             sc.served_model_name, es.max_model_len, es.max_num_seqs, strchr(sc.host, ':') ? "[" : "", sc.host,
@@ -235,6 +237,7 @@ int nb_cmd_serve(int argc, char **argv) {
         double d2 = mono_s() + 5;
         while (nb_server_in_flight(srv) > 0 && mono_s() < d2) nanosleep(&tick, NULL);
     }
+    nb_gscore_engine_release();
     nb_engine_free(eng);
     nb_server_free(srv);
     fprintf(stderr, "nibble serve: stopped\n");

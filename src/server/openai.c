@@ -178,7 +178,7 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
         nb_oai_error_set(e, 400, INVALID, k, "unknown_parameter", "Unrecognized request argument supplied: %s", k);
         return false;
     }
-    static const char *const must_be_neutral[] = {"logit_bias", "echo", "suffix", "tools", "functions",
+    static const char *const must_be_neutral[] = {"logit_bias", "suffix", "tools", "functions",
                                                   "function_call", "stop_token_ids", NULL};
     for (const char *const *n = must_be_neutral; *n; n++) {
         v = json_object_get(o, *n);
@@ -433,8 +433,18 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
 
     int64_t v;
     bool has;
-    if (!get_int(o, "max_tokens", 1, NB_OAI_MAX_TOKENS_CAP, &v, &has, e)) return false;
+    /* completions: max_tokens 0 with echo scores the prompt only (prompt logprobs) */
+    if (!get_int(o, "max_tokens", r->kind == NB_OAI_COMPLETIONS ? 0 : 1, NB_OAI_MAX_TOKENS_CAP, &v, &has, e))
+        return false;
     if (has) r->max_tokens = (int32_t)v;
+    if (r->kind == NB_OAI_COMPLETIONS) {
+        if (!get_bool(o, "echo", &r->echo, e)) return false;
+        if (has && v == 0 && !r->echo) {
+            nb_oai_error_set(e, 400, INVALID, "max_tokens", "invalid_value",
+                             "'max_tokens' is 0, must be in [1, %d] (0 only with echo: true)", NB_OAI_MAX_TOKENS_CAP);
+            return false;
+        }
+    }
     if (r->kind == NB_OAI_CHAT) {
         if (!get_int(o, "max_completion_tokens", 1, NB_OAI_MAX_TOKENS_CAP, &v, &has, e)) return false;
         if (has) r->max_tokens = (int32_t)v; /* wins over the deprecated max_tokens, as in OpenAI's API */
@@ -471,6 +481,11 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     if (!parse_stop(o, r, e)) return false;
     if (!get_bool(o, "stream", &r->stream, e)) return false;
     if (!get_bool(o, "ignore_eos", &r->ignore_eos, e)) return false;
+    if (r->echo && r->stream) {
+        nb_oai_error_set(e, 400, INVALID, "echo", "unsupported_parameter",
+                         "'echo' is not supported with 'stream': true on this server");
+        return false;
+    }
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad_type(e, "stream_options", so, "an object");

@@ -9,7 +9,7 @@
  *
  * Unknown top-level fields are rejected ("Unrecognized request argument
  * supplied: X", OpenAI's wording); fields we accept only with their
- * neutral value (echo, suffix, logit_bias, tools, response_format other than
+ * neutral value (suffix, logit_bias, tools, response_format other than
  * text, best_of > 1, n > 1) are rejected with a message saying so.
  *
  * Pure functions, reentrant; the request owns its JSON tree and strings. */
@@ -59,6 +59,7 @@ typedef struct nb_oai_request {
     const char *stop[NB_MAX_STOP_STRINGS];
     size_t n_stop;
     bool stream, include_usage, ignore_eos;
+    bool echo;                  /* completions: the prompt (and its logprobs) come first in the answer */
     int32_t logprobs;           /* -1: none; else the number of top alternatives (0..20) */
     const char *user;
 } nb_oai_request;

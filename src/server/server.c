@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "eval/golden_score.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai.h"
@@ -86,6 +87,10 @@ struct srv_req {
     buf out;
     size_t out_off;
     size_t text_offset;    /* completions logprobs text_offset */
+    /* echo (completions): the prompt's text and logprobs, put first in the answer */
+    char *echo_text;
+    size_t echo_len;
+    void *echo_lp;         /* json_t * in the legacy shape, NULL without logprobs */
 };
 
 static double now_s(void) {
@@ -254,6 +259,8 @@ static void req_release(srv_req *r) {
     free(r->text.p);
     free(r->out.p);
     free(r->lps);
+    free(r->echo_text);
+    if (r->echo_lp) json_decref(r->echo_lp);
     free(r);
 }
 
@@ -466,10 +473,29 @@ static void finish_blocking(srv_req *r, nb_http_resp *rs) {
         json_object_set_new(c, "message", m);
         json_object_set_new(c, "logprobs", r->logprobs >= 0 ? chat_logprobs(tok, r->lps, r->n_lps) : json_null());
     } else {
-        json_object_set_new(c, "text", jstr(r->text.p ? r->text.p : "", r->text.len));
-        json_object_set_new(c, "logprobs",
-                            r->logprobs >= 0 ? completion_logprobs(tok, r->lps, r->n_lps, &r->text_offset)
-                                             : json_null());
+        if (r->echo_text) { /* echo: prompt first */
+            buf all = {0};
+            if (!buf_add(&all, r->echo_text, r->echo_len) || !buf_add(&all, r->text.p, r->text.len)) {
+                free(all.p);
+                error_resp(rs, 500, "server_error", NULL, NULL, "out of memory");
+                json_decref(c);
+                json_decref(o);
+                return;
+            }
+            json_object_set_new(c, "text", jstr(all.p ? all.p : "", all.len));
+            free(all.p);
+        } else {
+            json_object_set_new(c, "text", jstr(r->text.p ? r->text.p : "", r->text.len));
+        }
+        json_t *lp = r->logprobs >= 0 ? completion_logprobs(tok, r->lps, r->n_lps, &r->text_offset) : json_null();
+        if (r->echo_lp && json_is_object(lp)) {
+            const char *k;
+            json_t *v;
+            json_object_foreach(lp, k, v) json_array_extend(json_object_get(r->echo_lp, k), v);
+            json_decref(lp);
+            lp = json_incref(r->echo_lp);
+        }
+        json_object_set_new(c, "logprobs", lp);
     }
     json_object_set_new(c, "finish_reason", json_string(finish_str(r->finish)));
     json_t *arr = json_array();
@@ -549,6 +575,67 @@ fail:
     return false;
 }
 
+/* echo: the prompt's text and, with logprobs, its log-probabilities in the
+ * legacy shape (tokens, token_logprobs with null first, top_logprobs,
+ * text_offset = byte offsets into the echoed text). */
+static bool echo_prompt(nb_server *s, const nb_oai_request *q, const int32_t *ids, size_t n, char **text,
+                        size_t *text_len, json_t **lpj, nb_oai_error *e) {
+    const nb_tokenizer *tok = s->be.tok;
+    *text = NULL;
+    *lpj = NULL;
+    if (!s->be.score) {
+        nb_oai_error_set(e, 400, "invalid_request_error", "echo", "unsupported_parameter",
+                         "'echo' is not supported by this server's backend");
+        return false;
+    }
+    if (nb_detokenize(tok, ids, n, false, text, text_len) != NB_OK) {
+        nb_oai_error_set(e, 500, "server_error", NULL, NULL, "detokenizing the prompt failed: %s", nb_errmsg());
+        return false;
+    }
+    if (q->logprobs < 0) return true;
+    int32_t k = q->logprobs;
+    float *lp = malloc(n * sizeof *lp), *tl = k ? malloc(n * (size_t)k * sizeof *tl) : NULL;
+    int32_t *ti = k ? malloc(n * (size_t)k * sizeof *ti) : NULL;
+    size_t *off = malloc((n + 1) * sizeof *off);
+    bool ok = lp && off && (!k || (tl && ti));
+    nb_status st = ok ? s->be.score(s->be.ctx, ids, n, k, lp, ti, tl) : NB_ERR_NOMEM;
+    if (st == NB_OK) st = nb_gscore_offsets(tok, ids, n, off);
+    if (st != NB_OK) {
+        if (st == NB_ERR_RANGE || st == NB_ERR_INVALID)
+            nb_oai_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value", "%s", nb_errmsg());
+        else nb_oai_error_set(e, 500, "server_error", NULL, NULL, "scoring the prompt failed: %s", nb_errmsg());
+        free(lp); free(tl); free(ti); free(off);
+        free(*text);
+        *text = NULL;
+        return false;
+    }
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = nb_token_piece_ref(tok, ids[i], true, &len);
+        json_array_append_new(toks, jstr(p ? p : "", p ? len : 0));
+        json_array_append_new(lps, i ? json_real(lp[i]) : json_null());
+        json_array_append_new(offs, json_integer((json_int_t)off[i]));
+        if (!i) { json_array_append_new(tops, json_null()); continue; }
+        json_t *t = json_object();
+        for (int32_t j = 0; j < k; j++) {
+            size_t l2 = 0, sl;
+            const char *pq = nb_token_piece_ref(tok, ti[i * (size_t)k + j], true, &l2);
+            char *key = nb_utf8_sanitize(pq ? pq : "", pq ? l2 : 0, &sl);
+            if (key) json_object_set_new(t, key, json_real(tl[i * (size_t)k + j]));
+            free(key);
+        }
+        json_array_append_new(tops, t);
+    }
+    *lpj = json_object();
+    json_object_set_new(*lpj, "tokens", toks);
+    json_object_set_new(*lpj, "token_logprobs", lps);
+    json_object_set_new(*lpj, "top_logprobs", tops);
+    json_object_set_new(*lpj, "text_offset", offs);
+    free(lp); free(tl); free(ti); free(off);
+    return true;
+}
+
 static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, nb_oai_kind kind) {
     int state = atomic_load(&s->state);
     if (state != ST_READY) {
@@ -565,6 +652,9 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     int32_t *ids = NULL;
     size_t n_ids = 0;
     srv_req *r = NULL;
+    char *echo_text = NULL;
+    size_t echo_len = 0;
+    json_t *echo_lp = NULL;
     if (q.model && strcmp(q.model, s->model_name) != 0) {
         nb_oai_error_set(&e, 400, "invalid_request_error", "model", "model_not_found",
                          "The model `%.200s` does not exist. This server serves `%.200s` (GET /v1/models).", q.model,
@@ -575,6 +665,27 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     if (!build_prompt(s, &q, &ids, &n_ids, &e)) {
         set_error(rs, &e);
         goto out;
+    }
+    if (q.echo) {
+        if (!echo_prompt(s, &q, ids, n_ids, &echo_text, &echo_len, &echo_lp, &e)) {
+            set_error(rs, &e);
+            goto out;
+        }
+        if (q.max_tokens == 0) { /* the prompt only */
+            srv_req t = {.srv = s, .n_prompt = (int32_t)n_ids, .created = (int64_t)time(NULL)};
+            snprintf(t.id, sizeof t.id, "cmpl-%08llx%016llx", (unsigned long long)(s->created & 0xffffffff),
+                     (unsigned long long)(atomic_fetch_add(&s->id_seq, 1) * 0x9E3779B97F4A7C15ull));
+            json_t *o = envelope(&t, "text_completion"), *c = json_object(), *arr = json_array();
+            json_object_set_new(c, "index", json_integer(0));
+            json_object_set_new(c, "text", jstr(echo_text, echo_len));
+            json_object_set_new(c, "logprobs", echo_lp ? json_incref(echo_lp) : json_null());
+            json_object_set_new(c, "finish_reason", json_string("length"));
+            json_array_append_new(arr, c);
+            json_object_set_new(o, "choices", arr);
+            json_object_set_new(o, "usage", usage_json(&t));
+            set_json(rs, 200, o);
+            goto out;
+        }
     }
     int64_t mml = s->be.max_model_len;
     int64_t max_tokens = q.max_tokens;
@@ -615,6 +726,12 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     r->fd = req->fd;
     r->n_prompt = (int32_t)n_ids;
     r->created = (int64_t)time(NULL);
+    r->echo_text = echo_text;
+    r->echo_len = echo_len;
+    r->echo_lp = echo_lp;
+    r->text_offset = echo_len;
+    echo_text = NULL;
+    echo_lp = NULL;
     uint64_t seq = atomic_fetch_add(&s->id_seq, 1);
     snprintf(r->id, sizeof r->id, "%s-%08llx%016llx", r->chat ? "chatcmpl" : "cmpl",
              (unsigned long long)(s->created & 0xffffffff), (unsigned long long)(seq * 0x9E3779B97F4A7C15ull));
@@ -670,6 +787,8 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
         req_http_done(r);
     }
 out:
+    free(echo_text);
+    if (echo_lp) json_decref(echo_lp);
     free(ids);
     nb_oai_request_free(&q);
 }

@@ -32,6 +32,11 @@ typedef struct nb_server_backend {
     const nb_tokenizer *tok;
     int32_t max_model_len;
     const char *chat_template; /* NULL: the tokenizer's (GGUF / tokenizer_config.json) */
+    /* Prompt log-probabilities for /v1/completions echo (NULL: echo refused):
+     * lp[i] = log p(ids[i] | ids[<i]), lp[0] unused; n_top alternatives per
+     * position into top_ids / top_lps [n][n_top] (eval/golden_score.h). */
+    nb_status (*score)(void *ctx, const int32_t *ids, size_t n, int32_t n_top, float *lp, int32_t *top_ids,
+                       float *top_lps);
 } nb_server_backend;
 
 typedef struct nb_server_config {
