@@ -115,7 +115,8 @@ class H(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
             self.wfile.flush()
-            t = time.monotonic() + TTFT[(k - 1) % len(TTFT)] + args.ttft_per_running * busy
+            t0 = accepted.pop(self.connection.fileno(), None) or time.monotonic()
+            t = t0 + TTFT[(k - 1) % len(TTFT)] + args.ttft_per_running * busy
             for j in range(ntok):
                 if j > 0:
                     t += ITL[(j - 1) % len(ITL)]
@@ -156,6 +157,16 @@ class H(BaseHTTPRequestHandler):
 class S(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
+
+    def process_request(self, request, client_address):
+        # The schedule starts when the connection is accepted (in the main
+        # thread), not when the handler thread gets to run: thread start-up
+        # on a busy machine is not the server's "TTFT".
+        accepted[request.fileno()] = time.monotonic()
+        super().process_request(request, client_address)
+
+
+accepted = {}
 
 
 srv = S(("127.0.0.1", args.port), H)
