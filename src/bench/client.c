@@ -558,9 +558,16 @@ nb_status nb_bench_run_level(const nb_bench_config *cfg, nb_bench_level *lv, uin
         lv->wall_s = t_end - R.t0;
         lv->client_cpu_s = cpu_s() - c0;
         lv->chunks = R.chunks;
-        if (sv->flavor && nb_bench_scrape(cfg->metrics_url, cfg->api_key, &sv->after)) {
+        /* The server may count a request a moment after its last byte: while
+         * it still shows requests running, read again (50 ms apart, 1 s at most;
+         * a server with other traffic keeps some running). */
+        for (int tries = 0; sv->flavor && tries < 20 && !stopped(&R); tries++) {
+            if (!nb_bench_scrape(cfg->metrics_url, cfg->api_key, &sv->after)) break;
             sv->available = true;
             update_peaks(sv, &sv->after);
+            if (!sv->after.has[NB_PROM_RUNNING] || sv->after.v[NB_PROM_RUNNING] <= 0) break;
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
         }
     }
     while (R.n_live) {
