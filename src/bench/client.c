@@ -546,6 +546,7 @@ nb_status nb_bench_run_level(const nb_bench_config *cfg, nb_bench_level *lv, uin
             update_peaks(sv, &sv->before);
         }
         double c0 = cpu_s();
+        R.chunks = 0; /* the warm-up's do not count */
         R.t0 = nb_bench_now();
         int64_t count = cfg->duration > 0 ? 0 : cfg->num_prompts;
         st = phase(&R, false, count, cfg->duration, rate_mode ? 0 : lv->concurrency,
