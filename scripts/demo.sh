@@ -46,6 +46,11 @@ if [ -n "$port" ] && kill -0 $spid 2>/dev/null; then
   echo "\$ curl http://127.0.0.1:$port/metrics | grep -v '^#' | head -n 12"
   metrics=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
   printf '%s\n' "$metrics" | grep -v '^#' | sed -n '1,12p'   # (no head: SIGPIPE under pipefail)
+  # nibble bench serve: a short ladder (1, 4) against this server, the table and the server view
+  echo
+  echo "\$ nibble bench serve --endpoint http://127.0.0.1:$port --concurrency 1,4 --num-prompts 8 --input-len 24 --output-len 16 --ignore-eos"
+  "$BIN" bench serve --endpoint "http://127.0.0.1:$port" --concurrency 1,4 --num-prompts 8 --input-len 24 \
+    --output-len 16 --ignore-eos 2>/dev/null || echo "(nibble bench serve failed: exit $?)"
 fi
 kill -TERM $spid 2>/dev/null || true
 wait $spid 2>/dev/null || true
