@@ -488,7 +488,9 @@ void nb_bench_print_compare(FILE *f, const json_t *cmp) {
             const char *verdict = "";
             if (!isnan(r) && fabs(r - 1) > 0.05)
                 verdict = (r > 1) == CMP[k].higher_better ? "better" : "worse";
-            fprintf(f, "| %s | %.4g | %.4g | %s%.3f | %s |\n", CMP[k].name, a, b, isnan(r) ? "" : "", r, verdict);
+            fprintf(f, "| %s | %.4g | %.4g |", CMP[k].name, a, b);
+            if (isnan(r)) fprintf(f, " - | |\n");
+            else fprintf(f, " %.3f | %s |\n", r, verdict);
         }
     }
     for (int w = 0; w < 2; w++) {
@@ -525,7 +527,16 @@ bool nb_bench_plot_compare(const char *dir, const json_t *cmp) {
     fprintf(g, "# nibble bench compare: gnuplot compare.gp redraws the plot\nset datafile missing 'nan'\nset grid\n"
                "set xlabel '%s'\n%s\nset style data linespoints\nset key top left\n",
             conc ? "concurrency" : "request rate (req/s)", conc ? "set logscale x 2" : "");
-    char body[2048];
+    char body[4096], na[512], nb[512];
+    /* the file names go inside '...' in the gnuplot script: no quotes or control characters */
+    const char *src[2] = {json_string_value(json_object_get(cmp, "a")), json_string_value(json_object_get(cmp, "b"))};
+    char *dst[2] = {na, nb};
+    for (int w = 0; w < 2; w++) {
+        size_t o = 0;
+        for (const char *c = src[w] ? src[w] : "?"; *c && o + 1 < sizeof na; c++)
+            dst[w][o++] = (*c == '\'' || *c == '\\' || (unsigned char)*c < 32) ? '_' : *c;
+        dst[w][o] = '\0';
+    }
     snprintf(body, sizeof body,
              "set multiplot layout 1,2 title 'A: %s   B: %s'\n"
              "set title 'output tok/s'\nset ylabel 'tok/s'\n"
@@ -534,7 +545,7 @@ bool nb_bench_plot_compare(const char *dir, const json_t *cmp) {
              "plot 'compare.dat' using 1:4 title 'A TTFT p99' lw 2, '' using 1:5 title 'B TTFT p99' lw 2, "
              "'' using 1:6 title 'A TPOT p99' lw 2 dt 2, '' using 1:7 title 'B TPOT p99' lw 2 dt 2\n"
              "unset multiplot\n",
-             json_string_value(json_object_get(cmp, "a")), json_string_value(json_object_get(cmp, "b")));
+             na, nb);
     /* multiplot cannot replot: draw twice */
     fprintf(g, "set terminal pngcairo size 1000,450 noenhanced\nset output 'compare.png'\n%s", body);
     fprintf(g, "set terminal svg size 1000,450 noenhanced\nset output 'compare.svg'\n%sunset output\n", body);
