@@ -51,7 +51,7 @@ typedef struct xfer {
     double t_send, t_first, t_last_chunk, t_last_byte, t_now;
     double *itl;
     size_t n_itl, cap_itl;
-    int64_t content_chunks, usage_out, usage_prompt;
+    int64_t content_chunks, usage_out, usage_prompt, events;
     char *stream_err;
     char *buf;
     size_t blen, bcap;
@@ -94,6 +94,7 @@ static void buf_add(xfer *x, const char *p, size_t n, size_t max) {
 static void on_event(void *ud, const char *d, size_t n) {
     xfer *x = ud;
     x->R->chunks++;
+    x->events++;
     if (n == 6 && !memcmp(d, "[DONE]", 6)) {
         x->done = true;
         return;
@@ -350,6 +351,11 @@ static void finish_xfer(run *R, xfer *x, CURLcode rc) {
     } else if (x->stream_err) {
         r->reason = nb_strdup("error in stream");
         r->error = clean(x->stream_err);
+    } else if (x->events == 0) {
+        char *ct = NULL;
+        curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ct);
+        r->reason = nb_strdup("no SSE events (not a streamed response)");
+        r->error = fmt("HTTP 200 with Content-Type '%s' and no 'data:' event", ct ? ct : "(none)");
     } else if (!x->done && !x->finished) {
         r->reason = nb_strdup("stream cut before [DONE]");
         r->error = fmt("stream ended after %lld content chunks without a finish_reason or [DONE]",

@@ -279,7 +279,7 @@ int nb_cmd_bench_serve(int argc, char **argv) {
     json_object_set_new(params, rate_mode ? "request_rate" : "concurrency", lad);
     json_object_set_new(params, "duration_s", duration > 0 ? json_real(duration) : json_null());
     json_object_set_new(params, "num_prompts", num_prompts > 0 ? json_integer(num_prompts) : json_null());
-    json_object_set_new(params, "warmup", warmup >= 0 ? json_integer(warmup) : json_string("concurrency"));
+    json_object_set_new(params, "warmup", warmup >= 0 ? json_integer(warmup) : rate_mode ? json_integer(0) : json_string("concurrency"));
     json_object_set_new(params, "prompts", prompts ? json_string(prompts) : json_null());
     json_object_set_new(params, "input_len", prompts ? json_null() : json_pack("[I,I]", (json_int_t)wl.in_lo, (json_int_t)wl.in_hi));
     json_object_set_new(params, "output_len", json_pack("[I,I]", (json_int_t)wl.out_lo, (json_int_t)wl.out_hi));
@@ -304,8 +304,8 @@ int nb_cmd_bench_serve(int argc, char **argv) {
         else lv->concurrency = (int)ladder[i];
         cfg.num_prompts = duration > 0 ? 0 : num_prompts > 0 ? num_prompts : rate_mode ? 64 : NB_MAX(16, 4 * (int64_t)ladder[i]);
         cfg.warmup = warmup >= 0 ? warmup : rate_mode ? 0 : (int64_t)ladder[i];
-        fprintf(stderr, "nibble bench: level %d/%d: %s %g, %s%g%s, warm-up %lld...\n", i + 1, n_levels,
-                rate_mode ? "request rate" : "concurrency", ladder[i], duration > 0 ? "" : "",
+        fprintf(stderr, "nibble bench: level %d/%d: %s %g, %g%s, warm-up %lld...\n", i + 1, n_levels,
+                rate_mode ? "request rate" : "concurrency", ladder[i],
                 duration > 0 ? duration : (double)cfg.num_prompts, duration > 0 ? " s" : " requests",
                 (long long)cfg.warmup);
         nb_status st = nb_bench_run_level(&cfg, lv, &idx);

@@ -18,6 +18,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
+# the server requires a key (NIBBLE_API_KEY); the bench finds it in the same variable
+export NIBBLE_API_KEY=bench-key-$$
 "$BIN" serve --port 0 --max-model-len 256 --no-enable-prefix-caching -t 2 >"$tmp/s.log" 2>&1 &
 PID=$!; pids+=("$PID"); PORT=
 for _ in $(seq 1 600); do
@@ -70,5 +72,9 @@ assert all(float(r["ttft_s"]) > 0 and float(r["e2e_s"]) >= float(r["ttft_s"]) fo
 PY
 check "request / prompt / generation totals equal the deltas of nibble's /metrics; ignore_eos gives max_tokens" '[ $? -eq 0 ] || { cat "$tmp/p"; false; }'
 cat "$tmp/p" | head -n 1
+timeout 120 "$BIN" bench serve --endpoint "$U" --api-key-env NB_NO_SUCH_KEY --model nibble-default --concurrency 2 \
+  --num-prompts 4 --warmup 0 --output-len 4 --json >"$tmp/k.json" 2>/dev/null; rc=$?
+check "without the key (--api-key-env naming an unset variable): every request fails as HTTP 401, exit 1" \
+  '[ $rc -eq 1 ] && python3 -c "import json,sys; l=json.load(open(sys.argv[1]))[\"levels\"][0]; assert l[\"errors\"]=={\"HTTP 401\":4}, l" "$tmp/k.json"'
 kill -TERM "$PID"; wait "$PID" 2>/dev/null
 finish
