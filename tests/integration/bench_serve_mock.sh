@@ -98,6 +98,15 @@ B --endpoint "$U/v1/" --chat --concurrency 2 --num-prompts 6 --json >"$tmp/r2.js
 check "chat without usage: every request counts 7 content chunks" \
   '[ $rc -eq 0 ] && python3 -c "import json,sys; l=json.load(open(sys.argv[1]))[\"levels\"][0]; assert l[\"output_tokens\"]==6*7 and l[\"requests_ok\"]==6, l" "$tmp/r2.json"'
 check "--json keeps the tables on stderr" 'grep -q "| TTFT |" "$tmp/o2" && ! grep -q "| TTFT |" "$tmp/r2.json"'
+# --prompts: each line's max_tokens, else --output-len (2, 2, 3 tokens; cycled over 6 requests)
+printf '%s\n' '{"prompt": "one two", "max_tokens": 2}' '' '{"messages": [{"role": "user", "content": "three"}], "max_tokens": 2}' \
+  '{"prompt": "four"}' >"$tmp/p.jsonl"
+B --endpoint "$U" --prompts "$tmp/p.jsonl" --output-len 3 --concurrency 2 --num-prompts 6 --warmup 0 --json >"$tmp/r2b.json" 2>/dev/null; rc=$?
+check "--prompts FILE.jsonl: per-line max_tokens, else --output-len" \
+  '[ $rc -eq 0 ] && python3 -c "import json,sys; l=json.load(open(sys.argv[1]))[\"levels\"][0]; assert l[\"output_tokens\"]==14 and l[\"requests_ok\"]==6, l" "$tmp/r2b.json"'
+printf '%s\n' '{"prompt": "ok"}' '{"text": "no prompt"}' >"$tmp/bad.jsonl"
+B --endpoint "$U" --prompts "$tmp/bad.jsonl" >/dev/null 2>"$tmp/e"; rc=$?
+check "--prompts with a bad line exits 2 naming the file and line 2" '[ $rc -eq 2 ] && grep -q "bad.jsonl: line 2" "$tmp/e"'
 stop_mock
 
 # --- 500 on every 5th request: exactly 20% failures with the reason; exit 1, or 0 under --max-error-rate ---
