@@ -42,6 +42,11 @@ for _ in $(seq 1 600); do
 done
 grep 'ready' "$work/serve.log" || true
 echo
+echo "== 3b. bench serve: a short load ladder (1, 4) against the candidate's server"
+echo "\$ nibble bench serve --endpoint http://127.0.0.1:$port --concurrency 1,4 --num-prompts 8 --input-len 24 --output-len 16 --ignore-eos"
+"$BIN" bench serve --endpoint "http://127.0.0.1:$port" --concurrency 1,4 --num-prompts 8 --input-len 24 \
+  --output-len 16 --ignore-eos 2>/dev/null || echo "(nibble bench serve failed: exit $?)"
+echo
 echo "== 4. eval kld: the candidate's next-token distributions against the baseline's on the same tokens"
 kld_args=()
 if "$BIN" eval kld "$base" "$cand" -f "$TEXT" --json >"$work/kld.json" 2>"$work/kld.err"; then

@@ -11,6 +11,7 @@ PKGS=(
   libjansson-dev                     # JSON: config.json, tokenizer.json, references, HTTP bodies
   libmicrohttpd-dev                  # HTTP server (nibble serve)
   libcurl4-openssl-dev               # load generator client (nibble bench)
+  gnuplot-nox                        # nibble bench serve/compare plots (PNG, SVG); skipped with a note when absent
   curl python3                       # integration-test clients
   jq                                 # golden / gate tests and make demo read JSON summaries
 )

@@ -320,9 +320,11 @@ static int bench_concurrency(const char *model, const char *levels, int n_thread
 }
 
 int nb_cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "serve")) return nb_cmd_bench_serve(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "compare")) return nb_cmd_bench_compare(argc, argv);
     if (argc < 2 || strcmp(argv[1], "model") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) { usage(stdout); return 0; }
-        fprintf(stderr, "nibble %s: expected 'nibble bench model [MODEL] ...'\n", CMD);
+        fprintf(stderr, "nibble %s: expected 'nibble bench model [MODEL] ...', 'nibble bench serve ...' or 'nibble bench compare A.json B.json'\n", CMD);
         usage(stderr);
         return NB_EXIT_USAGE;
     }

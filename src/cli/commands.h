@@ -26,4 +26,8 @@ int nb_cmd_eval_ppl(int argc, char **argv);
 int nb_cmd_eval_kld(int argc, char **argv);
 int nb_cmd_eval_golden(int argc, char **argv);
 
+/* `nibble bench serve|compare`: cmd_bench_serve.c, dispatched by cmd_bench.c. */
+int nb_cmd_bench_serve(int argc, char **argv);
+int nb_cmd_bench_compare(int argc, char **argv);
+
 #endif
