@@ -2,6 +2,7 @@
  * same tokens, per token class; the baseline from a model or from a file of
  * --save-base (src/eval/kld.h, docs/eval.md). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,10 @@ static void progress(void *ud, int64_t c, int64_t n, const nb_cmp_result *r) {
             100 * r->same_top);
 }
 
+/* JSON has no inf / nan: such values (a candidate giving a token zero
+ * probability makes its perplexity infinite) are written as null */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 static json_t *report_json(const nb_kld_report *r, const char *saved) {
     const nb_cmp_result *a = &r->all;
     json_t *o = json_object();
@@ -49,30 +54,30 @@ static json_t *report_json(const nb_kld_report *r, const char *saved) {
     json_object_set_new(o, "ctx", json_integer(r->n_ctx));
     json_object_set_new(o, "n_chunks", json_integer(r->n_chunks));
     json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
-    json_object_set_new(o, "ppl_base", json_real(a->ppl_base));
-    json_object_set_new(o, "ppl_base_stderr", json_real(a->ppl_base_err));
+    json_object_set_new(o, "ppl_base", num(a->ppl_base));
+    json_object_set_new(o, "ppl_base_stderr", num(a->ppl_base_err));
     json_object_set_new(o, "base", nb_model_id_json(&r->base));
     if (saved) json_object_set_new(o, "save_base", json_string(saved));
     if (!r->has_cand) return o;
-    json_object_set_new(o, "kld_mean", json_real(a->kld_mean));
-    json_object_set_new(o, "kld_stderr", json_real(a->kld_err));
-    json_object_set_new(o, "kld_median", json_real(a->kld_median));
-    json_object_set_new(o, "kld_p90", json_real(a->kld_p90));
-    json_object_set_new(o, "kld_p99", json_real(a->kld_p99));
-    json_object_set_new(o, "kld_max", json_real(a->kld_max));
-    json_object_set_new(o, "top1_agreement", json_real(a->same_top));
-    json_object_set_new(o, "top1_stderr", json_real(a->same_top_err));
-    json_object_set_new(o, "ppl_cand", json_real(a->ppl_test));
-    json_object_set_new(o, "ppl_cand_stderr", json_real(a->ppl_test_err));
-    json_object_set_new(o, "ppl_ratio", json_real(a->ppl_ratio));
-    json_object_set_new(o, "rms_dp", json_real(a->rms_dp));
+    json_object_set_new(o, "kld_mean", num(a->kld_mean));
+    json_object_set_new(o, "kld_stderr", num(a->kld_err));
+    json_object_set_new(o, "kld_median", num(a->kld_median));
+    json_object_set_new(o, "kld_p90", num(a->kld_p90));
+    json_object_set_new(o, "kld_p99", num(a->kld_p99));
+    json_object_set_new(o, "kld_max", num(a->kld_max));
+    json_object_set_new(o, "top1_agreement", num(a->same_top));
+    json_object_set_new(o, "top1_stderr", num(a->same_top_err));
+    json_object_set_new(o, "ppl_cand", num(a->ppl_test));
+    json_object_set_new(o, "ppl_cand_stderr", num(a->ppl_test_err));
+    json_object_set_new(o, "ppl_ratio", num(a->ppl_ratio));
+    json_object_set_new(o, "rms_dp", num(a->rms_dp));
     json_object_set_new(o, "base_topk", r->base_topk ? json_integer(r->base_topk) : json_null());
-    if (r->base_topk) json_object_set_new(o, "base_tail_mass_mean", json_real(r->base_tail_mean));
+    if (r->base_topk) json_object_set_new(o, "base_tail_mass_mean", num(r->base_tail_mean));
     json_t *cl = json_object();
     for (int c = 0; c < r->n_classes; c++) {
         const nb_kld_class_stat *k = &r->cls[c];
-        json_object_set_new(cl, r->cls_names[c], json_pack("{s:I, s:f, s:f}", "n", (json_int_t)k->n, "kld_mean",
-                                                           k->kld_mean, "top1_agreement", k->top1));
+        json_object_set_new(cl, r->cls_names[c], json_pack("{s:I, s:o, s:o}", "n", (json_int_t)k->n, "kld_mean",
+                                                           num(k->kld_mean), "top1_agreement", num(k->top1)));
     }
     json_object_set_new(o, "classes", cl);
     json_object_set_new(o, "worst_class", r->worst >= 0 ? json_string(r->cls_names[r->worst]) : json_null());

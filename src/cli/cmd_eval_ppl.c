@@ -2,6 +2,7 @@
  * text, chunked the way llama-perplexity does it, or with a sliding window
  * (--stride); procedures in src/eval/ppl.h, documented in docs/eval.md. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static void progress(void *ud, const nb_ppl *r) {
     if (*(bool *)ud) return;
     fprintf(stderr, "[%lld]%.4f ", (long long)r->n_chunks, r->ppl);
 }
+
+/* JSON has no inf / nan (a model giving a token zero probability): null */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static void usage(const char *cmd) {
     printf("usage: nibble %s [-m] MODEL -f TEXT_FILE [-c CTX] [--stride S] [--json]\n"
@@ -117,8 +121,8 @@ int nb_cmd_eval_ppl(int argc, char **argv) {
     if (st != NB_OK) {
         nb_cli_error(cmd);
     } else if (json) {
-        json_t *o = json_pack("{s:f, s:f, s:f, s:I, s:I, s:I, s:o, s:s, s:I, s:o}", "ppl", r.ppl, "ppl_stderr",
-                              r.uncertainty, "mean_nll", r.mean_nll, "n_scored", (json_int_t)r.n_scored, "n_tokens",
+        json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:o, s:s, s:I, s:o}", "ppl", num(r.ppl), "ppl_stderr",
+                              num(r.uncertainty), "mean_nll", num(r.mean_nll), "n_scored", (json_int_t)r.n_scored, "n_tokens",
                               (json_int_t)r.n_tokens, "ctx", (json_int_t)ctx, "stride",
                               stride ? json_integer(stride) : json_null(), "mode", stride ? "sliding" : "chunked",
                               "n_chunks", (json_int_t)r.n_chunks, "model", nb_model_id_json(&id));

@@ -98,6 +98,12 @@ assert c[\"num\"][\"n\"]==c[\"digit\"][\"n\"]
 check "text report: KLD percentiles, same top, the class table and the worst class" \
   'grep -q "median" "$tmp/o" && grep -q "p90" "$tmp/o" && grep -q "same top" "$tmp/o" && grep -q "^worst class: " "$tmp/o" && grep -q "^digit " "$tmp/o"'
 
+"$BIN" eval kld "$A" "$M/aidreams260K.bin" -f "$T" -c 128 --chunks 3 --json >"$tmp/x" 2>"$tmp/e"
+check "across formats: aidreams260K GGUF vs its llama2.c .bin pass the vocabulary check, KLD 0" 'py "
+import json; d=json.load(open(\"$tmp/x\"))
+assert d[\"kld_max\"] < 1e-9 and d[\"top1_agreement\"]==1 and d[\"cand\"][\"type\"]==\"llama2c\" and d[\"base\"][\"type\"]==\"gguf\", d
+"'
+
 # --- refusals ------------------------------------------------------------------------
 "$BIN" eval kld "$A" "$F16" -f "$T" -c 128 >/dev/null 2>"$tmp/e"; rc=$?
 check "vocabulary mismatch (aidreams260K vs synth-llama) exits 2 with a message" \
