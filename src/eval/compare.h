@@ -4,7 +4,9 @@
  * change in probability of the actual next token (RMS delta p).
  *
  * Two layers:
- *   nb_cmp_acc   the math, one position at a time, from two logit vectors
+ *   nb_cmp_position / nb_cmp_acc   the math, one position at a time, from two
+ *                logit vectors (or pushed from elsewhere: eval/kld.h's
+ *                top-K baseline files)
  *                (no model needed: unit-tested on hand-made logits, and
  *                reusable for logits that come from files);
  *   nb_compare   runs two sessions over a text with llama-perplexity's
