@@ -15,7 +15,7 @@ void nb_cmp_acc_free(nb_cmp_acc *a) {
 
 /* max, argmax (lowest id on ties) and log-sum-exp in double. False when no
  * logit is a finite number or +inf. */
-static bool stats(const float *l, int32_t n, int32_t *arg, double *lse) {
+bool nb_cmp_logit_stats(const float *l, int32_t n, int32_t *arg, double *lse) {
     int32_t best = -1;
     for (int32_t i = 0; i < n; i++)
         if (!isnan(l[i]) && (best < 0 || l[i] > l[best])) best = i;
@@ -28,17 +28,15 @@ static bool stats(const float *l, int32_t n, int32_t *arg, double *lse) {
     return true;
 }
 
-nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, int32_t n_vocab, int32_t next) {
-    if (n_vocab <= 0) return nb_fail(NB_ERR_INVALID, "compare: n_vocab %d must be positive", n_vocab);
-    if (next >= n_vocab) return nb_fail(NB_ERR_RANGE, "compare: next token %d outside 0..%d", next, n_vocab - 1);
+nb_status nb_cmp_position(const float *base, const float *test, int32_t n_vocab, int32_t next, nb_cmp_pos *out) {
+    memset(out, 0, sizeof *out);
+    if (n_vocab <= 0) return nb_fail(NB_ERR_INVALID, "n_vocab %d must be positive", n_vocab);
+    if (next >= n_vocab) return nb_fail(NB_ERR_RANGE, "next token %d outside 0..%d", next, n_vocab - 1);
     int32_t ab, at;
     double lb, lt;
-    if (!stats(base, n_vocab, &ab, &lb))
-        return nb_fail(NB_ERR_INVALID, "compare: position %lld: the baseline logits have no finite maximum",
-                       (long long)a->n);
-    if (!stats(test, n_vocab, &at, &lt))
-        return nb_fail(NB_ERR_INVALID, "compare: position %lld: the test logits have no finite maximum",
-                       (long long)a->n);
+    if (!nb_cmp_logit_stats(base, n_vocab, &ab, &lb))
+        return nb_fail(NB_ERR_INVALID, "the baseline logits have no finite maximum");
+    if (!nb_cmp_logit_stats(test, n_vocab, &at, &lt)) return nb_fail(NB_ERR_INVALID, "the test logits have no finite maximum");
     double kld = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         if (isnan(base[i])) continue;
@@ -49,6 +47,16 @@ nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, in
         kld += p * (lp - lq);
     }
     if (kld < 0) kld = 0; /* rounding on identical distributions */
+    out->kld = kld;
+    out->same_top = ab == at;
+    if (next >= 0) {
+        out->nll_base = lb - (double)base[next];
+        out->nll_test = lt - (double)test[next];
+    }
+    return NB_OK;
+}
+
+nb_status nb_cmp_acc_push(nb_cmp_acc *a, const nb_cmp_pos *p, bool has_next) {
     if (a->n == a->cap) {
         int64_t cap = a->cap ? 2 * a->cap : 1024;
         double *k = nb_realloc(a->klds, (size_t)cap * sizeof *k);
@@ -56,13 +64,14 @@ nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, in
         a->klds = k;
         a->cap = cap;
     }
+    double kld = p->kld;
     a->klds[a->n++] = kld;
     a->kld += kld;
     a->kld2 += kld * kld;
     if (kld > a->kld_max) a->kld_max = kld;
-    a->same += ab == at;
-    if (next >= 0) {
-        double nb = lb - (double)base[next], nt = lt - (double)test[next];
+    a->same += p->same_top;
+    if (has_next) {
+        double nb = p->nll_base, nt = p->nll_test;
         a->nll_b += nb;
         a->nll_b2 += nb * nb;
         a->nll_t += nt;
@@ -71,6 +80,13 @@ nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, in
         a->dp2 += dp * dp;
     }
     return NB_OK;
+}
+
+nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, int32_t n_vocab, int32_t next) {
+    nb_cmp_pos p;
+    nb_status st = nb_cmp_position(base, test, n_vocab, next, &p);
+    if (st != NB_OK) return nb_fail_wrap(st, "compare: position %lld: ", (long long)a->n);
+    return nb_cmp_acc_push(a, &p, next >= 0);
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -99,6 +115,8 @@ void nb_cmp_acc_result(const nb_cmp_acc *a, nb_cmp_result *out) {
         out->kld_median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
         int64_t k = (int64_t)ceil(0.99 * (double)n) - 1;
         out->kld_p99 = s[k < 0 ? 0 : k];
+        k = (int64_t)ceil(0.90 * (double)n) - 1;
+        out->kld_p90 = s[k < 0 ? 0 : k];
         free(s);
     }
     out->same_top = (double)a->same / (double)n;

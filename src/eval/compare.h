@@ -4,7 +4,9 @@
  * change in probability of the actual next token (RMS delta p).
  *
  * Two layers:
- *   nb_cmp_acc   the math, one position at a time, from two logit vectors
+ *   nb_cmp_position / nb_cmp_acc   the math, one position at a time, from two
+ *                logit vectors (or pushed from elsewhere: eval/kld.h's
+ *                top-K baseline files)
  *                (no model needed: unit-tested on hand-made logits, and
  *                reusable for logits that come from files);
  *   nb_compare   runs two sessions over a text with llama-perplexity's
@@ -27,7 +29,7 @@
 
 typedef struct nb_cmp_result {
     int64_t n;                    /* scored positions */
-    double kld_mean, kld_err, kld_max, kld_median, kld_p99;
+    double kld_mean, kld_err, kld_max, kld_median, kld_p90, kld_p99; /* percentiles: nearest rank */
     double same_top, same_top_err; /* fraction 0..1 */
     double ppl_base, ppl_base_err, ppl_test, ppl_test_err;
     double ppl_ratio;             /* ppl_test / ppl_base = exp(mean NLL_test - mean NLL_base) */
@@ -47,6 +49,22 @@ typedef struct nb_cmp_acc {
     int64_t cap;
 } nb_cmp_acc;
 
+/* One scored position, computed from two logit vectors (nb_cmp_position)
+ * or from a stored baseline (eval/kld.h). */
+typedef struct nb_cmp_pos {
+    double kld;                /* KL(base || test), nats, >= 0 */
+    bool same_top;             /* argmax agrees */
+    double nll_base, nll_test; /* -log p_t, -log q_t (0 when next < 0) */
+} nb_cmp_pos;
+
+/* The statistics of one position. `next` as in nb_cmp_acc_add. */
+nb_status nb_cmp_position(const float *base, const float *test, int32_t n_vocab, int32_t next, nb_cmp_pos *out)
+    __attribute__((warn_unused_result));
+
+/* Argmax (lowest id on ties, NaN skipped) and log-sum-exp in double of n
+ * logits; false when none is a finite number or +inf. */
+bool nb_cmp_logit_stats(const float *l, int32_t n, int32_t *arg, double *lse);
+
 void nb_cmp_acc_init(nb_cmp_acc *a);
 void nb_cmp_acc_free(nb_cmp_acc *a);
 /* Adds one position. `next` is the actual next token (0 <= next < n_vocab)
@@ -54,6 +72,8 @@ void nb_cmp_acc_free(nb_cmp_acc *a);
  * NB_ERR_INVALID when a logit vector has no finite maximum. */
 nb_status nb_cmp_acc_add(nb_cmp_acc *a, const float *base, const float *test, int32_t n_vocab, int32_t next)
     __attribute__((warn_unused_result));
+/* Adds a position computed elsewhere; has_next false skips the NLL parts. */
+nb_status nb_cmp_acc_push(nb_cmp_acc *a, const nb_cmp_pos *p, bool has_next) __attribute__((warn_unused_result));
 /* Summary of what was added so far (a->n may be 0: all zeros). */
 void nb_cmp_acc_result(const nb_cmp_acc *a, nb_cmp_result *out);
 
