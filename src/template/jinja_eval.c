@@ -28,7 +28,8 @@ typedef struct jundef jundef;
 
 typedef struct jv {
     uint8_t t;
-    uint8_t tuple; /* JV_LIST printed as a tuple */
+    uint8_t tuple;  /* JV_LIST: 1 a tuple, 2 a generator (what map / select / ... return) */
+    uint8_t markup; /* JV_STR: markupsafe.Markup (from |safe / |escape): `+` escapes plain str operands */
     union {
         bool b;
         int64_t i;
@@ -159,7 +160,7 @@ static const char *type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.tuple ? "tuple" : "list";
+    case JV_LIST: return v.tuple == 2 ? "generator" : v.tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     default: return v.u.fn->kind == F_MACRO || v.u.fn->kind == F_CALLER ? "Macro" : "builtin_function_or_method";
@@ -181,7 +182,7 @@ static void undef_fail(jctx *c, jv v) {
     if (!u) fail(c, "UndefinedError: value is undefined");
     if (u->unsafe) fail(c, "SecurityError: access to attribute '%s' of '%s' object is unsafe.", u->name, u->objtype);
     if (!u->objtype) fail(c, "UndefinedError: '%s' is undefined", u->name);
-    if (u->is_index) fail(c, "UndefinedError: '%s' has no element %s", u->objtype, u->name);
+    if (u->is_index) fail(c, "UndefinedError: %s has no element %s", u->objtype, u->name);
     fail(c, "UndefinedError: '%s' has no attribute '%s'", u->objtype, u->name);
 }
 
@@ -379,7 +380,7 @@ static void fmt_float(char *out, size_t cap, double x) {
     size_t left = cap;
 #define PUT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= left) return; o += w_; left -= (size_t)w_; } while (0)
     if (neg) PUT("-");
-    if (e >= -5 && e < 16) {
+    if (e >= -4 && e < 16) {
         if (e >= 0) {
             if ((int)nd <= e + 1) {
                 PUT("%s", digits);
@@ -435,6 +436,7 @@ static void py_str_into(jctx *c, jbuf *b, jv v) {
     case JV_FLOAT: fmt_float(tmp, sizeof tmp, v.u.f); buf_cstr(c, b, tmp); return;
     case JV_STR: buf_add(c, b, v.u.s.p, v.u.s.n); return;
     case JV_LIST:
+        if (v.tuple == 2) { buf_cstr(c, b, "<generator object>"); return; }
         buf_cstr(c, b, v.tuple ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) buf_cstr(c, b, ", ");
@@ -542,6 +544,8 @@ static void json_val(jctx *c, jbuf *b, jv v, const jsonopt *o, int level) {
         return;
     case JV_STR: json_str(c, b, v.u.s.p, v.u.s.n, o->ensure_ascii); return;
     case JV_LIST:
+        if (v.tuple == 2) fail(c, "TypeError: Object of type generator is not JSON serializable");
+        /* fall through */
     case JV_DICT: {
         bool isl = v.t == JV_LIST;
         size_t n = isl ? v.u.l->n : v.u.d->n;
@@ -602,7 +606,7 @@ static bool truthy(jv v) {
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
     case JV_STR: return v.u.s.n != 0;
-    case JV_LIST: return v.u.l->n != 0;
+    case JV_LIST: return v.tuple == 2 || v.u.l->n != 0;
     case JV_DICT: return v.u.d->n != 0;
     default: return true;
     }
@@ -701,7 +705,9 @@ static int64_t py_len(jctx *c, jv v) {
     switch (v.t) {
     case JV_UNDEF: return 0;
     case JV_STR: return (int64_t)u8_len(v.u.s.p, v.u.s.n);
-    case JV_LIST: return (int64_t)v.u.l->n;
+    case JV_LIST:
+        if (v.tuple == 2) fail(c, "TypeError: object of type 'generator' has no len()");
+        return (int64_t)v.u.l->n;
     case JV_DICT: case JV_NS: return (int64_t)v.u.d->n;
     default: fail(c, "TypeError: object of type '%s' has no len()", type_name(v));
     }
@@ -839,6 +845,7 @@ static jv call_value(jctx *c, jv fn, jargs *a, jframe *f);
 static jv apply_filter(jctx *c, jframe *f, const char *name, jv v, jargs *a);
 static bool apply_test(jctx *c, jframe *f, const char *name, jv v, jargs *a);
 static jv getattr_v(jctx *c, jv obj, const char *name);
+static jv html_escape(jctx *c, jv s);
 
 /* ---- string helpers ------------------------------------------------------ */
 
@@ -1564,7 +1571,17 @@ static jv binop(jctx *c, int op, jv a, jv b) {
         }
     }
     if (op == JOP_ADD) {
-        if (a.t == JV_STR && b.t == JV_STR) return str_concat(c, a, b);
+        if (a.t == JV_STR && b.t == JV_STR) {
+            if (a.markup == b.markup) {
+                jv r = str_concat(c, a, b);
+                r.markup = a.markup;
+                return r;
+            }
+            /* Markup + str escapes the str (markupsafe) */
+            jv r = str_concat(c, a.markup ? a : html_escape(c, a), b.markup ? b : html_escape(c, b));
+            r.markup = 1;
+            return r;
+        }
         if (a.t == JV_LIST && b.t == JV_LIST && a.tuple == b.tuple) {
             jlist *l = list_new(c, a.u.l->n + b.u.l->n);
             if (a.u.l->n) memcpy(l->v, a.u.l->v, a.u.l->n * sizeof(jv));
@@ -1624,7 +1641,7 @@ static void eval_args(jctx *c, jframe *f, const jnode *n, jargs *a) {
 
 static jv call_macro(jctx *c, jfunc *fn, jargs *a, jv caller) {
     const jnode *m = fn->node;
-    if (++c->depth > NB_TMPL_MAX_DEPTH) fail(c, "TemplateError: macro calls nested deeper than %d", NB_TMPL_MAX_DEPTH);
+    if (++c->depth > NB_TMPL_MAX_DEPTH) fail(c, "RecursionError: maximum recursion depth exceeded");
     jframe *fr = frame_new(c, fn->closure);
     lbuild extra = {0};
     jdict *kw = dict_new(c);
@@ -1642,7 +1659,9 @@ static jv call_macro(jctx *c, jfunc *fn, jargs *a, jv caller) {
             if (!strcmp(m->args[k]->str, a->kwn[i])) known = true;
         if (!known && strcmp(a->kwn[i], "caller")) dict_set(c, kw, vcstr(a->kwn[i]), a->kwv[i]);
     }
-    frame_set(c, fr, "varargs", lb_done(c, &extra));
+    jv va = lb_done(c, &extra);
+    va.tuple = 1;
+    frame_set(c, fr, "varargs", va);
     frame_set(c, fr, "kwargs", vdict(kw));
     if (caller.t != JV_UNDEF) frame_set(c, fr, "caller", caller);
     jbuf b = {0}, *saved = c->out;
@@ -1657,7 +1676,7 @@ static jv call_macro(jctx *c, jfunc *fn, jargs *a, jv caller) {
 
 static jv call_caller(jctx *c, jfunc *fn, jargs *a) {
     const jnode *cb = fn->node;
-    if (++c->depth > NB_TMPL_MAX_DEPTH) fail(c, "TemplateError: macro calls nested deeper than %d", NB_TMPL_MAX_DEPTH);
+    if (++c->depth > NB_TMPL_MAX_DEPTH) fail(c, "RecursionError: maximum recursion depth exceeded");
     jframe *fr = frame_new(c, fn->closure);
     for (size_t i = 0; i < cb->nargs; i++) {
         const char *pn = cb->args[i]->str;
@@ -2031,23 +2050,31 @@ static jv apply_filter(jctx *c, jframe *f, const char *name, jv v, jargs *a) {
     }
     if (!strcmp(name, "length") || !strcmp(name, "count")) return vint(py_len(c, v));
     if (!strcmp(name, "safe") || !strcmp(name, "string")) {
-        if (!strcmp(name, "safe") && v.t == JV_UNDEF) return vstr("", 0);
-        return to_str(c, v);
+        jv r = to_str(c, v);
+        if (name[1] == 'a') r.markup = 1; /* markupsafe.Markup */
+        return r;
     }
     if (!strcmp(name, "tojson")) return filter_tojson(c, v, a);
     if (!strcmp(name, "list")) return to_list_v(c, v);
     if (!strcmp(name, "items")) {
-        if (v.t == JV_UNDEF) return vlist(list_new(c, 0));
-        if (v.t != JV_DICT) fail(c, "TypeError: Can only get item pairs from a mapping.");
-        jargs none = {0};
-        jfunc tmp = {.kind = F_METHOD, .self = v, .name = "items"};
-        return call_method(c, &tmp, &none);
+        jv r = vlist(list_new(c, 0));
+        if (v.t != JV_UNDEF && v.t != JV_DICT) fail(c, "TypeError: Can only get item pairs from a mapping.");
+        if (v.t == JV_DICT) {
+            jargs none = {0};
+            jfunc tmp = {.kind = F_METHOD, .self = v, .name = "items"};
+            r = call_method(c, &tmp, &none);
+        }
+        r.tuple = 2; /* a generator in jinja2 */
+        return r;
     }
     if (!strcmp(name, "dictsort")) return filter_sort(c, v, a, true);
     if (!strcmp(name, "sort")) return filter_sort(c, v, a, false);
     if (!strcmp(name, "map") || !strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||
-        !strcmp(name, "rejectattr"))
-        return filter_seq(c, f, name, v, a);
+        !strcmp(name, "rejectattr")) {
+        jv r = filter_seq(c, f, name, v, a);
+        r.tuple = 2; /* jinja2 returns a generator */
+        return r;
+    }
     if (!strcmp(name, "join")) {
         jv d = arg_or(a, 0, "d", vstr("", 0));
         jv at = arg_or(a, 1, "attribute", NONE);
@@ -2062,6 +2089,7 @@ static jv apply_filter(jctx *c, jframe *f, const char *name, jv v, jargs *a) {
         return buf_val(&b);
     }
     if (!strcmp(name, "first") || !strcmp(name, "last")) {
+        if (name[0] == 'l' && v.t == JV_LIST && v.tuple == 2) fail(c, "TypeError: 'generator' object is not reversible");
         jlist *l = iter_list(c, v);
         if (!l->n) return mk_undef(c, name[0] == 'f' ? "first" : "last", "No", false);
         return l->v[name[0] == 'f' ? 0 : l->n - 1];
@@ -2097,7 +2125,9 @@ static jv apply_filter(jctx *c, jframe *f, const char *name, jv v, jargs *a) {
             lb_push(c, &seen, k);
             lb_push(c, &out, l->v[i]);
         }
-        return lb_done(c, &out);
+        jv r = lb_done(c, &out);
+        r.tuple = 2; /* a generator in jinja2 */
+        return r;
     }
     if (!strcmp(name, "reverse")) {
         if (v.t == JV_STR) return slice_v(c, v, NONE, NONE, vint(-1));
@@ -2179,7 +2209,11 @@ static jv apply_filter(jctx *c, jframe *f, const char *name, jv v, jargs *a) {
         return str_replace(c, s, o, nw, cnt.t == JV_NONE ? -1 : need_int(c, cnt, "count"));
     }
     if (!strcmp(name, "indent")) return filter_indent(c, s, a);
-    if (!strcmp(name, "escape") || !strcmp(name, "e")) return html_escape(c, s);
+    if (!strcmp(name, "escape") || !strcmp(name, "e")) {
+        jv r = v.t == JV_STR && v.markup ? v : html_escape(c, s);
+        r.markup = 1;
+        return r;
+    }
     if (!strcmp(name, "center")) {
         jargs b = {.pos = a->pos, .npos = a->npos ? 1 : 0};
         if (!a->npos) {
@@ -2245,7 +2279,7 @@ static bool apply_test(jctx *c, jframe *f, const char *name, jv v, jargs *a) {
     if (!strcmp(name, "true")) return v.t == JV_BOOL && v.u.b;
     if (!strcmp(name, "false")) return v.t == JV_BOOL && !v.u.b;
     if (!strcmp(name, "iterable")) return v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT || v.t == JV_UNDEF;
-    if (!strcmp(name, "sequence")) return v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT;
+    if (!strcmp(name, "sequence")) return v.t == JV_STR || (v.t == JV_LIST && v.tuple != 2) || v.t == JV_DICT;
     if (!strcmp(name, "callable")) return v.t == JV_FUNC;
     if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) return py_eq(v, x);
     if (!strcmp(name, "ne") || !strcmp(name, "!=")) return !py_eq(v, x);
