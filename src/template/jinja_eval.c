@@ -141,6 +141,12 @@ static void *alloc(jctx *c, size_t n) {
     return p;
 }
 
+static char *dupn(jctx *c, const char *p, size_t n) {
+    char *s = ja_strndup(&c->ar, p, n);
+    if (!s) oom(c);
+    return s;
+}
+
 static void step(jctx *c) {
     if (++c->steps > c->max_steps)
         fail(c, "TemplateError: the render took more than %llu steps (limit)", (unsigned long long)c->max_steps);
@@ -725,7 +731,7 @@ static jv from_json(jctx *c, const json_t *j, int depth) {
     case JSON_REAL: return vfloat(json_real_value(j));
     case JSON_STRING: {
         size_t n = json_string_length(j);
-        return vstr(ja_strndup(&c->ar, json_string_value(j), n), n);
+        return vstr(dupn(c, json_string_value(j), n), n);
     }
     case JSON_ARRAY: {
         jlist *l = list_new(c, json_array_size(j));
@@ -736,7 +742,7 @@ static jv from_json(jctx *c, const json_t *j, int depth) {
         jdict *d = dict_new(c);
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)j, k, x) dict_set(c, d, vcstr(ja_strndup(&c->ar, k, strlen(k))), from_json(c, x, depth + 1));
+        json_object_foreach((json_t *)j, k, x) dict_set(c, d, vcstr(dupn(c, k, strlen(k))), from_json(c, x, depth + 1));
         return vdict(d);
     }
     }
@@ -860,11 +866,7 @@ static jv str_concat(jctx *c, jv a, jv b) {
 
 static bool str_eq(jv v, const char *s) { return v.t == JV_STR && v.u.s.n == strlen(s) && !memcmp(v.u.s.p, s, v.u.s.n); }
 
-static const char *cstr(jctx *c, jv v) {
-    char *s = ja_strndup(&c->ar, v.u.s.p, v.u.s.n);
-    if (!s) oom(c);
-    return s;
-}
+static const char *cstr(jctx *c, jv v) { return dupn(c, v.u.s.p, v.u.s.n); }
 
 /* strip with Python semantics: chars NULL = whitespace */
 static jv str_strip(jctx *c, jv s, jv chars, bool left, bool right) {
@@ -1136,8 +1138,7 @@ static jv brace_format(jctx *c, jv fmt, const jargs *a) {
             if (ix >= a->npos) fail(c, "IndexError: Replacement index %zu out of range", ix);
             v = a->pos[ix];
         } else {
-            char *name = ja_strndup(&c->ar, f, fl);
-            if (!name) oom(c);
+            char *name = dupn(c, f, fl);
             if (!arg_get(a, -1, name, &v)) fail(c, "KeyError: '%s'", name);
         }
         py_str_into(c, &b, v);
@@ -1176,7 +1177,7 @@ static bool method_of(jctx *c, jv obj, const char *name, jv *out) {
     int id = find_name(tab, name);
     if (id < 0) {
         if (unsafe && find_name(unsafe, name) >= 0 && !(obj.t == JV_LIST && obj.tuple)) {
-            jv u = mk_undef(c, ja_strndup(&c->ar, name, strlen(name)), type_name(obj), false);
+            jv u = mk_undef(c, dupn(c, name, strlen(name)), type_name(obj), false);
             u.u.u->unsafe = true;
             *out = u;
             return true;
@@ -1411,7 +1412,7 @@ static jv getattr_v(jctx *c, jv obj, const char *name) {
         jv *v = dict_find_s(obj.u.d, name);
         if (v) return *v;
     }
-    return mk_undef(c, ja_strndup(&c->ar, name, strlen(name)), obj_type_repr(c, obj), false);
+    return mk_undef(c, dupn(c, name, strlen(name)), obj_type_repr(c, obj), false);
 }
 
 static int64_t norm_index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
