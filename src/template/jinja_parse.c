@@ -1353,30 +1353,41 @@ void nb_tmpl_free(nb_tmpl *t) {
     free(t);
 }
 
-/* vLLM's content-format detection, simplified: a `for` whose iterable
- * mentions `content` (message.content, message['content'], ...). */
-static bool mentions_content(const jnode *n, int depth) {
-    if (!n || depth > 64) return false;
-    if ((n->kind == JN_GETATTR && n->str && !strcmp(n->str, "content")) ||
-        (n->kind == JN_GETITEM && n->b && n->b->kind == JN_STR && n->b->len == 7 && !memcmp(n->b->str, "content", 7)))
-        return true;
-    if (mentions_content(n->a, depth + 1) || mentions_content(n->b, depth + 1) || mentions_content(n->c, depth + 1))
-        return true;
-    for (size_t i = 0; i < n->nargs; i++)
-        if (mentions_content(n->args[i], depth + 1)) return true;
-    return false;
+/* vLLM's content-format detection: a `for` directly over X.content or
+ * X['content'] (optionally through a filter such as |list), or over a
+ * name set from one. */
+static bool is_content_access(const jnode *n) {
+    while (n && n->kind == JN_FILTER) n = n->a;
+    if (!n) return false;
+    return (n->kind == JN_GETATTR && n->str && !strcmp(n->str, "content")) ||
+           (n->kind == JN_GETITEM && n->b && n->b->kind == JN_STR && n->b->len == 7 &&
+            !memcmp(n->b->str, "content", 7));
 }
 
-static bool find_content_loop(jnode *const *v, size_t n, int depth) {
+static bool find_content_loop(jnode *const *v, size_t n, int depth, const char **vars, size_t *nvars) {
     if (depth > NB_TMPL_MAX_DEPTH) return false;
     for (size_t i = 0; i < n; i++) {
         const jnode *x = v[i];
         if (!x) continue;
-        if (x->kind == JN_FOR && mentions_content(x->b, 0)) return true;
-        if (find_content_loop(x->body, x->nbody, depth + 1) || find_content_loop(x->els, x->nels, depth + 1))
+        if (x->kind == JN_SET && x->b && x->a && x->a->kind == JN_NAME && is_content_access(x->b) && *nvars < 16)
+            vars[(*nvars)++] = x->a->str;
+        if (x->kind == JN_FOR) {
+            if (is_content_access(x->b)) return true;
+            const jnode *it = x->b;
+            while (it && it->kind == JN_FILTER) it = it->a;
+            if (it && it->kind == JN_NAME)
+                for (size_t k = 0; k < *nvars; k++)
+                    if (!strcmp(vars[k], it->str)) return true;
+        }
+        if (find_content_loop(x->body, x->nbody, depth + 1, vars, nvars) ||
+            find_content_loop(x->els, x->nels, depth + 1, vars, nvars))
             return true;
     }
     return false;
 }
 
-bool nb_tmpl_iterates_content(const nb_tmpl *t) { return t && find_content_loop(t->body, t->nbody, 0); }
+bool nb_tmpl_iterates_content(const nb_tmpl *t) {
+    const char *vars[16];
+    size_t nvars = 0;
+    return t && find_content_loop(t->body, t->nbody, 0, vars, &nvars);
+}
