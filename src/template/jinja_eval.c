@@ -619,8 +619,10 @@ static bool truthy(jv v) {
 }
 
 static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-static double num_f(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b; }
-static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
+static double num_f(jv v) {
+    return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.t == JV_BOOL ? (double)v.u.b : 0.0;
+}
+static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : v.t == JV_BOOL ? (int64_t)v.u.b : 0; }
 
 static bool py_eq(jv a, jv b) {
     if (is_num(a) && is_num(b)) {
@@ -1094,6 +1096,7 @@ static jv percent_format(jctx *c, jv fmt, jv args) {
             spec[sl++] = 'l';
             spec[sl++] = 'd';
             spec[sl] = '\0';
+            if (a.t == JV_FLOAT && !(fabs(a.u.f) < 9.2e18)) fail(c, "OverflowError: cannot convert float to integer");
             snprintf(tmp, sizeof tmp, spec, (long long)(a.t == JV_FLOAT ? (int64_t)a.u.f : num_i(a)));
             buf_cstr(c, &b, tmp);
         } else if (strchr("feEgGxXo", conv)) {
@@ -1449,6 +1452,8 @@ static jv slice_v(jctx *c, jv obj, jv start, jv stop, jv stepv) {
     int64_t n = obj.t == JV_LIST ? (int64_t)obj.u.l->n : py_len(c, obj);
     int64_t st = stepv.t == JV_NONE || stepv.t == JV_UNDEF ? 1 : need_int(c, stepv, "slice step");
     if (st == 0) fail(c, "ValueError: slice step cannot be zero");
+    if (st > n + 1) st = n + 1; /* same items, no overflow */
+    if (st < -(n + 1)) st = -(n + 1);
     int64_t lo, hi;
     if (st > 0) {
         lo = start.t == JV_NONE || start.t == JV_UNDEF ? 0 : norm_index(need_int(c, start, "slice index"), n);
@@ -1497,7 +1502,9 @@ static void bad_operands(jctx *c, const char *op, jv a, jv b) {
 static jv repeat(jctx *c, jv seq, int64_t k) {
     if (k <= 0) return seq.t == JV_STR ? vstr("", 0) : vlist(list_new(c, 0));
     size_t unit = seq.t == JV_STR ? seq.u.s.n : seq.u.l->n * sizeof(jv);
-    if ((uint64_t)k * unit > c->max_output) fail(c, "TemplateError: a repeated value exceeds %zu bytes (limit)", c->max_output);
+    uint64_t total;
+    if (__builtin_mul_overflow((uint64_t)k, (uint64_t)unit, &total) || total > c->max_output)
+        fail(c, "TemplateError: a repeated value exceeds %zu bytes (limit)", c->max_output);
     if (seq.t == JV_STR) {
         jbuf b = {0};
         for (int64_t i = 0; i < k; i++) buf_add(c, &b, seq.u.s.p, seq.u.s.n);
@@ -1715,9 +1722,10 @@ static jv call_builtin(jctx *c, jfunc *fn, jargs *a) {
         } else fail(c, "TypeError: range expected at least 1 argument, got 0");
         if (sp == 0) fail(c, "ValueError: range() arg 3 must not be zero");
         lbuild lb = {0};
-        for (int64_t i = st; sp > 0 ? i < en : i > en; i += sp) {
+        for (int64_t i = st; sp > 0 ? i < en : i > en;) {
             if (lb.n >= 1000000) fail(c, "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
             lb_push(c, &lb, vint(i));
+            if (__builtin_add_overflow(i, sp, &i)) break;
         }
         if (lb.n > 100000)
             fail(c, "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
