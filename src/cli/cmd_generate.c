@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "formats/source.h"
 #include "model/synth.h"
+#include "tokenizer/chat_template.h"
 
 #define CMD "generate"
 #define PROMPT_FILE_MAX (64u << 20)
@@ -39,6 +40,9 @@ static void usage(FILE *f) {
             "      --seed S            sampling seed (default: random; printed to stderr)\n"
             "      --ignore-eos        keep generating after an end-of-generation token\n"
             "      --no-bos            do not add BOS even if the model asks for it\n"
+            "      --chat              send the prompt as one user message through the model's chat template\n"
+            "      --chat-template X   like --chat with this template: a Jinja file or a built-in name\n"
+            "                          (chatml, llama2, llama3, mistral, zephyr, gemma, generic)\n"
             "      --echo              print the prompt before the generated text\n"
             "      --ids               print the generated token ids as one JSON array instead of text\n"
             "      --kv-cache-dtype T  auto|f32|f16|bf16|fp8|int8 (default auto = f32)\n"
@@ -103,7 +107,9 @@ int nb_cmd_generate(int argc, char **argv) {
     int64_t n_predict = 128, v;
     double d;
     nb_kv_dtype kv_dtype = NB_KV_AUTO;
-    bool echo = false, ids_out = false, ignore_eos = false, no_bos = false;
+    bool echo = false, ids_out = false, ignore_eos = false, no_bos = false, chat = false;
+    const char *chat_template = NULL;
+    char *chat_text = NULL;
     nb_sampling smp;
     nb_sampling_defaults(&smp);
     smp.temperature = 0.8f; smp.top_k = 40; smp.top_p = 0.95f; smp.min_p = 0.05f;
@@ -145,6 +151,8 @@ int nb_cmd_generate(int argc, char **argv) {
         }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-bos")) no_bos = true;
+        else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--chat-template")) { VAL(); chat_template = val; chat = true; }
         else if (!strcmp(a, "--echo")) echo = true;
         else if (!strcmp(a, "--ids")) ids_out = true;
         else {
@@ -190,7 +198,27 @@ int nb_cmd_generate(int argc, char **argv) {
     if (src.hp.sliding_window > 0 && src.hp.sliding_window < model_ctx) model_ctx = src.hp.sliding_window;
     nb_source_close(&src);
     if ((st = nb_tokenizer_load(path, sp.tokenizer_path, &tok)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    st = nb_tokenize(tok, prompt, strlen(prompt), !no_bos, false, &ids, &n_ids);
+    if (chat) { /* the prompt as one user message, through the chat template */
+        nb_chat_template *ct = NULL;
+        st = chat_template ? nb_chat_template_open(chat_template, &ct)
+                           : nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct);
+        if (st != NB_OK) { nb_cli_error(CMD); rc = NB_EXIT_USAGE; goto done; }
+        char bos[128] = "", eos[128] = "";
+        int32_t b = nb_tokenizer_bos(tok), eo = nb_tokenizer_eos(tok);
+        if (b >= 0 && !nb_chat_template_is_generic(ct)) bos[NB_MIN(nb_token_piece(tok, b, true, bos, sizeof bos - 1), sizeof bos - 1)] = '\0';
+        if (eo >= 0) eos[NB_MIN(nb_token_piece(tok, eo, true, eos, sizeof eos - 1), sizeof eos - 1)] = '\0';
+        json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt);
+        nb_chat_input in = {.messages = msgs, .add_generation_prompt = true, .bos = bos, .eos = eos, .now = -1};
+        st = msgs ? nb_chat_render_json(ct, &in, &chat_text) : nb_fail(NB_ERR_INVALID, "the prompt is not valid UTF-8");
+        json_decref(msgs);
+        bool generic = nb_chat_template_is_generic(ct);
+        nb_chat_template_free(ct);
+        if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+        prompt = chat_text;
+        st = nb_tokenize(tok, prompt, strlen(prompt), generic && !no_bos, true, &ids, &n_ids);
+    } else {
+        st = nb_tokenize(tok, prompt, strlen(prompt), !no_bos, false, &ids, &n_ids);
+    }
     if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     if (n_ids == 0) {
         int32_t bos = nb_tokenizer_bos(tok);
@@ -290,5 +318,6 @@ done:
     nb_tokenizer_free(tok);
     free(ids);
     free(file_text);
+    free(chat_text);
     return rc;
 }

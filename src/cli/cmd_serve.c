@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "eval/golden_score.h"
 #include "server/server.h"
+#include "tokenizer/chat_template.h"
 
 #define CMD "serve"
 
@@ -31,6 +32,8 @@ static void usage(FILE *f) {
             "\n"
             "  -m, --model PATH                 the model (same as the positional MODEL)\n"
             "      --tokenizer PATH             tokenizer file, when not found from the model\n"
+            "      --chat-template FILE|NAME    chat template instead of the model's: a Jinja file or a built-in\n"
+            "                                   (chatml, llama2, llama3, mistral, zephyr, gemma, generic)\n"
             "      --host ADDR                  address to bind (default 127.0.0.1)\n"
             "      --port N                     port (default 8080; 0 = any free port, printed at startup)\n"
             "      --served-model-name NAME     the model id clients send (default: the file name)\n"
@@ -96,7 +99,7 @@ int nb_cmd_serve(int argc, char **argv) {
     nb_engine_config ec;
     nb_engine_config_defaults(&ec);
     nb_server_config sc = {.host = "127.0.0.1", .port = 8080};
-    const char *model = NULL, *name = NULL;
+    const char *model = NULL, *name = NULL, *chat_template = NULL;
     int64_t v, shutdown_timeout = 30;
     double d;
     uint64_t bytes;
@@ -107,6 +110,7 @@ int nb_cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); model = val; }
         else if (!strcmp(a, "--tokenizer")) { VAL(); ec.tokenizer_path = val; }
+        else if (!strcmp(a, "--chat-template")) { VAL(); chat_template = val; }
         else if (!strcmp(a, "--host")) { VAL(); sc.host = val; }
         else if (!strcmp(a, "--port")) { INT(0, 65535); sc.port = (int)v; }
         else if (!strcmp(a, "--served-model-name")) { VAL(); name = val; }
@@ -171,6 +175,11 @@ int nb_cmd_serve(int argc, char **argv) {
 #undef VAL
 #undef INT
     }
+    nb_chat_template *ct = NULL; /* --chat-template, checked before anything starts */
+    if (chat_template && nb_chat_template_open(chat_template, &ct) != NB_OK) {
+        nb_cli_error(CMD);
+        return NB_EXIT_USAGE;
+    }
     if (!sc.api_key) {
         const char *env = getenv("NIBBLE_API_KEY");
         if (env && *env) sc.api_key = env;
@@ -209,7 +218,8 @@ int nb_cmd_serve(int argc, char **argv) {
     nb_engine_get_stats(eng, &es);
     nb_server_backend be = {.ctx = eng, .submit = be_submit, .abort = be_abort, .stats = be_stats,
                             .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len,
-                            .score = nb_gscore_engine_run};
+                            .score = nb_gscore_engine_run,
+                            .chat_template = ct ? nb_chat_template_text(ct) : NULL};
     nb_server_set_ready(srv, &be);
     fprintf(stderr, "nibble serve: ready: model '%s', max_model_len %d, max_num_seqs %d, on http://%s%s%s:%d\n",
             sc.served_model_name, es.max_model_len, es.max_num_seqs, strchr(sc.host, ':') ? "[" : "", sc.host,
@@ -240,6 +250,7 @@ int nb_cmd_serve(int argc, char **argv) {
     nb_gscore_engine_release();
     nb_engine_free(eng);
     nb_server_free(srv);
+    nb_chat_template_free(ct);
     fprintf(stderr, "nibble serve: stopped\n");
     return NB_EXIT_OK;
 }

@@ -14,6 +14,7 @@
     X(perplexity, "perplexity of a model over a text file (llama-perplexity's procedure)")  \
     X(logits, "teacher-forced top-K logits per position, as JSON lines")                    \
     X(tokenize, "show how a model's tokenizer splits a text")                               \
+    X(template, "render a chat template with a JSON context (debugging templates)")       \
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
     X(synth, "write a deterministic random-weight model of any shape")
 

@@ -162,7 +162,7 @@ static const char *const COMMON_KEYS[] = {
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", "suffix", NULL};
 static const char *const CHAT_KEYS[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
                                         "parallel_tool_calls", "response_format", "functions", "function_call",
-                                        NULL};
+                                        "chat_template_kwargs", NULL};
 
 static bool in_list(const char *k, const char *const *l) {
     for (; *l; l++)
@@ -178,7 +178,7 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
         nb_oai_error_set(e, 400, INVALID, k, "unknown_parameter", "Unrecognized request argument supplied: %s", k);
         return false;
     }
-    static const char *const must_be_neutral[] = {"logit_bias", "suffix", "tools", "functions",
+    static const char *const must_be_neutral[] = {"logit_bias", "suffix", "functions",
                                                   "function_call", "stop_token_ids", NULL};
     for (const char *const *n = must_be_neutral; *n; n++) {
         v = json_object_get(o, *n);
@@ -188,6 +188,11 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
             return false;
         }
     }
+    /* tools and chat_template_kwargs go into the chat template's context */
+    v = json_object_get(o, "tools");
+    if (v && !json_is_null(v) && !json_is_array(v)) return bad_type(e, "tools", v, "an array of tool objects");
+    v = json_object_get(o, "chat_template_kwargs");
+    if (v && !json_is_null(v) && !json_is_object(v)) return bad_type(e, "chat_template_kwargs", v, "an object");
     v = json_object_get(o, "tool_choice");
     if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "none"))) {
         nb_oai_error_set(e, 400, INVALID, "tool_choice", "unsupported_parameter",
@@ -361,7 +366,9 @@ static bool parse_messages(json_t *o, nb_oai_request *r, nb_oai_error *e) {
         const char *k;
         json_t *v;
         json_object_foreach(msg, k, v) {
-            if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name")) continue;
+            if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name") || !strcmp(k, "tool_call_id") ||
+                (!strcmp(k, "tool_calls") && json_is_array(v)))
+                continue;
             if (!strcmp(k, "tool_calls") || !strcmp(k, "refusal") || !strcmp(k, "function_call")) {
                 if (neutral(v)) continue;
             }
@@ -379,7 +386,7 @@ static bool parse_messages(json_t *o, nb_oai_request *r, nb_oai_error *e) {
         if (!json_is_string(role)) return bad_type(e, param, role, "a string");
         if (!nb_chat_role_parse(json_string_value(role), &r->msgs[i].role)) {
             nb_oai_error_set(e, 400, INVALID, param, "invalid_value",
-                             "'%s' is '%.64s'; allowed: system, developer, user, assistant", param,
+                             "'%s' is '%.64s'; allowed: system, developer, user, assistant, tool", param,
                              json_string_value(role));
             return false;
         }

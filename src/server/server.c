@@ -36,7 +36,7 @@ struct nb_server {
     char *model_name, *api_key;
     _Atomic int state;
     nb_server_backend be;
-    nb_chat_template tmpl;
+    nb_chat_template *tmpl; /* the model's (or --chat-template's) Jinja template */
     char bos_text[64], eos_text[64];
     int32_t eot_id;       /* the template's end-of-turn token, -1 if none */
     nb_metrics metrics;
@@ -513,10 +513,15 @@ static bool build_prompt(nb_server *s, const nb_oai_request *q, int32_t **ids, s
     *n = 0;
     if (q->kind == NB_OAI_CHAT) {
         char *text = NULL;
-        bool generic = s->tmpl.family == NB_CHAT_GENERIC;
-        st = nb_chat_render(&s->tmpl, q->msgs, q->n_msgs, true, generic ? "" : s->bos_text, s->eos_text, &text);
+        bool generic = nb_chat_template_is_generic(s->tmpl);
+        json_t *root = q->root;
+        nb_chat_input in = {.messages = json_object_get(root, "messages"), .tools = json_object_get(root, "tools"),
+                            .kwargs = json_object_get(root, "chat_template_kwargs"), .add_generation_prompt = true,
+                            .bos = generic ? "" : s->bos_text, .eos = s->eos_text, .now = -1};
+        st = nb_chat_render_json(s->tmpl, &in, &text);
         if (st != NB_OK) {
-            nb_oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value", "%s", nb_errmsg());
+            nb_oai_error_set(e, st == NB_ERR_NOMEM ? 500 : 400, st == NB_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                             "messages", "invalid_value", "%s", nb_errmsg());
             return false;
         }
         int32_t *t = NULL;
@@ -936,15 +941,18 @@ int nb_server_port(const nb_server *s) { return nb_http_port(s->http); }
 void nb_server_set_ready(nb_server *s, const nb_server_backend *b) {
     s->be = *b;
     const char *t = b->chat_template ? b->chat_template : nb_tokenizer_chat_template(b->tok);
-    nb_chat_template_detect(t, &s->tmpl);
-    if (s->tmpl.family == NB_CHAT_GENERIC)
-        NB_WARN("chat template: %s; /v1/chat/completions uses the generic format "
-                "\"System: ...\\n\\nUser: ...\\n\\nAssistant:\" (docs/serve.md)",
-                t && *t ? "not one of the known families (chatml, llama2, llama3, mistral, zephyr, gemma)"
-                        : "the model has none");
+    nb_chat_template_free(s->tmpl);
+    s->tmpl = NULL;
+    if (nb_chat_template_create(t, b->chat_template ? "--chat-template" : "the model's", &s->tmpl) != NB_OK) {
+        NB_WARN("%s; /v1/chat/completions uses the built-in generic template instead", nb_errmsg());
+        if (nb_chat_template_create(NULL, NULL, &s->tmpl) != NB_OK) NB_ASSERT(!"the generic template parses");
+    }
+    if (nb_chat_template_is_generic(s->tmpl))
+        NB_WARN("chat template: the model has none; /v1/chat/completions uses the generic format "
+                "\"System: ...\\n\\nUser: ...\\n\\nAssistant:\" (docs/template.md)");
     else
-        NB_INFO("chat template: %s%s%s", nb_chat_family_name(s->tmpl.family),
-                s->tmpl.default_system[0] ? ", default system prompt: " : "", s->tmpl.default_system);
+        NB_INFO("chat template: %s (Jinja, %zu bytes)", nb_chat_template_origin(s->tmpl),
+                strlen(nb_chat_template_text(s->tmpl)));
     int32_t bos = nb_tokenizer_bos(b->tok), eos = nb_tokenizer_eos(b->tok);
     s->bos_text[0] = s->eos_text[0] = '\0';
     if (bos >= 0) {
@@ -955,7 +963,7 @@ void nb_server_set_ready(nb_server *s, const nb_server_backend *b) {
         size_t n = nb_token_piece(b->tok, eos, true, s->eos_text, sizeof s->eos_text - 1);
         s->eos_text[NB_MIN(n, sizeof s->eos_text - 1)] = '\0';
     }
-    const char *eot = nb_chat_end_of_turn(s->tmpl.family);
+    const char *eot = nb_chat_end_of_turn(s->tmpl);
     s->eot_id = eot ? nb_tokenizer_find(b->tok, eot, strlen(eot)) : -1;
     atomic_store(&s->state, ST_READY);
 }
@@ -993,5 +1001,6 @@ void nb_server_free(nb_server *s) {
     pthread_mutex_destroy(&s->mu);
     free(s->model_name);
     free(s->api_key);
+    nb_chat_template_free(s->tmpl);
     free(s);
 }

@@ -1,310 +1,291 @@
-/* Chat templates: family detection by marker substrings of the Jinja text,
- * and a C rendering of each family's published template (see
- * chat_template.h and docs/serve.md for the exact formats). */
+/* Chat templates: the model's Jinja template (or an override, or a
+ * built-in) rendered by src/template with the context Transformers
+ * passes. See chat_template.h. */
 #include "tokenizer/chat_template.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a small growable string ------------------------------------------ */
+#include "base/file.h"
+#include "template/jinja.h"
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
+#define MAX_TEMPLATE_FILE (4u << 20)
 
-static void sb_addn(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    uint64_t need;
-    if (!nb_add_ok(b->len, n, &need) || !nb_add_ok(need, 1, &need)) { b->oom = true; return; }
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < need) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) { b->oom = true; return; }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+struct nb_chat_template {
+    nb_tmpl *tmpl;
+    char *text, *origin;
+    bool generic, iterates_parts;
+    const char *eot;
+};
+
+/* ---- built-ins (the published templates of each family, as Jinja) -------- */
+
+static const struct {
+    const char *name, *text;
+} BUILTINS[] = {
+    {"chatml",
+     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+     "'\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+    /* Meta's Llama-2-chat template */
+    {"llama2",
+     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+     "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+     "{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+     "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+     "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+     "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+     "{% elif message['role'] == 'assistant' %}{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"},
+    /* Meta's Llama-3-Instruct template */
+    {"llama3",
+     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+     "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' %}"
+     "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+    /* Mistral-7B-Instruct's template; a leading system message is folded
+     * into the first user turn as Mistral's later templates do */
+    {"mistral",
+     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set system_message = messages[0]['content'] %}"
+     "{% set loop_messages = messages[1:] %}{% else %}{% set system_message = '' %}{% set loop_messages = messages %}"
+     "{% endif %}{% set ns = namespace(first=true) %}{% for message in loop_messages %}"
+     "{% if message['role'] == 'user' %}{{ '[INST] ' }}{% if ns.first and system_message %}"
+     "{{ system_message + '\\n\\n' }}{% endif %}{% set ns.first = false %}{{ message['content'] + ' [/INST]' }}"
+     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token }}"
+     "{% else %}{{ raise_exception('Only user and assistant roles are supported after an initial system message') }}"
+     "{% endif %}{% endfor %}"},
+    {"zephyr",
+     "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token + '\\n' }}"
+     "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"},
+    /* Gemma's template; a leading system message is prepended to the first
+     * user turn as Gemma 3's does */
+    {"gemma",
+     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first_prefix = messages[0]['content'] + "
+     "'\\n\\n' %}{% set loop_messages = messages[1:] %}{% else %}{% set first_prefix = '' %}"
+     "{% set loop_messages = messages %}{% endif %}{% for message in loop_messages %}"
+     "{% if message['role'] == 'system' %}{{ raise_exception('System role only supported as the first message') }}"
+     "{% endif %}{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
+     "{{ '<start_of_turn>' + role + '\\n' + ((first_prefix + message['content']) if loop.first else "
+     "message['content']) | trim + '<end_of_turn>\\n' }}{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"},
+    /* nibble's fallback for models without a template */
+    {"generic",
+     "{{ bos_token }}{% for message in messages %}{% if message['role'] in ['system', 'developer'] %}System: "
+     "{% elif message['role'] == 'user' %}User: {% elif message['role'] == 'tool' %}Tool: {% else %}Assistant: "
+     "{% endif %}{{ message['content'] if message['content'] is string else '' }}\n\n{% endfor %}"
+     "{% if add_generation_prompt %}Assistant:{% endif %}"},
+};
+
+const char *nb_chat_builtin(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof BUILTINS / sizeof *BUILTINS; i++)
+        if (!strcmp(BUILTINS[i].name, name)) return BUILTINS[i].text;
+    return NULL;
 }
 
-static void sb_add(sbuf *b, const char *s) { sb_addn(b, s, strlen(s)); }
-
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-/* Jinja's `trim` / Python's str.strip() on ASCII whitespace. */
-static void sb_add_trim(sbuf *b, const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && is_ws(s[i])) i++;
-    while (n > i && is_ws(s[n - 1])) n--;
-    sb_addn(b, s + i, n - i);
-}
-
-/* ---- detection ---------------------------------------------------------- */
-
-const char *nb_chat_family_name(nb_chat_family f) {
-    switch (f) {
-    case NB_CHAT_CHATML: return "chatml";
-    case NB_CHAT_LLAMA2: return "llama2";
-    case NB_CHAT_LLAMA3: return "llama3";
-    case NB_CHAT_MISTRAL: return "mistral";
-    case NB_CHAT_ZEPHYR: return "zephyr";
-    case NB_CHAT_GEMMA: return "gemma";
-    case NB_CHAT_GENERIC: break;
-    }
-    return "generic";
-}
+const char *nb_chat_builtin_names(void) { return "chatml, llama2, llama3, mistral, zephyr, gemma, generic"; }
 
 bool nb_chat_role_parse(const char *name, nb_chat_role *out) {
     if (!strcmp(name, "system") || !strcmp(name, "developer")) *out = NB_ROLE_SYSTEM;
     else if (!strcmp(name, "user")) *out = NB_ROLE_USER;
     else if (!strcmp(name, "assistant")) *out = NB_ROLE_ASSISTANT;
+    else if (!strcmp(name, "tool")) *out = NB_ROLE_TOOL;
     else return false;
     return true;
 }
 
-/* ChatML templates of Qwen-style models inject a fixed system message when
- * the conversation has none: a Jinja string literal
- * '<|im_start|>system\nYou are ...<|im_end|>\n'. Find a literal one (the
- * text after "system\n" up to <|im_end|> contains no quote, brace or '+',
- * so it is not built from message content) and unescape \n. */
-static void find_default_system(const char *tmpl, char *out, size_t cap) {
-    static const char *heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n"};
-    out[0] = '\0';
-    for (size_t h = 0; h < 2; h++) {
-        size_t hl = strlen(heads[h]);
-        for (const char *p = strstr(tmpl, heads[h]); p; p = strstr(p + 1, heads[h])) {
-            const char *s = p + hl, *e = strstr(s, "<|im_end|>");
-            if (!e || e == s) continue;
-            bool literal = true;
-            for (const char *q = s; q < e; q++)
-                if (*q == '\'' || *q == '"' || *q == '{' || *q == '}' || *q == '+') { literal = false; break; }
-            if (!literal) continue;
-            size_t o = 0;
-            for (const char *q = s; q < e && o + 1 < cap; q++) {
-                if (q[0] == '\\' && q + 1 < e && q[1] == 'n') { out[o++] = '\n'; q++; }
-                else out[o++] = *q;
+/* ---- creation -------------------------------------------------------------- */
+
+static const char *find_eot(const char *text) {
+    static const char *const markers[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", NULL};
+    for (size_t i = 0; markers[i]; i++)
+        if (strstr(text, markers[i])) return markers[i];
+    return NULL;
+}
+
+nb_status nb_chat_template_create(const char *text, const char *origin, nb_chat_template **out) {
+    *out = NULL;
+    bool generic = !text || !*text;
+    if (generic) {
+        text = nb_chat_builtin("generic");
+        origin = "built-in generic (the model has none)";
+    }
+    nb_chat_template *t = calloc(1, sizeof *t);
+    if (!t) return nb_fail(NB_ERR_NOMEM, "chat template: out of memory");
+    t->text = nb_strdup(text);
+    t->origin = nb_strdup(origin ? origin : "the model's");
+    if (!t->text || !t->origin) {
+        nb_chat_template_free(t);
+        return nb_fail(NB_ERR_NOMEM, "chat template: out of memory");
+    }
+    nb_status st = nb_tmpl_parse(text, strlen(text), &t->tmpl);
+    if (st != NB_OK) {
+        st = nb_fail_wrap(st, "chat template (%s): ", t->origin);
+        nb_chat_template_free(t);
+        return st;
+    }
+    t->generic = generic;
+    t->iterates_parts = nb_tmpl_iterates_content(t->tmpl);
+    t->eot = find_eot(text);
+    *out = t;
+    return NB_OK;
+}
+
+nb_status nb_chat_template_open(const char *arg, nb_chat_template **out) {
+    *out = NULL;
+    const char *b = nb_chat_builtin(arg);
+    if (b) {
+        char origin[96];
+        snprintf(origin, sizeof origin, "built-in %s", arg);
+        return nb_chat_template_create(b, origin, out);
+    }
+    char *data = NULL;
+    size_t len = 0;
+    nb_status st = nb_read_file(arg, MAX_TEMPLATE_FILE, &data, &len);
+    if (st != NB_OK)
+        return nb_fail_wrap(st, "--chat-template '%s': neither a built-in name (%s) nor a readable file: ", arg,
+                            nb_chat_builtin_names());
+    if (strlen(data) != len) {
+        free(data);
+        return nb_fail(NB_ERR_INVALID, "--chat-template '%s': the file contains a NUL byte", arg);
+    }
+    /* a JSON file holding "chat_template" (tokenizer_config.json, chat_template.json) */
+    size_t i = 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r')) i++;
+    if (i < len && data[i] == '{') {
+        json_t *j = json_loadb(data, len, 0, NULL);
+        if (j) {
+            json_t *ct = json_object_get(j, "chat_template");
+            if (json_is_array(ct)) /* [{"name": "default", "template": ...}, ...] */
+                for (size_t k = 0; k < json_array_size(ct); k++) {
+                    json_t *e = json_array_get(ct, k);
+                    const char *nm = json_string_value(json_object_get(e, "name"));
+                    if (nm && !strcmp(nm, "default")) { ct = json_object_get(e, "template"); break; }
+                }
+            if (!json_is_string(ct)) {
+                json_decref(j);
+                free(data);
+                return nb_fail(NB_ERR_INVALID, "--chat-template '%s': a JSON file without a \"chat_template\" string",
+                               arg);
             }
-            out[o] = '\0';
-            return;
+            st = nb_chat_template_create(json_string_value(ct), arg, out);
+            json_decref(j);
+            free(data);
+            return st;
         }
     }
+    st = nb_chat_template_create(data, arg, out);
+    free(data);
+    return st;
 }
 
-void nb_chat_template_detect(const char *tmpl, nb_chat_template *out) {
-    memset(out, 0, sizeof *out);
-    out->family = NB_CHAT_GENERIC;
-    if (!tmpl || !*tmpl) return;
-    if (strstr(tmpl, "<|im_start|>")) {
-        out->family = NB_CHAT_CHATML;
-        find_default_system(tmpl, out->default_system, sizeof out->default_system);
-    } else if (strstr(tmpl, "<|start_header_id|>")) {
-        out->family = NB_CHAT_LLAMA3;
-    } else if (strstr(tmpl, "<start_of_turn>")) {
-        out->family = NB_CHAT_GEMMA;
-    } else if (strstr(tmpl, "[INST]")) {
-        out->family = strstr(tmpl, "<<SYS>>") ? NB_CHAT_LLAMA2 : NB_CHAT_MISTRAL;
-    } else if (strstr(tmpl, "<|user|>")) {
-        out->family = NB_CHAT_ZEPHYR;
-    }
+void nb_chat_template_free(nb_chat_template *t) {
+    if (!t) return;
+    nb_tmpl_free(t->tmpl);
+    free(t->text);
+    free(t->origin);
+    free(t);
 }
 
-const char *nb_chat_end_of_turn(nb_chat_family f) {
-    switch (f) {
-    case NB_CHAT_CHATML: return "<|im_end|>";
-    case NB_CHAT_LLAMA3: return "<|eot_id|>";
-    case NB_CHAT_GEMMA: return "<end_of_turn>";
-    default: return NULL;
-    }
-}
+const char *nb_chat_template_origin(const nb_chat_template *t) { return t->origin; }
+const char *nb_chat_template_text(const nb_chat_template *t) { return t->text; }
+bool nb_chat_template_is_generic(const nb_chat_template *t) { return t->generic; }
+const char *nb_chat_end_of_turn(const nb_chat_template *t) { return t ? t->eot : NULL; }
 
-/* ---- rendering ---------------------------------------------------------- */
+/* ---- rendering ------------------------------------------------------------- */
 
-static const char *role_name(nb_chat_role r) {
-    return r == NB_ROLE_SYSTEM ? "system" : r == NB_ROLE_USER ? "user" : "assistant";
-}
-
-/* Families whose templates only allow a leading system message. */
-static bool system_first_only(nb_chat_family f) {
-    return f == NB_CHAT_LLAMA2 || f == NB_CHAT_MISTRAL || f == NB_CHAT_GEMMA;
-}
-
-static void render_chatml(sbuf *b, const nb_chat_template *t, const nb_chat_msg *m, size_t n, bool gen) {
-    if (m[0].role != NB_ROLE_SYSTEM && t->default_system[0]) {
-        sb_add(b, "<|im_start|>system\n");
-        sb_add(b, t->default_system);
-        sb_add(b, "<|im_end|>\n");
-    }
-    for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|im_start|>");
-        sb_add(b, role_name(m[i].role));
-        sb_add(b, "\n");
-        sb_add(b, m[i].content);
-        sb_add(b, "<|im_end|>\n");
-    }
-    if (gen) sb_add(b, "<|im_start|>assistant\n");
-}
-
-/* Meta's Llama-2 chat template: the system prompt is folded into the first
- * user turn inside <<SYS>> markers; every user turn opens with BOS, every
- * assistant turn closes with EOS; contents are strip()ped. The template
- * has no generation prompt: the text ends with " [/INST]". */
-static void render_llama2(sbuf *b, const nb_chat_msg *m, size_t n, const char *bos, const char *eos) {
-    size_t i = 0;
-    const char *sys = NULL;
-    if (m[0].role == NB_ROLE_SYSTEM) { sys = m[0].content; i = 1; }
-    for (size_t k = i; k < n; k++) {
-        sbuf c = {0};
-        if (k == i && sys) {
-            sb_add(&c, "<<SYS>>\n");
-            sb_add(&c, sys);
-            sb_add(&c, "\n<</SYS>>\n\n");
+/* A copy of one message as the template sees it. */
+static json_t *prep_message(const json_t *m, bool flatten) {
+    json_t *o = json_deep_copy(m);
+    if (!o || !json_is_object(o)) return o;
+    json_t *c = json_object_get(o, "content");
+    if (flatten && json_is_array(c)) {
+        size_t total = 0, n = json_array_size(c), k = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_object_get(json_array_get(c, i), "text");
+            if (json_is_string(x)) total += json_string_length(x) + 1;
         }
-        sb_add(&c, m[k].content);
-        if (c.oom) { b->oom = true; free(c.p); return; }
-        if (m[k].role == NB_ROLE_USER) {
-            sb_add(b, bos);
-            sb_add(b, "[INST] ");
-            sb_add_trim(b, c.p ? c.p : "");
-            sb_add(b, " [/INST]");
-        } else {
-            sb_add(b, " ");
-            sb_add_trim(b, c.p ? c.p : "");
-            sb_add(b, " ");
-            sb_add(b, eos);
+        char *s = malloc(total + 1);
+        if (!s) { json_decref(o); return NULL; }
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_object_get(json_array_get(c, i), "text");
+            if (!json_is_string(x)) continue;
+            if (k++) s[off++] = '\n';
+            memcpy(s + off, json_string_value(x), json_string_length(x));
+            off += json_string_length(x);
         }
-        free(c.p);
+        json_object_set_new(o, "content", json_stringn(s, off));
+        free(s);
     }
-}
-
-static void render_llama3(sbuf *b, const nb_chat_msg *m, size_t n, bool gen, const char *bos) {
-    sb_add(b, bos);
-    for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|start_header_id|>");
-        sb_add(b, role_name(m[i].role));
-        sb_add(b, "<|end_header_id|>\n\n");
-        sb_add_trim(b, m[i].content);
-        sb_add(b, "<|eot_id|>");
-    }
-    if (gen) sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-/* Mistral-7B-Instruct's template: BOS, "[INST] user [/INST]", "assistant</s>".
- * The original template rejects system messages; like Mistral's later
- * templates we fold a leading system message into the first user turn,
- * followed by a blank line. */
-static void render_mistral(sbuf *b, const nb_chat_msg *m, size_t n, const char *bos, const char *eos) {
-    size_t i = 0;
-    const char *sys = NULL;
-    if (m[0].role == NB_ROLE_SYSTEM) { sys = m[0].content; i = 1; }
-    sb_add(b, bos);
-    bool first_user = true;
-    for (size_t k = i; k < n; k++) {
-        if (m[k].role == NB_ROLE_USER) {
-            sb_add(b, "[INST] ");
-            if (first_user && sys) {
-                sb_add(b, sys);
-                sb_add(b, "\n\n");
-            }
-            first_user = false;
-            sb_add(b, m[k].content);
-            sb_add(b, " [/INST]");
-        } else {
-            sb_add(b, m[k].content);
-            sb_add(b, eos);
+    json_t *tc = json_object_get(o, "tool_calls");
+    for (size_t i = 0; json_is_array(tc) && i < json_array_size(tc); i++) {
+        json_t *fn = json_object_get(json_array_get(tc, i), "function");
+        json_t *args = json_object_get(fn, "arguments");
+        if (json_is_string(args)) {
+            json_t *parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+            if (json_is_object(parsed)) json_object_set_new(fn, "arguments", parsed);
+            else json_decref(parsed);
         }
     }
+    return o;
 }
 
-static void render_zephyr(sbuf *b, const nb_chat_msg *m, size_t n, bool gen, const char *eos) {
-    for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|");
-        sb_add(b, role_name(m[i].role));
-        sb_add(b, "|>\n");
-        sb_add(b, m[i].content);
-        sb_add(b, eos);
-        sb_add(b, "\n");
+nb_status nb_chat_render_json(const nb_chat_template *t, const nb_chat_input *in, char **out) {
+    *out = NULL;
+    const json_t *msgs = in->messages;
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return nb_fail(NB_ERR_INVALID, "messages: the list is empty (at least one message is required)");
+    json_t *ctx = json_object();
+    json_t *ms = json_array();
+    if (!ctx || !ms) {
+        json_decref(ctx);
+        json_decref(ms);
+        return nb_fail(NB_ERR_NOMEM, "chat template: out of memory");
     }
-    if (gen) sb_add(b, "<|assistant|>\n");
-}
-
-/* Gemma: BOS, "<start_of_turn>user|model\n" + trimmed content +
- * "<end_of_turn>\n". A leading system message is prepended to the first
- * user turn followed by a blank line (Gemma 3's template). */
-static void render_gemma(sbuf *b, const nb_chat_msg *m, size_t n, bool gen, const char *bos) {
-    size_t i = 0;
-    const char *sys = NULL;
-    if (m[0].role == NB_ROLE_SYSTEM) { sys = m[0].content; i = 1; }
-    sb_add(b, bos);
-    for (size_t k = i; k < n; k++) {
-        sb_add(b, "<start_of_turn>");
-        sb_add(b, m[k].role == NB_ROLE_ASSISTANT ? "model" : "user");
-        sb_add(b, "\n");
-        if (k == i && sys) {
-            sbuf c = {0};
-            sb_add(&c, sys);
-            sb_add(&c, "\n\n");
-            sb_add(&c, m[k].content);
-            if (c.oom) { b->oom = true; free(c.p); return; }
-            sb_add_trim(b, c.p);
-            free(c.p);
-        } else {
-            sb_add_trim(b, m[k].content);
-        }
-        sb_add(b, "<end_of_turn>\n");
+    bool ok = true;
+    /* chat_template_kwargs first: the standard variables win, as in vLLM */
+    if (json_is_object((json_t *)in->kwargs)) ok &= json_object_update(ctx, (json_t *)in->kwargs) == 0;
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *m = prep_message(json_array_get(msgs, i), !t->iterates_parts);
+        ok &= m && json_array_append_new(ms, m) == 0;
     }
-    if (gen) sb_add(b, "<start_of_turn>model\n");
-}
-
-/* The documented fallback: "System: ...\n\nUser: ...\n\nAssistant: ...\n\n"
- * then "Assistant:" (BOS first when the caller passes one). */
-static void render_generic(sbuf *b, const nb_chat_msg *m, size_t n, bool gen, const char *bos) {
-    sb_add(b, bos);
-    for (size_t i = 0; i < n; i++) {
-        sb_add(b, m[i].role == NB_ROLE_SYSTEM ? "System: " : m[i].role == NB_ROLE_USER ? "User: " : "Assistant: ");
-        sb_add(b, m[i].content);
-        sb_add(b, "\n\n");
+    ok &= json_object_set_new(ctx, "messages", ms) == 0;
+    if (in->tools && json_is_array((json_t *)in->tools) && json_array_size(in->tools))
+        ok &= json_object_set(ctx, "tools", (json_t *)in->tools) == 0;
+    ok &= json_object_set_new(ctx, "add_generation_prompt", json_boolean(in->add_generation_prompt)) == 0;
+    ok &= json_object_set_new(ctx, "bos_token", json_string(in->bos ? in->bos : "")) == 0;
+    ok &= json_object_set_new(ctx, "eos_token", json_string(in->eos ? in->eos : "")) == 0;
+    if (!ok) {
+        json_decref(ctx);
+        return nb_fail(NB_ERR_NOMEM, "chat template: out of memory building the context");
     }
-    if (gen) sb_add(b, "Assistant:");
+    nb_tmpl_opts o = {.now = in->now};
+    nb_status st = nb_tmpl_render(t->tmpl, ctx, &o, out, NULL);
+    json_decref(ctx);
+    if (st != NB_OK) return nb_fail_wrap(st, "chat template: ");
+    return NB_OK;
 }
 
 nb_status nb_chat_render(const nb_chat_template *t, const nb_chat_msg *msgs, size_t n, bool gen, const char *bos,
                          const char *eos, char **out) {
     *out = NULL;
-    if (n == 0) return nb_fail(NB_ERR_INVALID, "messages: the list is empty (at least one message is required)");
-    if (!bos) bos = "";
-    if (!eos) eos = "";
+    static const char *const names[] = {"system", "user", "assistant", "tool"};
+    json_t *arr = json_array();
+    if (!arr) return nb_fail(NB_ERR_NOMEM, "chat template: out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (!msgs[i].content) return nb_fail(NB_ERR_INVALID, "messages[%zu].content: missing", i);
-        if (i > 0 && msgs[i].role == NB_ROLE_SYSTEM && system_first_only(t->family))
-            return nb_fail(NB_ERR_INVALID,
-                           "messages[%zu]: the %s chat template allows a system message only as the first message", i,
-                           nb_chat_family_name(t->family));
+        if (!msgs[i].content) {
+            json_decref(arr);
+            return nb_fail(NB_ERR_INVALID, "messages[%zu].content: missing", i);
+        }
+        json_t *m = json_pack("{s:s, s:s}", "role", names[msgs[i].role & 3], "content", msgs[i].content);
+        if (!m || json_array_append_new(arr, m)) {
+            json_decref(arr);
+            return nb_fail(NB_ERR_NOMEM, "chat template: out of memory");
+        }
     }
-    if (system_first_only(t->family) && n == 1 && msgs[0].role == NB_ROLE_SYSTEM)
-        return nb_fail(NB_ERR_INVALID, "messages: the %s chat template needs a user message after the system message",
-                       nb_chat_family_name(t->family));
-    sbuf b = {0};
-    switch (t->family) {
-    case NB_CHAT_CHATML: render_chatml(&b, t, msgs, n, gen); break;
-    case NB_CHAT_LLAMA2: render_llama2(&b, msgs, n, bos, eos); break;
-    case NB_CHAT_LLAMA3: render_llama3(&b, msgs, n, gen, bos); break;
-    case NB_CHAT_MISTRAL: render_mistral(&b, msgs, n, bos, eos); break;
-    case NB_CHAT_ZEPHYR: render_zephyr(&b, msgs, n, gen, eos); break;
-    case NB_CHAT_GEMMA: render_gemma(&b, msgs, n, gen, bos); break;
-    case NB_CHAT_GENERIC: render_generic(&b, msgs, n, gen, bos); break;
-    }
-    if (b.oom) {
-        free(b.p);
-        return nb_fail(NB_ERR_NOMEM, "chat template: out of memory rendering %zu messages", n);
-    }
-    if (!b.p) {
-        b.p = nb_strdup("");
-        if (!b.p) return NB_ERR_NOMEM;
-    }
-    *out = b.p;
-    return NB_OK;
+    nb_chat_input in = {.messages = arr, .add_generation_prompt = gen, .bos = bos, .eos = eos, .now = -1};
+    nb_status st = nb_chat_render_json(t, &in, out);
+    json_decref(arr);
+    return st;
 }

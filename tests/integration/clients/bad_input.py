@@ -112,8 +112,8 @@ expect("prompt token id out of vocab -> 400", 400, E, body=with_(P, prompt=[1, 9
 expect("unknown field -> 400 naming it", 400, E, body=with_(P, frobnicate=1), param="frobnicate",
        contains=("frobnicate",))
 expect("echo with stream -> 400", 400, E, body=with_(P, echo=True, stream=True), param="echo")
-expect("tools -> 400", 400, E, path="/v1/chat/completions",
-       body=with_(C, tools=[{"type": "function", "function": {"name": "f"}}]), param="tools")
+expect("tools not an array -> 400", 400, E, path="/v1/chat/completions",
+       body=with_(C, tools={"type": "function", "function": {"name": "f"}}), param="tools")
 expect("response_format json -> 400", 400, E, path="/v1/chat/completions",
        body=with_(C, response_format={"type": "json_object"}), param="response_format")
 # --- chat messages ---

@@ -90,7 +90,7 @@ static void test_errors(void **state) {
     expect_err(NB_OAI_COMPLETIONS, "{\"prompt\":\"a\",\"max_tokens\":2,\"min_tokens\":3}", "min_tokens", NULL);
     expect_err(NB_OAI_COMPLETIONS, "{\"prompt\":\"a\",\"stop\":[\"\"]}", "stop[0]", NULL);
     expect_err(NB_OAI_CHAT, "{\"messages\":[]}", "messages", NULL);
-    expect_err(NB_OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role", NULL);
+    expect_err(NB_OAI_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages[0].role", NULL);
     expect_err(NB_OAI_CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", NULL);
     expect_err(NB_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":1}",
                "top_logprobs", NULL);
