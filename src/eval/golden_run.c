@@ -101,13 +101,15 @@ static void local_sink(void *ud, const nb_token_event *ev) {
 
 /* The prompt tokens exactly as nibble serve builds them (server.c build_prompt). */
 typedef struct chat_ctx {
-    nb_chat_template tmpl;
+    nb_chat_template *tmpl; /* the model's, or the generic one (as nibble serve falls back) */
     char bos_text[64], eos_text[64];
     int32_t eot_id;
 } chat_ctx;
 
 static void chat_ctx_init(const nb_tokenizer *tok, chat_ctx *c) {
-    nb_chat_template_detect(nb_tokenizer_chat_template(tok), &c->tmpl);
+    if (nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &c->tmpl) != NB_OK &&
+        nb_chat_template_create(NULL, NULL, &c->tmpl) != NB_OK)
+        c->tmpl = NULL;
     int32_t bos = nb_tokenizer_bos(tok), eos = nb_tokenizer_eos(tok);
     c->bos_text[0] = c->eos_text[0] = '\0';
     if (bos >= 0) {
@@ -118,7 +120,7 @@ static void chat_ctx_init(const nb_tokenizer *tok, chat_ctx *c) {
         size_t n = nb_token_piece(tok, eos, true, c->eos_text, sizeof c->eos_text - 1);
         c->eos_text[NB_MIN(n, sizeof c->eos_text - 1)] = '\0';
     }
-    const char *eot = nb_chat_end_of_turn(c->tmpl.family);
+    const char *eot = c->tmpl ? nb_chat_end_of_turn(c->tmpl) : NULL;
     c->eot_id = eot ? nb_tokenizer_find(tok, eot, strlen(eot)) : -1;
 }
 
@@ -135,9 +137,13 @@ static nb_status build_ids(const nb_tokenizer *tok, const chat_ctx *cc, const nb
             nb_chat_role_parse(it->messages[i].role, &m[i].role);
             m[i].content = it->messages[i].content;
         }
-        bool generic = cc->tmpl.family == NB_CHAT_GENERIC;
+        if (!cc->tmpl) {
+            free(m);
+            return nb_fail(NB_ERR_NOMEM, "out of memory for the chat template");
+        }
+        bool generic = nb_chat_template_is_generic(cc->tmpl);
         char *text = NULL;
-        nb_status st = nb_chat_render(&cc->tmpl, m, it->n_messages, true, generic ? "" : cc->bos_text, cc->eos_text,
+        nb_status st = nb_chat_render(cc->tmpl, m, it->n_messages, true, generic ? "" : cc->bos_text, cc->eos_text,
                                       &text);
         free(m);
         if (st != NB_OK) return st;
@@ -224,7 +230,11 @@ static nb_status run_local(const nb_golden_set *set, const nb_golden_run_params 
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.cv, NULL);
     local_item *li = calloc(set->n_items, sizeof *li);
-    if (!li) { nb_engine_free(e); return nb_fail(NB_ERR_NOMEM, "out of memory"); }
+    if (!li) {
+        nb_chat_template_free(cc.tmpl);
+        nb_engine_free(e);
+        return nb_fail(NB_ERR_NOMEM, "out of memory");
+    }
     st = NB_OK;
     nb_sampling smp;
     nb_sampling_defaults(&smp);
@@ -313,6 +323,7 @@ static nb_status run_local(const nb_golden_set *set, const nb_golden_run_params 
         free(li[i].buf);
     }
     free(li);
+    nb_chat_template_free(cc.tmpl);
     nb_engine_free(e);
     pthread_mutex_destroy(&run.mu);
     pthread_cond_destroy(&run.cv);
