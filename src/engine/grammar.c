@@ -1075,34 +1075,32 @@ static void copy_match(nb_gmatch *dst, const nb_gmatch *src) {
     }
 }
 
-/* JSON mode: feed one byte to all threads, dropping the dead. */
+/* JSON mode: feed one byte to all threads, dropping the dead (a thread that
+ * fails is discarded, so it may be stepped in place). */
 static bool feed_byte(nb_gmatch *m, uint8_t c) {
     const nb_grammar *g = m->g;
     if (!is_ws(c)) expand(g, m);
     int32_t k = 0;
     for (int32_t i = 0; i < m->n; i++) {
-        thread tmp;
-        tmp.depth = m->t[i].depth;
-        tmp.pat_len = m->t[i].pat_len;
-        tmp.ws = m->t[i].ws;
-        memcpy(tmp.f, m->t[i].f, (size_t)tmp.depth * sizeof tmp.f[0]);
-        memcpy(tmp.pat, m->t[i].pat, (size_t)tmp.pat_len);
-        bool in_str = tmp.depth > 0 && tmp.f[tmp.depth - 1].kind == F_STR;
+        thread *t = &m->t[i];
+        bool in_str = t->depth > 0 && t->f[t->depth - 1].kind == F_STR;
         if (is_ws(c) && !in_str) {
             /* no run of whitespace longer than an indented line; one byte before the document */
-            bool start = tmp.depth == 1 && tmp.f[0].kind == F_VALUE;
-            if (++tmp.ws > (start ? 1 : WS_MAX)) continue;
+            bool start = t->depth == 1 && t->f[0].kind == F_VALUE;
+            if (++t->ws > (start ? 1 : WS_MAX)) continue;
         } else {
-            tmp.ws = 0;
+            t->ws = 0;
         }
-        if (step(g, &tmp, c, m->md)) {
-            thread *d = &m->t[k++];
-            d->depth = tmp.depth;
-            d->pat_len = tmp.pat_len;
-            d->ws = tmp.ws;
-            memcpy(d->f, tmp.f, (size_t)tmp.depth * sizeof tmp.f[0]);
-            memcpy(d->pat, tmp.pat, (size_t)tmp.pat_len);
+        if (!step(g, t, c, m->md)) continue;
+        if (k != i) {
+            thread *d = &m->t[k];
+            d->depth = t->depth;
+            d->pat_len = t->pat_len;
+            d->ws = t->ws;
+            memcpy(d->f, t->f, (size_t)t->depth * sizeof t->f[0]);
+            memcpy(d->pat, t->pat, (size_t)t->pat_len);
         }
+        k++;
     }
     m->n = k;
     return k > 0;
@@ -1331,6 +1329,7 @@ typedef struct tnode {
     int32_t tok_first; /* index into toks of the tokens ending here, -1 none */
     int32_t tok_n;
     uint8_t byte;
+    bool special;      /* the subtree holds a token that is not plain string text */
 } tnode;
 
 struct nb_vtrie {
@@ -1339,6 +1338,11 @@ struct nb_vtrie {
     int32_t *toks; /* grouped by node */
     int32_t n_toks;
     int32_t max_depth;
+    /* plain tokens: printable ASCII without '"' or '\\' - inside a free
+     * string any of them fits, so the mask takes them in one pass */
+    uint8_t *plain;   /* by token id: 0, or the token's length (1..255) */
+    int32_t *plain_ids;
+    int32_t n_plain;
 };
 
 static int32_t trie_child(nb_vtrie *v, int32_t parent, uint8_t b) {
@@ -1405,6 +1409,32 @@ nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
             v->toks[n->tok_first + n->tok_n++] = id;
         }
     v->n_toks = at;
+    /* plain tokens, and which subtrees hold anything else */
+    v->plain = calloc((size_t)nv, 1);
+    v->plain_ids = malloc((size_t)nv * sizeof *v->plain_ids);
+    if (!v->plain || !v->plain_ids) {
+        free(end);
+        nb_vtrie_free(v);
+        return nb_fail(NB_ERR_NOMEM, "out of memory for the vocabulary trie");
+    }
+    for (int32_t id = 0; id < nv; id++) {
+        if (end[id] < 0) continue;
+        size_t len;
+        const char *p = nb_token_piece_ref(tk, id, false, &len);
+        bool plain = len < 256;
+        for (size_t i = 0; i < len && plain; i++)
+            plain = (uint8_t)p[i] >= 0x20 && (uint8_t)p[i] < 0x7f && p[i] != '"' && p[i] != '\\';
+        if (plain) {
+            v->plain[id] = (uint8_t)len;
+            v->plain_ids[v->n_plain++] = id;
+        }
+    }
+    /* children are created after their parents: mark bottom-up in reverse creation order */
+    for (int32_t i = v->n_nodes - 1; i >= 0; i--) {
+        tnode *n = &v->nodes[i];
+        for (int32_t k = 0; k < n->tok_n && !n->special; k++) n->special = !v->plain[v->toks[n->tok_first + k]];
+        for (int32_t c = n->first_child; c >= 0 && !n->special; c = v->nodes[c].next_sibling) n->special = v->nodes[c].special;
+    }
     free(end);
     *out = v;
     return NB_OK;
@@ -1412,6 +1442,8 @@ nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
 
 void nb_vtrie_free(nb_vtrie *v) {
     if (!v) return;
+    free(v->plain);
+    free(v->plain_ids);
     free(v->nodes);
     free(v->toks);
     free(v);
@@ -1426,18 +1458,56 @@ typedef struct mask_ctx {
     char *path;          /* regex mode: committed output + the trie path */
     size_t base_len;
     const nb_gmatch *root;
+    bool plain_done; /* plain tokens were decided in one pass: the walk skips them */
 } mask_ctx;
 
 static void mark(mask_ctx *c, const tnode *n) {
     for (int32_t k = 0; k < n->tok_n; k++) {
-        c->allowed[c->v->toks[n->tok_first + k]] = 1;
+        int32_t id = c->v->toks[n->tok_first + k];
+        if (c->plain_done && c->v->plain[id]) continue;
+        if (!c->allowed[id]) c->count++;
+        c->allowed[id] = 1;
+    }
+}
+
+/* Inside a string without a pattern, every plain token is allowed as long as
+ * maxLength and the budget leave room for its characters: decided in one
+ * pass over the plain tokens instead of walking their part of the trie. */
+static bool plain_pass(mask_ctx *c, const nb_gmatch *m) {
+    if (m->g->mode != G_JSON || m->n != 1 || m->t[0].depth == 0) return false;
+    const thread *t = &m->t[0];
+    const frame *f = &t->f[t->depth - 1];
+    const node *n = &m->g->nodes[f->node];
+    if (f->kind == F_OBJ && f->sub == O_KEY && f->cand == 0 && n->additional >= 0) {
+        /* a key none of the properties start with: any plain text continues it */
+        size_t rem = nb_gmatch_min_remaining(m);
+        if (rem > c->budget_bytes) return false;
+        for (int32_t i = 0; i < c->v->n_plain; i++) c->allowed[c->v->plain_ids[i]] = 1;
+        c->count += c->v->n_plain;
+        c->plain_done = true;
+        return true;
+    }
+    if (f->kind != F_STR || f->sub != S_NORMAL || f->utf8) return false;
+    if (n->pattern) return false;
+    size_t rem = nb_gmatch_min_remaining(m);
+    size_t need = f->a < n->min_len ? (size_t)(n->min_len - f->a) : 0;
+    for (int32_t i = 0; i < c->v->n_plain; i++) {
+        int32_t id = c->v->plain_ids[i];
+        size_t len = c->v->plain[id];
+        if ((int64_t)f->a + (int64_t)len > n->max_len) continue;
+        size_t after = rem - (len < need ? len : need);
+        if (after > c->budget_bytes) continue;
+        c->allowed[id] = 1;
         c->count++;
     }
+    c->plain_done = true;
+    return true;
 }
 
 static void dfs_json(mask_ctx *c, int32_t ni, int32_t depth) {
     const nb_vtrie *v = c->v;
     for (int32_t ch = v->nodes[ni].first_child; ch >= 0; ch = v->nodes[ch].next_sibling) {
+        if (c->plain_done && !v->nodes[ch].special) continue;
         nb_gmatch *m = &c->stack[depth + 1];
         copy_match(m, &c->stack[depth]);
         m->md = c->stack[0].md;
@@ -1499,11 +1569,10 @@ static bool force_completion(nb_gmatch *m, size_t room) {
     if (stack && out) {
         copy_match(&stack[0], m);
         stack[0].md = m->md;
-        int32_t nodes = 20000;
+        int32_t nodes = 4000; /* expansions in all (each tries 94 bytes) */
         for (size_t d = 0; d <= room; d++) stack[d].forced = NULL;
         /* the shortest first: iterative deepening over the room */
-        for (size_t r = remaining(m, true); r <= room && !ok; r = r + 1 + r / 4) {
-            nodes = 20000;
+        for (size_t r = remaining(m, true); r <= room && !ok && nodes > 0; r = r + 1 + r / 2) {
             ok = search(stack, 0, r, out, &nodes);
             if (ok) {
                 size_t len = 0;
@@ -1561,6 +1630,7 @@ int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const i
             }
         } else {
             c.stack = malloc((size_t)(v->max_depth + 2) * sizeof *c.stack);
+            plain_pass(&c, m);
             if (c.stack) {
                 copy_match(&c.stack[0], m);
                 c.stack[0].md = m->md;
