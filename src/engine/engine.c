@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "engine/budget.h"
+#include "engine/grammar.h"
 #include "engine/sched.h"
 #include "engine/stop.h"
 #include "model/forward.h"
@@ -33,6 +34,8 @@ typedef struct req {
     nb_sink_fn sink;
     void *ud;
     nb_sampler *sampler;
+    nb_grammar *grammar;        /* output constraint, owned */
+    nb_gmatch *gm;              /* its matcher */
     nb_detok dt;
     nb_stop stop;
     int32_t n_gen;
@@ -72,6 +75,10 @@ struct nb_engine {
     bool *b_want;
     nb_seq_view *b_views;
     float *logits, *row_copy;
+    nb_vtrie *vtrie;            /* the vocabulary as a byte trie, built for the first constrained request */
+    int32_t *eog;               /* end-of-generation ids */
+    size_t n_eog;
+    uint8_t *allowed;           /* the constraint's mask of this step */
     struct req **to_sample;
     char *text;
     size_t text_cap, piece_cap;
@@ -120,6 +127,8 @@ static void req_free(req *r) {
     if (!r) return;
     nb_seq_release(&r->seq);
     nb_sampler_free(r->sampler);
+    nb_gmatch_free(r->gm);
+    nb_grammar_free(r->grammar);
     nb_stop_free(&r->stop);
     free(r->stop_ids);
     free(r);
@@ -200,6 +209,7 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
                                c->block_size);
     if (st == NB_OK) st = nb_stop_init(&r->stop, p->stop, p->n_stop);
     if (st == NB_OK) st = nb_sampler_create(&p->sampling, e->n_vocab, &r->sampler);
+    if (st == NB_OK && p->grammar) st = nb_gmatch_create(p->grammar, &r->gm);
     if (st == NB_OK && p->n_stop_ids) {
         r->stop_ids = nb_malloc(p->n_stop_ids * sizeof *r->stop_ids);
         if (!r->stop_ids) st = NB_ERR_NOMEM;
@@ -217,6 +227,7 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
     r->logprobs = p->logprobs;
     r->ignore_eos = p->ignore_eos;
     r->n_stop_ids = p->n_stop_ids;
+    r->grammar = p->grammar; /* ours from here on (req_free frees it) */
     r->sink = p->sink;
     r->ud = p->ud;
     r->seq.ud = r;
@@ -225,12 +236,14 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
     pthread_mutex_lock(&e->mu);
     if (e->stopping) {
         pthread_mutex_unlock(&e->mu);
+        r->grammar = NULL; /* submit failed: the caller keeps it */
         req_free(r);
         return nb_fail(NB_ERR_ABORTED, "the engine is shutting down");
     }
     if (e->n_waiting >= c->max_waiting) {
         int32_t nw = e->n_waiting;
         pthread_mutex_unlock(&e->mu);
+        r->grammar = NULL; /* submit failed: the caller keeps it */
         req_free(r);
         return nb_fail(NB_ERR_OVERLOADED, "overloaded: %d requests are waiting (limit %d); retry later", nw,
                        c->max_waiting);
@@ -298,6 +311,35 @@ static bool text_reserve(nb_engine *e, size_t n) {
     return true;
 }
 
+/* Masks r's logits row to the tokens its output constraint allows (grammar.h);
+ * false when none is allowed (the request has been finished with an error). */
+static bool constrain(nb_engine *e, req *r, float *row) {
+    if (!e->vtrie) {
+        if (nb_vtrie_create(e->tok, &e->vtrie) != NB_OK) {
+            finish(e, r, NB_FINISH_ERROR, "out of memory building the vocabulary trie for the output constraint", true);
+            return false;
+        }
+        e->eog = nb_malloc((size_t)e->n_vocab * sizeof *e->eog);
+        e->allowed = nb_malloc((size_t)e->n_vocab);
+        if (!e->eog || !e->allowed) {
+            finish(e, r, NB_FINISH_ERROR, "out of memory for the output constraint's mask", true);
+            return false;
+        }
+        for (int32_t t = 0; t < e->n_vocab; t++)
+            if (nb_tokenizer_is_eog(e->tok, t)) e->eog[e->n_eog++] = t;
+    }
+    int32_t left = r->max_tokens - r->n_gen, room = e->cfg.max_model_len - r->seq.n_tokens;
+    int32_t budget = left < room ? left : room;
+    if (nb_grammar_mask(e->vtrie, r->gm, budget, e->eog, e->n_eog, e->allowed, e->n_vocab) == 0) {
+        finish(e, r, NB_FINISH_ERROR, "the output constraint admits no token here (a pattern that cannot be completed?)",
+               true);
+        return false;
+    }
+    for (int32_t t = 0; t < e->n_vocab; t++)
+        if (!e->allowed[t]) row[t] = -INFINITY;
+    return true;
+}
+
 /* Samples the next token of r from its logits row, streams it, and ends the
  * request when it is done. */
 static void on_logits(nb_engine *e, req *r, float *row) {
@@ -314,9 +356,12 @@ static void on_logits(nb_engine *e, req *r, float *row) {
         }
     }
     set_bans(e, r, r->n_gen < r->min_tokens);
+    if (r->gm && !constrain(e, r, row)) return;
     int32_t tok = nb_sampler_sample(r->sampler, row);
     if (tok < 0) {
-        finish(e, r, NB_FINISH_ERROR, "every token is banned (min_tokens with no other token allowed)", true);
+        finish(e, r, NB_FINISH_ERROR,
+               r->gm ? "the output constraint and min_tokens leave no token" : "every token is banned (min_tokens with no other token allowed)",
+               true);
         return;
     }
     double t = now_s();
@@ -328,7 +373,14 @@ static void on_logits(nb_engine *e, req *r, float *row) {
     nb_finish_reason fin = NB_FINISH_NONE;
     size_t n_text = 0;
     bool eog = nb_tokenizer_is_eog(e->tok, tok);
-    if ((eog && !r->ignore_eos) || is_stop_id(r, tok)) {
+    bool closed = false;
+    if (r->gm && !eog) {
+        size_t len;
+        const char *piece = nb_token_piece_ref(e->tok, tok, false, &len);
+        if (piece && len) nb_gmatch_feed(r->gm, piece, len); /* the mask allowed it, so it fits */
+        closed = nb_gmatch_closed(r->gm);
+    }
+    if ((eog && (!r->ignore_eos || r->gm)) || is_stop_id(r, tok)) {
         fin = NB_FINISH_STOP;
     } else {
         size_t k = nb_detok_push(&r->dt, tok, e->piece, e->piece_cap);
@@ -336,6 +388,7 @@ static void on_logits(nb_engine *e, req *r, float *row) {
         size_t no = k;
         /* stop strings count from min_tokens on (vLLM); before that the text passes unchecked */
         if (r->n_gen >= r->min_tokens && nb_stop_push(&r->stop, e->piece, k, &o, &no)) fin = NB_FINISH_STOP;
+        if (closed) fin = NB_FINISH_STOP; /* the document is whole and nothing may follow */
         if (no && text_reserve(e, no)) {
             memcpy(e->text, o, no);
             n_text = no;
@@ -625,7 +678,7 @@ void nb_engine_free(nb_engine *e) {
     nb_model_free(e->model);
     free(e->aborts);
     free(e->b_tokens); free(e->b_pos); free(e->b_seq); free(e->b_want); free(e->b_views);
-    free(e->logits); free(e->row_copy); free(e->to_sample); free(e->text); free(e->piece);
+    free(e->logits); free(e->row_copy); nb_vtrie_free(e->vtrie); free(e->eog); free(e->allowed); free(e->to_sample); free(e->text); free(e->piece);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

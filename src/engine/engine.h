@@ -96,6 +96,8 @@ typedef struct nb_request_params {
     const int32_t *stop_ids;   /* extra stop token ids (copied) */
     size_t n_stop_ids;
     int32_t logprobs;          /* -1: none; 0..NB_MAX_TOP_LOGPROBS: logprob of the token + that many top ones */
+    struct nb_grammar *grammar; /* output constraint (engine/grammar.h) or NULL; the engine takes it over
+                                 * when submit succeeds (and frees it), the caller keeps it otherwise */
     nb_sink_fn sink;
     void *ud;
 } nb_request_params;

@@ -2,6 +2,8 @@
  * and their ranges are listed in docs/serve.md ("Request parameters"). */
 #include "server/openai.h"
 
+#include "engine/grammar.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -158,11 +160,12 @@ static bool neutral(const json_t *v) {
 static const char *const COMMON_KEYS[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "stop", "n", "stream", "stream_options", "logprobs", "ignore_eos", "min_tokens",
-    "user", "logit_bias", "best_of", "stop_token_ids", "metadata", "store", "service_tier", NULL};
+    "user", "logit_bias", "best_of", "stop_token_ids", "metadata", "store", "service_tier", "response_format",
+    "guided_json", "guided_regex", "guided_choice", "guided_grammar", NULL};
 static const char *const COMPLETION_KEYS[] = {"prompt", "echo", "suffix", NULL};
 static const char *const CHAT_KEYS[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-                                        "parallel_tool_calls", "response_format", "functions", "function_call",
-                                        "chat_template_kwargs", NULL};
+                                        "parallel_tool_calls", "functions", "function_call", "chat_template_kwargs",
+                                        NULL};
 
 static bool in_list(const char *k, const char *const *l) {
     for (; *l; l++)
@@ -199,15 +202,6 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
                          "'tool_choice' is not supported by this server (allowed: null or \"none\")");
         return false;
     }
-    v = json_object_get(o, "response_format");
-    if (v && !json_is_null(v)) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!t || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0) {
-            nb_oai_error_set(e, 400, INVALID, "response_format", "unsupported_parameter",
-                             "'response_format' is not supported by this server (allowed: {\"type\": \"text\"})");
-            return false;
-        }
-    }
     v = json_object_get(o, "best_of");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v)) return bad_type(e, "best_of", v, "an integer");
@@ -218,6 +212,93 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
         }
     }
     return true;
+}
+
+/* ---- output constraints (engine/grammar.h) --------------------------------- */
+
+static bool grammar_error(nb_oai_error *e, const char *param, nb_status st) {
+    nb_oai_error_set(e, 400, INVALID, param, st == NB_ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_value", "%s: %s",
+                     param, nb_errmsg());
+    return false;
+}
+
+/* response_format {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}},
+ * or vLLM's guided_json (a schema object or its text), guided_regex, guided_choice; at most one. */
+static bool parse_constraint(json_t *o, nb_oai_request *r, nb_oai_error *e) {
+    const char *given = NULL;
+    json_t *rf = json_object_get(o, "response_format");
+    static const char *const guided[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar"};
+    if (rf && !json_is_null(rf)) {
+        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!t || !json_is_string(t)) return bad_type(e, "response_format.type", t ? t : rf, "\"text\", \"json_object\" or \"json_schema\"");
+        if (strcmp(json_string_value(t), "text") != 0) given = "response_format";
+    }
+    for (size_t i = 0; i < sizeof guided / sizeof guided[0]; i++) {
+        json_t *g = json_object_get(o, guided[i]);
+        if (!g || json_is_null(g)) continue;
+        if (given) {
+            nb_oai_error_set(e, 400, INVALID, guided[i], "invalid_value",
+                             "'%s' and '%s' both constrain the output: give one", given, guided[i]);
+            return false;
+        }
+        given = guided[i];
+    }
+    if (!given) return true;
+    nb_status st;
+    if (!strcmp(given, "response_format")) {
+        const char *type = json_string_value(json_object_get(rf, "type"));
+        if (!strcmp(type, "json_object")) {
+            st = nb_grammar_json_object(&r->grammar);
+            return st == NB_OK || grammar_error(e, "response_format", st);
+        }
+        if (strcmp(type, "json_schema") != 0) {
+            nb_oai_error_set(e, 400, INVALID, "response_format.type", "invalid_value",
+                             "response_format.type '%s': allowed \"text\", \"json_object\", \"json_schema\"", type);
+            return false;
+        }
+        json_t *js = json_object_get(rf, "json_schema");
+        json_t *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+        if (!schema || !json_is_object(schema))
+            return bad_type(e, "response_format.json_schema.schema", schema ? schema : js ? js : rf, "a JSON Schema object");
+        char *text = json_dumps(schema, JSON_COMPACT);
+        if (!text) return bad_type(e, "response_format.json_schema.schema", schema, "a JSON Schema object");
+        st = nb_grammar_json_schema(text, strlen(text), &r->grammar);
+        free(text);
+        return st == NB_OK || grammar_error(e, "response_format.json_schema.schema", st);
+    }
+    json_t *g = json_object_get(o, given);
+    if (!strcmp(given, "guided_json")) {
+        if (json_is_string(g)) st = nb_grammar_json_schema(json_string_value(g), json_string_length(g), &r->grammar);
+        else if (json_is_object(g)) {
+            char *text = json_dumps(g, JSON_COMPACT);
+            st = text ? nb_grammar_json_schema(text, strlen(text), &r->grammar) : NB_ERR_NOMEM;
+            free(text);
+        } else
+            return bad_type(e, "guided_json", g, "a JSON Schema (object or string)");
+        return st == NB_OK || grammar_error(e, "guided_json", st);
+    }
+    if (!strcmp(given, "guided_regex")) {
+        if (!json_is_string(g)) return bad_type(e, "guided_regex", g, "a string");
+        st = nb_grammar_regex(json_string_value(g), &r->grammar);
+        return st == NB_OK || grammar_error(e, "guided_regex", st);
+    }
+    if (!strcmp(given, "guided_choice")) {
+        if (!json_is_array(g) || json_array_size(g) == 0 || json_array_size(g) > 64)
+            return bad_type(e, "guided_choice", g, "a list of 1..64 strings");
+        const char *c[64];
+        size_t i;
+        json_t *x;
+        json_array_foreach(g, i, x) {
+            if (!json_is_string(x)) return bad_type(e, "guided_choice", x, "a list of strings");
+            c[i] = json_string_value(x);
+        }
+        st = nb_grammar_choice(c, json_array_size(g), &r->grammar);
+        return st == NB_OK || grammar_error(e, "guided_choice", st);
+    }
+    nb_oai_error_set(e, 400, INVALID, given, "unsupported_parameter",
+                     "'%s' is not supported (use response_format json_schema, guided_json, guided_regex or "
+                     "guided_choice)", given);
+    return false;
 }
 
 /* ---- prompt / messages -------------------------------------------------- */
@@ -493,6 +574,7 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
                          "'echo' is not supported with 'stream': true on this server");
         return false;
     }
+    if (!parse_constraint(o, r, e)) return false;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad_type(e, "stream_options", so, "an object");
@@ -575,6 +657,7 @@ void nb_oai_request_free(nb_oai_request *r) {
     free(r->owned);
     free(r->msgs);
     free(r->prompt_ids);
+    nb_grammar_free(r->grammar);
     if (r->root) json_decref((json_t *)r->root);
     nb_oai_kind k = r->kind;
     memset(r, 0, sizeof *r);

@@ -9,8 +9,10 @@
  *
  * Unknown top-level fields are rejected ("Unrecognized request argument
  * supplied: X", OpenAI's wording); fields we accept only with their
- * neutral value (suffix, logit_bias, tools, response_format other than
- * text, best_of > 1, n > 1) are rejected with a message saying so.
+ * neutral value (suffix, logit_bias, best_of > 1, n > 1) are rejected with a
+ * message saying so. Output constraints (response_format json_object /
+ * json_schema, vLLM's guided_json / guided_regex / guided_choice) are
+ * compiled here; a schema keyword nibble cannot enforce is a 400 naming it.
  *
  * Pure functions, reentrant; the request owns its JSON tree and strings. */
 #ifndef NB_SERVER_OPENAI_H
@@ -62,6 +64,10 @@ typedef struct nb_oai_request {
     bool echo;                  /* completions: the prompt (and its logprobs) come first in the answer */
     int32_t logprobs;           /* -1: none; else the number of top alternatives (0..20) */
     const char *user;
+    /* response_format json_object / json_schema, guided_json, guided_regex or
+     * guided_choice, compiled (engine/grammar.h); owned until handed to the
+     * engine (set to NULL then), freed with the request otherwise */
+    struct nb_grammar *grammar;
 } nb_oai_request;
 
 /* Parses and validates one body. On failure returns false with *err filled

@@ -754,6 +754,7 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     p.stop_ids = (r->chat && s->eot_id >= 0) ? &s->eot_id : NULL;
     p.n_stop_ids = p.stop_ids ? 1 : 0;
     p.logprobs = q.logprobs;
+    p.grammar = q.grammar;
     p.sink = sink;
     p.ud = r;
 
@@ -769,6 +770,7 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     pthread_mutex_lock(&s->mu);
     r->eid = eid;
     r->submitted = st == NB_OK;
+    if (st == NB_OK) q.grammar = NULL; /* the engine owns it now */
     pthread_mutex_unlock(&s->mu);
     if (st != NB_OK) {
         r->refs = 1; /* the engine never saw it */

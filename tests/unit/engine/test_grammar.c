@@ -1,0 +1,294 @@
+/* Constrained decoding (engine/grammar.h): documents byte by byte, the
+ * schema keywords one by one (accepted and rejected bytes), refused
+ * keywords, and the budget property: a random walk over all 256 bytes that
+ * only takes steps the mask's rule allows always ends in a complete
+ * document that jansson parses and that satisfies the schema. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/grammar.h"
+#include "model/synth.h"
+#include "tokenizer/tokenizer.h"
+
+static nb_grammar *schema(const char *s) {
+    nb_grammar *g = NULL;
+    nb_status st = nb_grammar_json_schema(s, strlen(s), &g);
+    if (st != NB_OK) fprintf(stderr, "schema refused: %s\n", nb_errmsg());
+    assert_int_equal(st, NB_OK);
+    return g;
+}
+
+/* 1 = accepted and complete, 0 = accepted but incomplete, -1 = rejected */
+static int run(const nb_grammar *g, const char *doc) {
+    nb_gmatch *m;
+    assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
+    int r = 0;
+    for (const char *p = doc; *p; p++)
+        if (!nb_gmatch_feed(m, p, 1)) {
+            r = -1;
+            break;
+        }
+    if (r == 0) r = nb_gmatch_complete(m) ? 1 : 0;
+    nb_gmatch_free(m);
+    return r;
+}
+
+static void test_object_keywords(void **state) {
+    (void)state;
+    nb_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,"
+                           "\"maxLength\":5},\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},"
+                           "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"],"
+                           "\"additionalProperties\":false}");
+    assert_int_equal(run(g, "{\"name\":\"bob\",\"age\":42}"), 1);
+    assert_int_equal(run(g, "{ \"age\" : 7 , \"name\" : \"x\" , \"ok\" : true }"), 1);
+    assert_int_equal(run(g, "{\"name\":\"bob\"}"), -1);          /* '}' before the required age */
+    assert_int_equal(run(g, "{\"name\":\"bob\",\"zzz\""), -1);     /* not a property, none additional */
+    assert_int_equal(run(g, "{\"name\":\"\""), -1);              /* minLength 1 */
+    assert_int_equal(run(g, "{\"name\":\"abcdef"), -1);          /* maxLength 5 */
+    assert_int_equal(run(g, "{\"age\":121"), -1);                /* maximum */
+    assert_int_equal(run(g, "{\"age\":-1"), -1);                 /* minimum 0 (-0 would be fine) */
+    assert_int_equal(run(g, "{\"age\":1.5"), -1);                /* integer */
+    assert_int_equal(run(g, "{\"name\":\"a\",\"name\":"), -1);   /* duplicate key */
+    assert_int_equal(run(g, "{\"name\":\"bo"), 0);
+    assert_int_equal(run(g, "[1]"), -1);
+    nb_grammar_free(g);
+}
+
+static void test_arrays_enums_anyof(void **state) {
+    (void)state;
+    nb_grammar *g = schema("{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\",1,10,null]},\"minItems\":1,"
+                           "\"maxItems\":2}");
+    assert_int_equal(run(g, "[\"red\"]"), 1);
+    assert_int_equal(run(g, "[10,null]"), 1);
+    assert_int_equal(run(g, "[1]"), 1);
+    assert_int_equal(run(g, "[]"), -1);                       /* minItems */
+    assert_int_equal(run(g, "[1,1,1"), -1);                   /* maxItems */
+    assert_int_equal(run(g, "[\"blue\"]"), -1);
+    assert_int_equal(run(g, "[100"), -1);
+    nb_grammar_free(g);
+    g = schema("{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^[0-9]{4}-[0-9]{2}$\"},{\"type\":\"integer\"}],"
+               "\"nullable\":true}");
+    assert_int_equal(run(g, "\"2024-11\""), 1);
+    assert_int_equal(run(g, "\"2024-1x"), -1);                /* pattern */
+    assert_int_equal(run(g, "17"), 1);
+    assert_int_equal(run(g, "null"), 1);
+    assert_int_equal(run(g, "true"), -1);
+    nb_grammar_free(g);
+    g = schema("{\"type\":[\"number\",\"string\"],\"exclusiveMaximum\":10}");
+    assert_int_equal(run(g, "9.5"), 1);
+    assert_int_equal(run(g, "10"), 0);  /* 10 is not < 10, and no digit can follow to save it: */
+    assert_int_equal(run(g, "10."), 0); /* ... but 10.0 is still 10: incomplete, never accepted */
+    assert_int_equal(run(g, "\"x\""), 1);
+    nb_grammar_free(g);
+}
+
+static void test_refs_and_refusals(void **state) {
+    (void)state;
+    nb_grammar *g = schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                           "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},"
+                           "\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}");
+    assert_int_equal(run(g, "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"), 1);
+    assert_int_equal(run(g, "{\"v\":1,\"next\":{\"v\":2}}"), -1);
+    nb_grammar_free(g);
+    const char *bad[] = {"{\"type\":\"object\",\"allOf\":[]}", "{\"oneOf\":[{},{}]}", "{\"type\":\"tuple\"}",
+                         "{\"$ref\":\"http://example.com/s.json\"}", "{\"type\":\"string\",\"pattern\":\"(\"}",
+                         "not json"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nb_grammar *x = NULL;
+        assert_int_not_equal(nb_grammar_json_schema(bad[i], strlen(bad[i]), &x), NB_OK);
+        assert_null(x);
+    }
+    nb_grammar *x = NULL;
+    assert_int_equal(nb_grammar_json_schema(bad[0], strlen(bad[0]), &x), NB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(nb_errmsg(), "allOf"));
+}
+
+static void test_choice_and_regex(void **state) {
+    (void)state;
+    const char *c[] = {"yes", "no", "not sure"};
+    nb_grammar *g;
+    assert_int_equal(nb_grammar_choice(c, 3, &g), NB_OK);
+    assert_int_equal(run(g, "no"), 1);
+    assert_int_equal(run(g, "not sure"), 1);
+    assert_int_equal(run(g, "not"), 0);
+    assert_int_equal(run(g, " no"), -1);
+    assert_int_equal(run(g, "nope"), -1);
+    nb_grammar_free(g);
+    assert_int_equal(nb_grammar_regex("[0-9]{4}-[0-9]{2}-[0-9]{2}", &g), NB_OK);
+    assert_int_equal(run(g, "2026-11-30"), 1);
+    assert_int_equal(run(g, "2026-1"), 0);
+    assert_int_equal(run(g, "2026x"), -1);
+    assert_int_equal(run(g, "2026-11-301"), -1);
+    nb_grammar_free(g);
+    assert_int_equal(nb_grammar_regex("caf\xc3\xa9", &g), NB_OK);
+    assert_int_equal(run(g, "caf\xc3"), 0); /* a character cut in half is still viable */
+    assert_int_equal(run(g, "caf\xc3\xa9"), 1);
+    nb_grammar_free(g);
+}
+
+/* Random walks: at every step pick uniformly among the bytes that keep the
+ * document viable with a completion no longer than the steps left; the
+ * result must be whole, parse, and satisfy the schema's keywords. */
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+static void walk(const nb_grammar *g, int budget, char *out) {
+    nb_gmatch *m;
+    assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
+    int n = 0;
+    for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
+        uint8_t ok[256];
+        int k = 0;
+        for (int b = 1; b < 256; b++) {
+            nb_gmatch *t;
+            assert_int_equal(nb_gmatch_create(g, &t), NB_OK);
+            bool good = nb_gmatch_feed(t, out, (size_t)n);
+            char c = (char)b;
+            good = good && nb_gmatch_feed(t, &c, 1) && nb_gmatch_min_remaining(t) <= (size_t)(left - 1);
+            nb_gmatch_free(t);
+            if (good) ok[k++] = (uint8_t)b;
+        }
+        if (k == 0) break;
+        /* stop at a complete document one time in four, like an EOS */
+        if (nb_gmatch_complete(m) && next_rand() % 4 == 0) break;
+        char c = (char)ok[next_rand() % (uint32_t)k];
+        assert_true(nb_gmatch_feed(m, &c, 1));
+        out[n++] = c;
+    }
+    out[n] = 0;
+    if (!nb_gmatch_complete(m)) {
+        fprintf(stderr, "walk ended incomplete after %d bytes (remaining %zu): ", n, nb_gmatch_min_remaining(m));
+        for (int i = 0; i < n; i++) fprintf(stderr, (uint8_t)out[i] < 0x20 || (uint8_t)out[i] > 0x7e ? "\\x%02x" : "%c", (uint8_t)out[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_true(nb_gmatch_complete(m));
+    nb_gmatch_free(m);
+}
+
+static void test_budget_walks(void **state) {
+    (void)state;
+    nb_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"tags\":{\"type\":"
+                           "\"array\",\"items\":{\"type\":\"string\",\"maxLength\":3},\"minItems\":2},\"who\":{\"type\":"
+                           "\"object\",\"properties\":{\"n\":{\"type\":\"string\"}},\"required\":[\"n\"]}},"
+                           "\"required\":[\"id\",\"tags\",\"who\"],\"additionalProperties\":false}");
+    char out[512];
+    for (int i = 0; i < 60; i++) {
+        walk(g, 40 + i % 40, out); /* tight budgets too: the shortest document is 38 bytes */
+        json_error_t je;
+        json_t *j = json_loads(out, 0, &je);
+        if (!j) fprintf(stderr, "walk %d produced invalid JSON: %s (%s)\n", i, out, je.text);
+        assert_non_null(j);
+        assert_true(json_is_integer(json_object_get(j, "id")));
+        json_t *tags = json_object_get(j, "tags");
+        assert_true(json_is_array(tags) && json_array_size(tags) >= 2);
+        for (size_t k = 0; k < json_array_size(tags); k++) {
+            json_t *t = json_array_get(tags, k);
+            assert_true(json_is_string(t));
+            assert_true(json_string_length(t) <= 12); /* <= 3 characters, up to 4 UTF-8 bytes each */
+        }
+        assert_true(json_is_string(json_object_get(json_object_get(j, "who"), "n")));
+        json_decref(j);
+    }
+    nb_grammar_free(g);
+    assert_int_equal(nb_grammar_json_object(&g), NB_OK);
+    for (int i = 0; i < 20; i++) {
+        walk(g, 40, out);
+        json_error_t je;
+        json_t *j = json_loads(out, JSON_ALLOW_NUL, &je); /* \u0000 is valid JSON */
+        if (!j) fprintf(stderr, "json_object walk %d: %s (%s)\n", i, out, je.text);
+        assert_non_null(j);
+        assert_true(json_is_object(j));
+        json_decref(j);
+    }
+    nb_grammar_free(g);
+}
+
+/* Token walks with the built-in vocabulary (512 byte-level tokens, as the
+ * default model has): random allowed tokens under nb_grammar_mask with a
+ * budget, down to the shortest document's length; never a step without an
+ * allowed token, always a whole document that parses. */
+static void test_token_walks(void **state) {
+    (void)state;
+    char path[] = "/tmp/nb_grammar_vocab_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    nb_synth_params sp;
+    nb_synth_defaults(&sp, NB_ARCH_LLAMA);
+    sp.n_embd = 64, sp.n_layer = 1, sp.n_head = 2, sp.n_head_kv = 1, sp.n_ff = 128;
+    assert_int_equal(nb_synth_write(&sp, path), NB_OK);
+    nb_tokenizer *tk;
+    assert_int_equal(nb_tokenizer_load(path, NULL, &tk), NB_OK);
+    unlink(path);
+    nb_vtrie *v;
+    assert_int_equal(nb_vtrie_create(tk, &v), NB_OK);
+    const char *sch = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+                      "\"email\":{\"type\":\"string\",\"pattern\":\"^[a-z]{1,8}@[a-z]{1,8}\\\\.com$\"},"
+                      "\"n\":{\"type\":[\"integer\",\"null\"],\"minimum\":-5,\"maximum\":500},"
+                      "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"bb\"]},\"minItems\":1}},"
+                      "\"required\":[\"name\",\"email\",\"n\",\"tags\"],\"additionalProperties\":false}";
+    nb_grammar *g = schema(sch);
+    int32_t nv = nb_tokenizer_n_vocab(tk), eos = nb_tokenizer_eos(tk);
+    uint8_t *allowed = malloc((size_t)nv);
+    assert_non_null(allowed);
+    /* {"name":"","email":"a@a.com","n":0,"tags":["a"]} is 49 bytes */
+    for (int w = 0; w < 120; w++) {
+        int budget = 49 + w % 60;
+        nb_gmatch *m;
+        assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
+        char out[1024];
+        size_t on = 0;
+        for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
+            int32_t n = nb_grammar_mask(v, m, left, &eos, 1, allowed, nv);
+            if (n == 0) fprintf(stderr, "walk %d: no token allowed after %.*s\n", w, (int)on, out);
+            assert_true(n > 0);
+            int32_t k = (int32_t)(next_rand() % (uint32_t)n), id = -1;
+            for (int32_t i = 0; i < nv; i++)
+                if (allowed[i] && k-- == 0) {
+                    id = i;
+                    break;
+                }
+            if (id == eos) break;
+            size_t l;
+            const char *p = nb_token_piece_ref(tk, id, false, &l);
+            assert_true(nb_gmatch_feed(m, p, l));
+            assert_true(on + l < sizeof out);
+            memcpy(out + on, p, l);
+            on += l;
+        }
+        out[on] = 0;
+        assert_true(nb_gmatch_complete(m));
+        json_t *j = json_loads(out, 0, NULL);
+        if (!j) fprintf(stderr, "walk %d: not JSON: %s\n", w, out);
+        assert_non_null(j);
+        json_decref(j);
+        nb_gmatch_free(m);
+    }
+    free(allowed);
+    nb_grammar_free(g);
+    nb_vtrie_free(v);
+    nb_tokenizer_free(tk);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_object_keywords), cmocka_unit_test(test_arrays_enums_anyof),
+        cmocka_unit_test(test_refs_and_refusals), cmocka_unit_test(test_choice_and_regex),
+        cmocka_unit_test(test_budget_walks),      cmocka_unit_test(test_token_walks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
