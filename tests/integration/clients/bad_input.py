@@ -114,8 +114,11 @@ expect("unknown field -> 400 naming it", 400, E, body=with_(P, frobnicate=1), pa
 expect("echo with stream -> 400", 400, E, body=with_(P, echo=True, stream=True), param="echo")
 expect("tools not an array -> 400", 400, E, path="/v1/chat/completions",
        body=with_(C, tools={"type": "function", "function": {"name": "f"}}), param="tools")
-expect("response_format json -> 400", 400, E, path="/v1/chat/completions",
-       body=with_(C, response_format={"type": "json_object"}), param="response_format")
+expect("response_format unknown type -> 400", 400, E, path="/v1/chat/completions",
+       body=with_(C, response_format={"type": "xml"}), param="response_format.type")
+expect("response_format json_schema without a schema -> 400", 400, E, path="/v1/chat/completions",
+       body=with_(C, response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
+       param="response_format.json_schema.schema")
 # --- chat messages ---
 expect("messages missing -> 400", 400, E, path="/v1/chat/completions", body={"max_tokens": 4}, param="messages")
 expect("messages empty -> 400", 400, E, path="/v1/chat/completions", body=with_(C, messages=[]), param="messages")
