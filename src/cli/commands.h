@@ -15,6 +15,7 @@
     X(logits, "teacher-forced top-K logits per position, as JSON lines")                    \
     X(tokenize, "show how a model's tokenizer splits a text")                               \
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
+    X(export, "write a model as a Hugging Face checkpoint (AWQ/GPTQ/compressed-tensors/NF4)") \
     X(synth, "write a deterministic random-weight model of any shape")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv);

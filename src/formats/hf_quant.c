@@ -639,3 +639,98 @@ nb_status nb_hfq_load_linear(const nb_safetensors *st, const nb_hf_quant *q, con
     }
     return nb_fail(NB_ERR_UNSUPPORTED, "%s: quant_method %s is not supported", module, q->method_name);
 }
+
+/* ---- write direction ---------------------------------------------------- */
+
+nb_status nb_hfq_from_w4g(const void *data, int G, int64_t K, int64_t R, const int64_t *rows, nb_hfq_unpacked *u) {
+    int64_t ng = K / G, bb = NB_W4_BLOCK_BYTES(G);
+    NB_TRY(nb_hfq_unpacked_alloc(u, K, R, 4, ng));
+    for (int64_t k = 0; k < K; k++) u->gidx[k] = (int32_t)(k / G);
+    for (int64_t r = 0; r < R; r++) {
+        const uint8_t *row = (const uint8_t *)data + (rows ? rows[r] : r) * ng * bb;
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *blk = row + g * bb;
+            uint16_t h;
+            memcpy(&h, blk, 2);
+            u->scale[r * ng + g] = nb_fp16_to_fp32(h);
+            u->zero[r * ng + g] = blk[2];
+            for (int j = 0; j < G; j++) {
+                int c = j / 32, jj = j % 32;
+                uint8_t byte = blk[4 + c * 16 + jj % 16];
+                u->q[r * K + g * G + j] = (uint8_t)(jj < 16 ? byte & 15 : byte >> 4);
+            }
+        }
+    }
+    return NB_OK;
+}
+
+static void wr32(void *p, int64_t i, uint32_t v) { memcpy((uint8_t *)p + 4 * i, &v, 4); }
+
+void nb_hfq_pack_awq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales) {
+    int64_t K = u->K, R = u->R, W = R / 8, ng = u->n_groups;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t c = 0; c < W; c++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) w |= (uint32_t)u->q[(8 * c + awq_order[i]) * K + k] << (4 * i);
+            wr32(qweight, k * W + c, w);
+        }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int64_t c = 0; c < W; c++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) w |= (uint32_t)u->zero[(8 * c + awq_order[i]) * ng + g] << (4 * i);
+            wr32(qzeros, g * W + c, w);
+        }
+        for (int64_t r = 0; r < R; r++) {
+            uint16_t h = nb_fp32_to_fp16(u->scale[r * ng + g]);
+            memcpy(&scales[g * R + r], &h, 2);
+        }
+    }
+}
+
+void nb_hfq_pack_gptq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales, int32_t *g_idx) {
+    int64_t K = u->K, R = u->R, ng = u->n_groups;
+    for (int64_t kw = 0; kw < K / 8; kw++)
+        for (int64_t r = 0; r < R; r++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) w |= (uint32_t)u->q[r * K + kw * 8 + i] << (4 * i);
+            wr32(qweight, kw * R + r, w);
+        }
+    for (int64_t g = 0; g < ng; g++) {
+        for (int64_t c = 0; c < R / 8; c++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) w |= (uint32_t)((u->zero[(8 * c + i) * ng + g] - 1) & 15) << (4 * i);
+            wr32(qzeros, g * (R / 8) + c, w);
+        }
+        for (int64_t r = 0; r < R; r++) {
+            uint16_t h = nb_fp32_to_fp16(u->scale[r * ng + g]);
+            memcpy(&scales[g * R + r], &h, 2);
+        }
+    }
+    for (int64_t k = 0; k < K; k++) {
+        int32_t v = u->gidx[k];
+        memcpy(&g_idx[k], &v, 4);
+    }
+}
+
+void nb_hfq_pack_ct(const nb_hfq_unpacked *u, uint32_t *packed, uint16_t *scale, uint32_t *zp) {
+    int64_t K = u->K, R = u->R, ng = u->n_groups;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t c = 0; c < K / 8; c++) {
+            uint32_t w = 0;
+            for (int i = 0; i < 8; i++) w |= (uint32_t)u->q[r * K + 8 * c + i] << (4 * i);
+            wr32(packed, r * (K / 8) + c, w);
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            uint16_t h = nb_fp32_to_fp16(u->scale[r * ng + g]);
+            memcpy(&scale[r * ng + g], &h, 2);
+        }
+    }
+    if (zp) {
+        memset(zp, 0, (size_t)((R + 7) / 8 * ng) * 4);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t g = 0; g < ng; g++) {
+                uint32_t w = rd32(zp, (r / 8) * ng + g) | (uint32_t)u->zero[r * ng + g] << (4 * (r % 8));
+                wr32(zp, (r / 8) * ng + g, w);
+            }
+    }
+}

@@ -94,3 +94,18 @@ nb_status nb_hfq_load_linear(const nb_safetensors *st, const nb_hf_quant *q, con
                              void *ctx) __attribute__((warn_unused_result));
 
 #endif
+
+/* ---- write direction (export) ------------------------------------------ */
+/* Rows of a W4G<G>[S] tensor (row r of the output = source row rows[r], or r
+ * when rows is NULL) -> codes, fp16-exact scales, zeros, gidx = k/G. */
+nb_status nb_hfq_from_w4g(const void *data, int G, int64_t K, int64_t R, const int64_t *rows, nb_hfq_unpacked *u)
+    __attribute__((warn_unused_result));
+/* Inverse packers of the unpack functions above (4-bit, contiguous groups).
+ * Output buffers: AWQ qweight [K, R/8] I32, qzeros [ng, R/8] I32, scales
+ * [ng, R] F16; GPTQ (v1: zero-1) qweight [K/8, R], qzeros [ng, R/8],
+ * scales [ng, R], g_idx [K]; compressed-tensors weight_packed [R, K/8],
+ * weight_scale [R, ng] F16, weight_zero_point [ceil(R/8), ng] (zp NULL:
+ * symmetric, not written). */
+void nb_hfq_pack_awq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales);
+void nb_hfq_pack_gptq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales, int32_t *g_idx);
+void nb_hfq_pack_ct(const nb_hfq_unpacked *u, uint32_t *packed, uint16_t *scale, uint32_t *zp);
