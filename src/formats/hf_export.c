@@ -495,6 +495,9 @@ static nb_status copy_tokenizer(const nb_source *src, const char *dir, const cha
     if (tok && !nb_is_dir(tok)) {
         const char *base = strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok;
         bool spm = strlen(base) > 6 && !strcmp(base + strlen(base) - 6, ".model");
+        if (!spm && !(strlen(base) > 5 && !strcmp(base + strlen(base) - 5, ".json")))
+            return nb_fail(NB_ERR_UNSUPPORTED, "--tokenizer %s: only tokenizer.json or a sentencepiece .model can be copied "
+                           "into an HF checkpoint", tok);
         snprintf(to, sizeof to, "%s/%s", dir, spm ? "tokenizer.model" : "tokenizer.json");
         return copy_file(tok, to);
     }

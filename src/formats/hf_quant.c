@@ -553,9 +553,10 @@ nb_status nb_hfq_load_linear(const nb_safetensors *st, const nb_hf_quant *q, con
             if (g && !q->desc_act) {
                 for (int64_t k = 0; k < K; k++)
                     if (u.gidx[k] != k / G) {
+                        int32_t v = u.gidx[k];
                         nb_hfq_unpacked_free(&u);
                         return nb_fail(NB_ERR_FORMAT, "tensor '%s.g_idx': element %lld = %d but desc_act is false (expected %lld)",
-                                       module, (long long)k, u.gidx[k], (long long)(k / G));
+                                       module, (long long)k, v, (long long)(k / G));
                     }
             }
         }
