@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "cli/args.h"
+#include "cli/commands.h"
 #include "formats/hf_export.h"
 #include "formats/source.h"
 #include "quant/qtypes.h"
@@ -100,5 +102,28 @@ int nb_cmd_export(int argc, char **argv) {
         return nb_cli_exit_code(st);
     }
     fprintf(stderr, "nibble %s: wrote %s\n", CMD, out);
+    return NB_EXIT_OK;
+}
+
+int nb_cmd_export_quantized(const char *gguf, const char *in, const char *dir, const char *layout, const char *tokenizer) {
+    nb_hf_export_opts o = {.layout = layout};
+    /* tokenizer files: --tokenizer when it is one HF can hold, else an HF input's own */
+    size_t tl = tokenizer ? strlen(tokenizer) : 0;
+    if (tokenizer && (nb_is_dir(tokenizer) || (tl > 5 && !strcmp(tokenizer + tl - 5, ".json")) ||
+                      (tl > 6 && !strcmp(tokenizer + tl - 6, ".model"))))
+        o.tokenizer = tokenizer;
+    else if (nb_is_dir(in))
+        o.tokenizer = in;
+    nb_source src;
+    nb_status st = nb_source_open(gguf, &src);
+    if (st == NB_OK) {
+        st = nb_hf_export_ex(&src, dir, &o);
+        nb_source_close(&src);
+    }
+    remove(gguf);
+    if (st != NB_OK) {
+        nb_cli_error("quantize");
+        return nb_cli_exit_code(st);
+    }
     return NB_EXIT_OK;
 }

@@ -26,5 +26,7 @@ NB_COMMANDS(X)
 int nb_cmd_eval_ppl(int argc, char **argv);
 int nb_cmd_eval_kld(int argc, char **argv);
 int nb_cmd_eval_golden(int argc, char **argv);
+/* `nibble quantize ... --format hf` (cmd_export.c): GGUF just written -> HF directory. */
+int nb_cmd_export_quantized(const char *gguf, const char *in, const char *dir, const char *layout, const char *tokenizer);
 
 #endif

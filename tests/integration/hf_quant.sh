@@ -89,6 +89,11 @@ logits "$T/shards" --ids "$IDS" >"$T/c"
 logits "$T/s-W4G128.gguf" --ids "$IDS" >"$T/a"
 cmp_logits "$T/a" "$T/c" 1e-4 || fail "sharded logits"
 
+# nibble quantize --format hf writes the same directory directly
+"$BIN" quantize "$S" "$T/q-hf" --type W4G128 --format hf --layout gptq $SPM -q -t 2 >/dev/null 2>&1 || fail "quantize --format hf"
+cmp "$T/q-hf/model.safetensors" "$T/synth-gptq/model.safetensors" || fail "quantize --format hf differs from export"
+[ -f "$T/q-hf/tokenizer.model" ] && ! ls "$T"/q-hf.nibble-tmp.gguf >/dev/null 2>&1 || fail "quantize --format hf: tokenizer / temp file"
+
 # safetensors helpers for the edits below
 cat >"$T/st.py" <<'EOF'
 import json, struct, sys, array
