@@ -82,6 +82,18 @@ grep -q 'model.layers.0.mlp.down_proj' "$T/aidreams-ct/config.json" || fail "aid
 [ $? -eq 2 ] || fail "aidreams awq: expected exit 2"
 grep -q "ffn_gate.weight: 172 output rows" "$T/err" || { cat "$T/err"; fail "aidreams awq message"; }
 
+# inspect: quantization_config, the on-disk census, bits/weight incl. scales and zeros
+"$BIN" inspect "$T/synth-gptq" >"$T/insp" 2>&1 || fail "inspect gptq"
+grep -q 'quantization_config {"bits":4,"checkpoint_format":"gptq"' "$T/insp" && grep -q "g_idx .* 28 tensors" "$T/insp" &&
+    grep -q "bits/weight incl. scales, zeros and g_idx" "$T/insp" || { cat "$T/insp"; fail "inspect census"; }
+"$BIN" inspect --json "$T/synth-awq" | python3 -c "
+import json, sys
+j = json.load(sys.stdin); s = j['storage']
+assert j['quantization']['quant_method'] == 'awq'
+assert s['packed']['tensors'] == 28 and s['zeros']['tensors'] == 28 and s['inconsistencies'] == []
+files = s['file_bytes']
+print('inspect: awq file %.4f bits/weight' % s['file_bits_per_weight'])" || fail "inspect --json"
+
 # shards: a 4 MB limit splits synth-gptq into several files + index; same logits
 "$BIN" export "$T/s-W4G128.gguf" "$T/shards" --format hf --layout gptq --max-shard-size 4MB $SPM 2>/dev/null || fail "sharded export"
 [ -f "$T/shards/model.safetensors.index.json" ] && ls "$T/shards"/model-00001-of-*.safetensors >/dev/null || fail "no shards"
@@ -184,4 +196,8 @@ bad unknown-method 'c["quantization_config"]["quant_method"] = "exl2"' "'quantiz
 bad bits 'c["quantization_config"]["bits"] = 3' "'quantization_config.bits' = 3"
 bad group-size 'c["quantization_config"]["group_size"] = 64' "qzeros': field 'shape'"
 bad qweight-dtype 'k = "model.layers.0.mlp.down_proj.qweight"; h[k]["dtype"] = "F32"' "down_proj.qweight': field 'dtype' = F32"
+# inspect shows the census and flags what the loader refuses (exit 2)
+"$BIN" inspect "$T/bad" >"$T/insp" 2>&1
+[ $? -eq 2 ] && grep -q "^inconsistency: tensor 'model.layers.0.mlp.down_proj.qweight'" "$T/insp" && grep -q "^storage" "$T/insp" ||
+    { cat "$T/insp"; fail "inspect of a bad checkpoint"; }
 echo "OK"
