@@ -55,6 +55,17 @@ bool nb_hf_name_from_gguf(const char *gguf, char *buf, size_t n) {
     return false;
 }
 
+bool nb_hf_name_from_hf(const char *hf, char *buf, size_t n) {
+    for (size_t i = 0; i < sizeof hf_global / sizeof hf_global[0]; i++)
+        if (!strcmp(hf, hf_global[i].hf)) return (size_t)snprintf(buf, n, "%s", hf_global[i].gguf) < n;
+    unsigned layer;
+    int pos = 0;
+    if (sscanf(hf, "model.layers.%u.%n", &layer, &pos) != 1 || pos == 0) return false;
+    for (size_t i = 0; i < sizeof hf_layer / sizeof hf_layer[0]; i++)
+        if (!strcmp(hf + pos, hf_layer[i].hf)) return (size_t)snprintf(buf, n, "blk.%u.%s", layer, hf_layer[i].gguf) < n;
+    return false;
+}
+
 static float ld(nb_dtype t, const uint8_t *p) {
     if (t == NB_F32) {
         float f;

@@ -46,5 +46,7 @@ nb_status nb_hf_export_ex(const nb_source *src, const char *dir, const nb_hf_exp
 /* The HF tensor name for a GGUF one ("blk.3.attn_q.weight" ->
  * "model.layers.3.self_attn.q_proj.weight"); false when unknown. */
 bool nb_hf_name_from_gguf(const char *gguf, char *buf, size_t n);
+/* The inverse ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"). */
+bool nb_hf_name_from_hf(const char *hf, char *buf, size_t n);
 
 #endif

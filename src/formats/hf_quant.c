@@ -1,5 +1,6 @@
 /* Quantized HF layouts -> nibble blocks (see hf_quant.h, docs/formats.md). */
 #include "formats/hf_quant.h"
+#include "formats/hf_export.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -734,4 +735,73 @@ void nb_hfq_pack_ct(const nb_hfq_unpacked *u, uint32_t *packed, uint16_t *scale,
                 wr32(zp, (r / 8) * ng + g, w);
             }
     }
+}
+
+/* ---- storage census for planners ----------------------------------------- */
+
+static bool has_sfx(const char *s, const char *x) {
+    size_t n = strlen(s), m = strlen(x);
+    return n >= m && !strcmp(s + n - m, x);
+}
+
+nb_status nb_hf_storage(const char *path, nb_hf_storage_fn fn, void *ctx) {
+    char p[4200], dir[4096];
+    nb_safetensors *st = NULL;
+    if (has_sfx(path, ".safetensors")) NB_TRY(nb_safetensors_open(path, &st));
+    else if (has_sfx(path, ".index.json")) NB_TRY(nb_safetensors_open_index(path, &st));
+    else {
+        if (has_sfx(path, "config.json")) {
+            const char *sl = strrchr(path, '/');
+            snprintf(dir, sizeof dir, "%.*s", sl ? (int)(sl - path) : 1, sl ? path : ".");
+        } else {
+            snprintf(dir, sizeof dir, "%s", path);
+        }
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+        FILE *f = fopen(p, "rb");
+        if (f) {
+            fclose(f);
+            NB_TRY(nb_safetensors_open_index(p, &st));
+        } else {
+            snprintf(p, sizeof p, "%s/model.safetensors", dir);
+            NB_TRY(nb_safetensors_open(p, &st));
+        }
+    }
+    int qbits = 4; /* GPTQ 8-bit packs 4 values per qweight word */
+    if (!has_sfx(path, ".safetensors") && !has_sfx(path, ".index.json")) {
+        nb_hf_config hc;
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        if (nb_hfconfig_load(p, &hc) == NB_OK) {
+            if (hc.quant.bits == 8) qbits = 8;
+            nb_hfconfig_free(&hc);
+        }
+    }
+    /* suffix, values per element of the stored tensor (0 = no weights) */
+    static const struct { const char *sfx; int per; } S[] = {
+        {".weight.quant_state.bitsandbytes__nf4", 0}, {".weight.quant_state.bitsandbytes__fp4", 0},
+        {".weight.nested_quant_map", 0}, {".weight.nested_absmax", 0}, {".weight.quant_map", 0}, {".weight.absmax", 0},
+        {".weight_packed", 8}, {".weight_scale_inv", 0}, {".weight_scale", 0}, {".weight_zero_point", 0},
+        {".weight_shape", 0}, {".input_scale", 0}, {".input_zero_point", 0},
+        {".qweight", -1}, {".qzeros", 0}, {".scales", 0}, {".g_idx", 0}, {".weight", 1}, {".bias", 1},
+    };
+    for (int64_t i = 0; i < nb_safetensors_n_tensors(st); i++) {
+        const nb_st_tensor *t = nb_safetensors_tensor(st, i);
+        char hf[600], gg[256];
+        uint64_t params = 0;
+        const char *gname = NULL;
+        for (size_t k = 0; k < sizeof S / sizeof S[0]; k++) {
+            if (!has_sfx(t->name, S[k].sfx)) continue;
+            size_t ml = strlen(t->name) - strlen(S[k].sfx);
+            bool bias = !strcmp(S[k].sfx, ".bias");
+            snprintf(hf, sizeof hf, "%.*s%s", (int)ml, t->name, bias ? ".bias" : ".weight");
+            if (nb_hf_name_from_hf(hf, gg, sizeof gg)) gname = gg;
+            int per = S[k].per;
+            if (per == -1) per = 32 / qbits;
+            if (per == 1 && !strcmp(t->dtype_name, "U8") && t->n_dims == 2 && t->shape[1] == 1) per = 2; /* bnb 4-bit */
+            params = (uint64_t)t->nelem * (uint64_t)per;
+            break;
+        }
+        fn(ctx, gname, params, t->nbytes);
+    }
+    nb_safetensors_close(st);
+    return NB_OK;
 }

@@ -109,3 +109,12 @@ nb_status nb_hfq_from_w4g(const void *data, int G, int64_t K, int64_t R, const i
 void nb_hfq_pack_awq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales);
 void nb_hfq_pack_gptq(const nb_hfq_unpacked *u, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales, int32_t *g_idx);
 void nb_hfq_pack_ct(const nb_hfq_unpacked *u, uint32_t *packed, uint16_t *scale, uint32_t *zp);
+
+/* The tensors of an HF checkpoint (directory, config.json, .safetensors or
+ * index) as the memory planner needs them: for every safetensors tensor,
+ * the GGUF name of the weight it belongs to (qweight, scales, zeros, g_idx,
+ * quant state all name their module's "<...>.weight"; NULL when unknown),
+ * the number of weights it stands for (packed words x values per word; 0
+ * for scales, zeros, g_idx and quant state) and its bytes in the file. */
+typedef void (*nb_hf_storage_fn)(void *ctx, const char *gguf, uint64_t params, uint64_t bytes);
+nb_status nb_hf_storage(const char *path, nb_hf_storage_fn fn, void *ctx) __attribute__((warn_unused_result));

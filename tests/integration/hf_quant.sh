@@ -94,6 +94,21 @@ assert s['packed']['tensors'] == 28 and s['zeros']['tensors'] == 28 and s['incon
 files = s['file_bytes']
 print('inspect: awq file %.4f bits/weight' % s['file_bits_per_weight'])" || fail "inspect --json"
 
+# plan: the weight bytes are the checkpoint's exactly (all layouts) and the
+# parameter count is the loaded model's
+for d in synth-awq synth-gptq synth-ct-w4a16 synth-ct-int8 synth-ct-fp8 synth-bnb-nf4 aidreams-ct; do
+    "$BIN" plan "$T/$d" --host --json >"$T/plan.json" 2>/dev/null || fail "plan $d"
+    "$BIN" inspect --json "$T/$d" >"$T/insp.json" || fail "inspect $d"
+    python3 - "$T/plan.json" "$T/insp.json" "$d" <<'EOF' || fail "plan $d disagrees"
+import json, sys
+p = json.load(open(sys.argv[1]))["weights"]; i = json.load(open(sys.argv[2]))
+f = i["storage"]["file_bytes"]
+assert p["bytes"] == f, (p["bytes"], f)
+assert p["params"] == i["n_params"], (p["params"], i["n_params"])
+print("plan %s: %d bytes = the files', %d params = loaded" % (sys.argv[3], f, p["params"]))
+EOF
+done
+
 # shards: a 4 MB limit splits synth-gptq into several files + index; same logits
 "$BIN" export "$T/s-W4G128.gguf" "$T/shards" --format hf --layout gptq --max-shard-size 4MB $SPM 2>/dev/null || fail "sharded export"
 [ -f "$T/shards/model.safetensors.index.json" ] && ls "$T/shards"/model-00001-of-*.safetensors >/dev/null || fail "no shards"
