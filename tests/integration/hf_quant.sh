@@ -121,6 +121,13 @@ cmp_logits "$T/a" "$T/c" 1e-4 || fail "sharded logits"
 cmp "$T/q-hf/model.safetensors" "$T/synth-gptq/model.safetensors" || fail "quantize --format hf differs from export"
 [ -f "$T/q-hf/tokenizer.model" ] && ! ls "$T"/q-hf.nibble-tmp.gguf >/dev/null 2>&1 || fail "quantize --format hf: tokenizer / temp file"
 
+# quantized outputs of non-GGUF inputs carry the tokenizer in their metadata:
+# an HF directory and a llama2.c .bin quantized to GGUF generate without --tokenizer
+"$BIN" quantize "$T/synth-awq" "$T/fromhf.gguf" --type Q8_0 -q -t 2 >/dev/null 2>&1 || fail "quantize HF -> GGUF"
+"$BIN" logits -m "$T/fromhf.gguf" -p "Hello world" --top 2 -t 2 >/dev/null 2>&1 || fail "HF -> GGUF has no tokenizer"
+"$BIN" quantize "$M/aidreams260K.bin" "$T/aid.gguf" --type Q8_0 -q -t 2 >/dev/null 2>&1 || fail "quantize .bin -> GGUF"
+"$BIN" generate -m "$T/aid.gguf" -p "Once upon a time" -n 4 -t 2 >/dev/null 2>&1 || fail ".bin -> GGUF has no tokenizer"
+
 # safetensors helpers for the edits below
 cat >"$T/st.py" <<'EOF'
 import json, struct, sys, array
