@@ -15,6 +15,7 @@
 #include "base/sha256.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/safetensors.h"
 #include "formats/source.h"
 
 #define ARR_HEAD 8        /* array elements shown before abbreviating */
@@ -382,9 +383,164 @@ static json_t *hf_quant_config(const char *path) {
     return q;
 }
 
+
+/* HF: the storage census of the safetensors files themselves (what is on
+ * disk, before nibble converts quantized layouts to its blocks), grouped by
+ * the role of each tensor in the quantized layouts (docs/formats.md). */
+enum { ST_FLOAT, ST_PACKED, ST_SCALES, ST_ZEROS, ST_GIDX, ST_STATE, ST_N };
+static const char *const st_role_name[ST_N] = {"float", "packed", "scales", "zeros", "g_idx", "quant_state"};
+
+static bool sfx(const char *s, const char *x) {
+    size_t n = strlen(s), m = strlen(x);
+    return n >= m && !strcmp(s + n - m, x);
+}
+
+static int st_role(const nb_st_tensor *t) {
+    const char *n = t->name;
+    if (sfx(n, ".g_idx")) return ST_GIDX;
+    if (sfx(n, ".qzeros") || sfx(n, ".weight_zero_point") || sfx(n, ".input_zero_point")) return ST_ZEROS;
+    if (sfx(n, ".scales") || sfx(n, ".weight_scale") || sfx(n, ".weight_scale_inv") || sfx(n, ".input_scale") ||
+        sfx(n, ".weight.absmax") || sfx(n, ".weight.nested_absmax"))
+        return ST_SCALES;
+    if (strstr(n, ".quant_state.") || sfx(n, ".quant_map") || sfx(n, ".weight_shape")) return ST_STATE;
+    if (sfx(n, ".qweight") || sfx(n, ".weight_packed") ||
+        (sfx(n, ".weight") && (!t->has_type || t->type == NB_I8)))
+        return ST_PACKED;
+    return ST_FLOAT;
+}
+
+static nb_safetensors *hf_open_st(const char *path) {
+    char p[4096];
+    nb_safetensors *st = NULL;
+    if (!nb_is_dir(path)) {
+        if (sfx(path, ".safetensors") && nb_safetensors_open(path, &st) == NB_OK) return st;
+        if (sfx(path, ".index.json") && nb_safetensors_open_index(path, &st) == NB_OK) return st;
+        return NULL;
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+    if (nb_file_exists(p)) return nb_safetensors_open_index(p, &st) == NB_OK ? st : NULL;
+    snprintf(p, sizeof p, "%s/model.safetensors", path);
+    return nb_safetensors_open(p, &st) == NB_OK ? st : NULL;
+}
+
+/* Census + consistency notes; params = the model's weight count (0 unknown). */
+static json_t *hf_storage(const char *path, uint64_t params, bool print) {
+    nb_safetensors *st = hf_open_st(path);
+    if (!st) return NULL;
+    uint64_t bytes[ST_N] = {0}, total = 0;
+    int64_t count[ST_N] = {0};
+    json_t *notes = json_array();
+    for (int64_t i = 0; i < nb_safetensors_n_tensors(st); i++) {
+        const nb_st_tensor *t = nb_safetensors_tensor(st, i);
+        int r = st_role(t);
+        bytes[r] += t->nbytes;
+        count[r]++;
+        total += t->nbytes;
+        char mod[512];
+        size_t nl = strlen(t->name);
+        if (r == ST_PACKED && (sfx(t->name, ".qweight") || sfx(t->name, ".weight_packed") || sfx(t->name, ".weight"))) {
+            size_t cut = sfx(t->name, ".qweight") ? 8 : sfx(t->name, ".weight_packed") ? 14 : 7;
+            snprintf(mod, sizeof mod, "%.*s", (int)(nl - cut), t->name);
+            char sc[600];
+            bool has = false;
+            static const char *const ss[] = {"scales", "weight_scale", "weight_scale_inv", "weight.absmax"};
+            for (size_t k = 0; k < 4 && !has; k++) {
+                snprintf(sc, sizeof sc, "%s.%s", mod, ss[k]);
+                has = nb_safetensors_find(st, sc) != NULL;
+            }
+            if (!has) {
+                char m[700];
+                snprintf(m, sizeof m, "%s: quantized weight without scales", t->name);
+                json_array_append_new(notes, json_string(m));
+            }
+        }
+        if (r == ST_GIDX && t->n_dims == 1 && t->has_type && t->type == NB_I32) {
+            /* g_idx: every group must have the same number of members */
+            int64_t K = t->shape[0], maxg = -1;
+            const int32_t *g = t->data;
+            for (int64_t k = 0; k < K; k++) {
+                int32_t v;
+                memcpy(&v, g + k, 4);
+                if (v > maxg) maxg = v;
+                if (v < 0) maxg = INT32_MAX;
+            }
+            if (maxg >= 0 && maxg < K) {
+                int64_t *cnt = calloc((size_t)maxg + 1, sizeof *cnt);
+                bool contiguous = true;
+                for (int64_t k = 0; cnt && k < K; k++) {
+                    int32_t v;
+                    memcpy(&v, g + k, 4);
+                    cnt[v]++;
+                    contiguous &= v == k / (K / (maxg + 1));
+                }
+                bool even = cnt != NULL;
+                for (int64_t x = 0; cnt && x <= maxg; x++) even &= cnt[x] == cnt[0];
+                free(cnt);
+                if (!even) {
+                    char m[700];
+                    snprintf(m, sizeof m, "%s: not a permutation of equal groups (group sizes differ)", t->name);
+                    json_array_append_new(notes, json_string(m));
+                }
+                (void)contiguous;
+            } else {
+                char m[700];
+                snprintf(m, sizeof m, "%s: values outside 0..%lld", t->name, (long long)K - 1);
+                json_array_append_new(notes, json_string(m));
+            }
+        }
+    }
+    json_t *o = json_object();
+    for (int r = 0; r < ST_N; r++)
+        if (count[r])
+            json_object_set_new(o, st_role_name[r], json_pack("{s:I, s:I}", "tensors", (json_int_t)count[r], "bytes",
+                                                              (json_int_t)bytes[r]));
+    json_object_set_new(o, "file_bytes", json_integer((json_int_t)total));
+    if (params) json_object_set_new(o, "file_bits_per_weight", json_real(8.0 * (double)total / (double)params));
+    json_object_set_new(o, "inconsistencies", notes);
+    if (print) {
+        printf("storage (safetensors, as on disk):\n");
+        for (int r = 0; r < ST_N; r++)
+            if (count[r])
+                printf("  %-12s %5lld tensors %14llu bytes\n", st_role_name[r], (long long)count[r],
+                       (unsigned long long)bytes[r]);
+        printf("  file bytes   %llu", (unsigned long long)total);
+        if (params) printf(", %.4f bits/weight incl. scales, zeros and g_idx", 8.0 * (double)total / (double)params);
+        printf("\n");
+        for (size_t i = 0; i < json_array_size(notes); i++)
+            printf("inconsistency: %s\n", json_string_value(json_array_get(notes, i)));
+    }
+    nb_safetensors_close(st);
+    return o;
+}
+
 static int inspect_source(const char *path, const opts *o) {
     nb_source s;
     nb_status st = nb_source_open(path, &s);
+    if (st != NB_OK && (nb_is_dir(path) || sfx(path, ".safetensors") || sfx(path, "config.json"))) {
+        /* a quantized HF checkpoint nibble refuses: show what is on disk and why */
+        char *why = strdup(nb_errmsg());
+        json_t *qc = hf_quant_config(path);
+        if (!o->json) {
+            if (qc) {
+                char *txt = json_dumps(qc, JSON_COMPACT | JSON_SORT_KEYS);
+                printf("quantization: quantization_config %s\n", txt ? txt : "?");
+                free(txt);
+            }
+            json_decref(hf_storage(path, 0, true));
+            printf("inconsistency: %s\n", why ? why : "?");
+        } else {
+            json_t *root = json_object();
+            json_object_set_new(root, "path", json_string(path));
+            json_object_set_new(root, "quantization", qc ? json_incref(qc) : json_null());
+            json_t *sto = hf_storage(path, 0, false);
+            json_object_set_new(root, "storage", sto ? sto : json_null());
+            json_object_set_new(root, "error", json_string(why ? why : "?"));
+            emit_json(root);
+        }
+        if (qc) json_decref(qc);
+        if (why) (void)nb_fail(st, "%s", why);
+        free(why);
+    }
     if (st != NB_OK) {
         nb_cli_error("inspect");
         return nb_cli_exit_code(st) == NB_EXIT_FAIL ? NB_EXIT_FAIL : NB_EXIT_USAGE;
@@ -412,6 +568,10 @@ static int inspect_source(const char *path, const opts *o) {
         json_object_set_new(root, "bits_per_weight",
                             json_real(c.total_params ? 8.0 * (double)c.total_bytes / (double)c.total_params : 0));
         json_object_set_new(root, "quantization", qc ? qc : json_null());
+        if (qc) {
+            json_t *sto = hf_storage(path, c.total_params, false);
+            json_object_set_new(root, "storage", sto ? sto : json_null());
+        }
         json_object_set_new(root, "n_tensors", json_integer(s.n_tensors));
         json_object_set_new(root, "dtypes", census_json(&c));
         if (o->tensors) {
@@ -441,6 +601,8 @@ static int inspect_source(const char *path, const opts *o) {
             printf("quantization: quantization_config %s\n", txt ? txt : "?");
             free(txt);
             json_decref(qc);
+            printf("(dtypes above: nibble's blocks after loading)\n");
+            json_decref(hf_storage(path, c.total_params, true));
         } else {
             printf("quantization: none recorded\n");
         }

@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "                       [--check TEXT_FILE [-c CTX] [--chunks N] [--tokenizer FILE]]\n"
             "       nibble quantize --list\n"
             "  IN: any model source (GGUF, HF directory or .safetensors, llama2.c .bin); OUT: a GGUF file.\n"
+            "  --format hf [--layout L]  write OUT as an HF directory instead (nibble export's layouts)\n"
             "  --type TYPE        a format (Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G128, NF4, FP8_E4M3, ... see --list)\n"
             "                     or a llama-quantize mix (Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M); also the 3rd argument\n"
             "  --keep PAT=TYPE    tensors whose GGUF name matches the glob PAT get TYPE (F32, F16, BF16 or a\n"
@@ -191,6 +192,7 @@ int nb_cmd_quantize(int argc, char **argv) {
     nb_rtn_keep keep[NB_RTN_MAX_KEEP];
     int n_keep = 0;
     const char *pos[3];
+    const char *hf_format = NULL, *hf_layout = NULL; /* --format hf [--layout L] */
     int n_pos = 0;
     bool list = false;
     for (int i = 1; i < argc; i++) {
@@ -232,6 +234,9 @@ int nb_cmd_quantize(int argc, char **argv) {
                 return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--tokenizer")) {
             if (!(o.tokenizer = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--format") || !strcmp(a, "--layout")) { /* --format hf: cmd_export.c */
+            const char **dst = a[2] == 'f' ? &hf_format : &hf_layout;
+            if (!(*dst = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nibble %s: unknown option '%s' (see --help)\n", CMD, a);
             return NB_EXIT_USAGE;
@@ -260,6 +265,15 @@ int nb_cmd_quantize(int argc, char **argv) {
     }
     o.in = pos[0];
     o.out = pos[1];
+    char hf_tmp[4096]; /* --format hf: quantize to a GGUF next to OUT, then export it */
+    if (hf_format && strcmp(hf_format, "gguf")) {
+        if (strcmp(hf_format, "hf")) {
+            fprintf(stderr, "nibble %s: --format: '%s' is not supported (supported: gguf, hf)\n", CMD, hf_format);
+            return NB_EXIT_USAGE;
+        }
+        snprintf(hf_tmp, sizeof hf_tmp, "%s.nibble-tmp.gguf", pos[1]);
+        o.out = hf_tmp;
+    }
     nb_rtn_params p = {.keep = keep, .n_keep = n_keep, .pure = o.pure, .n_threads = (int)o.threads};
     if (nb_rtn_scheme_parse(o.type, &p.scheme) != NB_OK) {
         nb_cli_error(CMD);
@@ -281,6 +295,14 @@ int nb_cmd_quantize(int argc, char **argv) {
         nb_cli_error(CMD);
         nb_rtn_report_free(&rep);
         return nb_cli_exit_code(st);
+    }
+    if (o.out != pos[1]) {
+        int xrc = nb_cmd_export_quantized(o.out, o.in, pos[1], hf_layout, o.tokenizer);
+        o.out = pos[1];
+        if (xrc != NB_EXIT_OK) {
+            nb_rtn_report_free(&rep);
+            return xrc;
+        }
     }
     json_t *root = o.json ? report_json(&o, &rep) : NULL;
     if (!o.json) {

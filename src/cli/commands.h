@@ -16,6 +16,7 @@
     X(tokenize, "show how a model's tokenizer splits a text")                               \
     X(template, "render a chat template with a JSON context (debugging templates)")       \
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
+    X(export, "write a model as a Hugging Face checkpoint (AWQ/GPTQ/compressed-tensors/NF4)") \
     X(synth, "write a deterministic random-weight model of any shape")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv);
@@ -26,6 +27,8 @@ NB_COMMANDS(X)
 int nb_cmd_eval_ppl(int argc, char **argv);
 int nb_cmd_eval_kld(int argc, char **argv);
 int nb_cmd_eval_golden(int argc, char **argv);
+/* `nibble quantize ... --format hf` (cmd_export.c): GGUF just written -> HF directory. */
+int nb_cmd_export_quantized(const char *gguf, const char *in, const char *dir, const char *layout, const char *tokenizer);
 
 /* `nibble bench serve|compare`: cmd_bench_serve.c, dispatched by cmd_bench.c. */
 int nb_cmd_bench_serve(int argc, char **argv);

@@ -129,13 +129,7 @@ static nb_status hf_parse_root(const json_t *root, const char *name, nb_hf_confi
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", type);
 
-    const json_t *qc = json_object_get(root, "quantization_config");
-    if (qc && !json_is_null(qc)) {
-        const json_t *qm = json_is_object(qc) ? json_object_get(qc, "quant_method") : NULL;
-        return nb_fail(NB_ERR_UNSUPPORTED,
-                       "%s: field 'quantization_config': quantized HF checkpoints (quant_method %s) are not supported yet",
-                       name, qm && json_is_string(qm) ? json_string_value(qm) : "unknown");
-    }
+    NB_TRY(nb_hfquant_parse(json_object_get(root, "quantization_config"), name, &out->quant));
     const json_t *act = json_object_get(root, "hidden_act");
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
         return nb_fail(NB_ERR_UNSUPPORTED, "%s: field 'hidden_act' = '%s' is not supported (only silu)", name,
@@ -236,6 +230,7 @@ nb_status nb_hfconfig_parse(const char *json, size_t len, const char *name, nb_h
                               err.text);
     nb_status rc = hf_parse_root(root, name, out);
     json_decref(root);
+    if (rc != NB_OK) nb_hfquant_free(&out->quant);
     return rc;
 }
 
@@ -247,4 +242,8 @@ nb_status nb_hfconfig_load(const char *path, nb_hf_config *out) {
     nb_status rc = nb_hfconfig_parse(text, len, path, out);
     free(text);
     return rc;
+}
+
+void nb_hfconfig_free(nb_hf_config *c) {
+    if (c) nb_hfquant_free(&c->quant);
 }

@@ -16,7 +16,7 @@
  *
  * Refused with NB_ERR_UNSUPPORTED and a message naming the field:
  * other model_types (the message lists the supported ones), a
- * quantization_config, hidden_act other than silu, attention_bias / mlp_bias
+ * quantization_config that nb_hfquant_parse refuses, hidden_act other than silu, attention_bias / mlp_bias
  * true on llama/mistral, unknown rope_scaling types.
  * NB_ERR_FORMAT for missing or mistyped required fields, NB_ERR_RANGE for
  * values out of range (heads not dividing, non-positive sizes). */
@@ -27,8 +27,47 @@
 
 #define NB_HFCONFIG_MAX_BYTES (4u << 20)
 
+/* quantization_config (docs/formats.md "Quantized HF checkpoints"). */
+typedef enum nb_hfq_method {
+    NB_HFQ_NONE = 0,
+    NB_HFQ_AWQ,        /* quant_method awq, version gemm: W4G<G> */
+    NB_HFQ_GPTQ,       /* quant_method gptq, bits 4 (W4G<G>) or 8 (W8) */
+    NB_HFQ_CT_FP8,     /* compressed-tensors float-quantized: FP8_E4M3 */
+    NB_HFQ_CT_INT8,    /* compressed-tensors int-quantized: W8A8 (or W8 without activations) */
+    NB_HFQ_CT_PACK,    /* compressed-tensors pack-quantized W4A16: W4G<G> */
+    NB_HFQ_FP8_BLOCK,  /* quant_method fp8, weight_scale_inv per block: FP8_E4M3 */
+    NB_HFQ_BNB_NF4,    /* quant_method bitsandbytes, load_in_4bit, nf4: NF4 */
+} nb_hfq_method;
+
+typedef struct nb_hf_quant {
+    nb_hfq_method method;
+    char method_name[32];   /* quant_method as written */
+    int bits;               /* 4 or 8 */
+    int group;              /* group size along the input dimension; -1 = one per output channel */
+    bool sym;               /* no zero points (GPTQ sym, CT symmetric) */
+    bool desc_act;          /* GPTQ: g_idx may be a permutation */
+    bool gptq_v2;           /* GPTQ checkpoint_format gptq_v2: zeros stored as is */
+    bool act_quant;         /* CT: input_activations present (W8A8 / FP8 dynamic or static) */
+    bool act_static;        /* CT: input_activations.dynamic false (input_scale tensors) */
+    bool weight_per_tensor; /* CT: weights strategy "tensor" */
+    int block_out, block_in; /* fp8: weight_block_size */
+    bool bnb_double;        /* bnb_4bit_use_double_quant */
+    int n_ignore;           /* modules left unquantized: names, or "re:<regex>" (CT) */
+    char **ignore;          /* owned; nb_hfconfig_free */
+    bool ignore_substring;  /* AWQ / bnb: a name matches when it contains the entry */
+    char *json;             /* the quantization_config object, compact (for inspect); owned */
+} nb_hf_quant;
+
+/* Parses a quantization_config object (a jansson json_t *, given as void *
+ * so this header does not need jansson); `name` is used in messages. */
+nb_status nb_hfquant_parse(const void *qc, const char *name, nb_hf_quant *out) __attribute__((warn_unused_result));
+void nb_hfquant_free(nb_hf_quant *q);
+/* True when the HF module name (e.g. "model.layers.0.mlp.down_proj") is in the ignore list. */
+bool nb_hfquant_ignored(const nb_hf_quant *q, const char *module);
+
 typedef struct nb_hf_config {
     nb_hparams hp;
+    nb_hf_quant quant;       /* method NB_HFQ_NONE when config.json has none; nb_hfconfig_free */
     char torch_dtype[16];    /* "bfloat16", "float16", "float32"; "" when absent */
     int32_t bos_token_id;    /* -1 when absent */
     int32_t eos_token_id;    /* -1 when absent; the first one when a list */
@@ -39,5 +78,7 @@ nb_status nb_hfconfig_parse(const char *json, size_t len, const char *name, nb_h
     __attribute__((warn_unused_result));
 /* Reads and parses a config.json file (capped at NB_HFCONFIG_MAX_BYTES). */
 nb_status nb_hfconfig_load(const char *path, nb_hf_config *out) __attribute__((warn_unused_result));
+/* Frees what a successful parse allocated (the quantization_config). */
+void nb_hfconfig_free(nb_hf_config *c);
 
 #endif

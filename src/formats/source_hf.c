@@ -23,6 +23,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "formats/hf_quant.h"
 #include "formats/hfconfig.h"
 #include "formats/safetensors.h"
 #include "formats/source.h"
@@ -31,13 +32,23 @@ typedef struct hf_impl {
     nb_safetensors *st;
     char **names; /* GGUF names of s->tensors, owned */
     int64_t n_names;
+    void **owned; /* blocks converted from quantized layouts (one per tensor or NULL) */
+    int32_t **perms;
+    nb_hf_quant quant;
 } hf_impl;
 
 static void hf_close(nb_source *s) {
     hf_impl *h = s->impl;
     if (h) {
-        for (int64_t i = 0; i < h->n_names; i++) free(h->names[i]);
+        for (int64_t i = 0; i < h->n_names; i++) {
+            free(h->names[i]);
+            if (h->owned) free(h->owned[i]);
+            if (h->perms) free(h->perms[i]);
+        }
         free(h->names);
+        free(h->owned);
+        free(h->perms);
+        nb_hfquant_free(&h->quant);
         nb_safetensors_close(h->st);
         free(h);
     }
@@ -81,10 +92,43 @@ static void fmt_shape(char *buf, size_t n, int nd, const int64_t *d) {
 
 /* Looks `hf` up, checks dtype and shape (row-major `want`), adds it as `gguf`.
  * Missing tensors fail unless `optional` (then *found = false). */
+static void hf_mark(void *ctx, const nb_st_tensor *t) {
+    hf_build *b = ctx;
+    b->used[t - nb_safetensors_tensor(b->h->st, 0)] = true;
+}
+
+/* A quantized module has <module>.qweight / .weight_packed / ... instead of .weight. */
+static bool hf_quant_present(const hf_build *b, const char *hf) {
+    static const char *const sfx[] = {".qweight", ".weight_packed"};
+    char n[300];
+    size_t l = strlen(hf);
+    if (!ends_with(hf, ".weight")) return false;
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(n, sizeof n, "%.*s%s", (int)(l - 7), hf, sfx[i]);
+        if (nb_safetensors_find(b->h->st, n)) return true;
+    }
+    return false;
+}
+
 static nb_status hf_add(hf_build *b, const char *hf, const char *gguf, int nd, int64_t d0, int64_t d1, bool optional,
                         bool *found) {
     if (found) *found = false;
     const nb_st_tensor *t = nb_safetensors_find(b->h->st, hf);
+    if (nd == 2 && b->h->quant.method != NB_HFQ_NONE && strcmp(gguf, "token_embd.weight") &&
+        (t || hf_quant_present(b, hf))) {
+        char *name = nb_strdup(gguf);
+        if (!name) return NB_ERR_NOMEM;
+        int64_t i = b->h->n_names;
+        b->h->names[b->h->n_names++] = name;
+        nb_tensor *out = &b->s->tensors[b->s->n_tensors];
+        char module[256];
+        snprintf(module, sizeof module, "%.*s", (int)(strlen(hf) - 7), hf);
+        NB_TRY(nb_hfq_load_linear(b->h->st, &b->h->quant, module, name, d1, d0, out, &b->h->owned[i], &b->h->perms[i],
+                                  hf_mark, b));
+        b->s->n_tensors++;
+        if (found) *found = true;
+        return NB_OK;
+    }
     int64_t want[2] = {d0, d1};
     char ws[64], hs[64];
     fmt_shape(ws, sizeof ws, nd, want);
@@ -223,6 +267,7 @@ nb_status nb_source_open_hf(const char *path, nb_source *out) {
     nb_hf_config hc;
     if ((rc = nb_hfconfig_load(cfg, &hc)) != NB_OK) goto fail;
     out->hp = hc.hp;
+    h->quant = hc.quant; /* ownership moves to the source */
     rc = ends_with(weights, ".index.json") ? nb_safetensors_open_index(weights, &h->st) : nb_safetensors_open(weights, &h->st);
     if (rc != NB_OK) goto fail;
 
@@ -230,8 +275,10 @@ nb_status nb_source_open_hf(const char *path, nb_source *out) {
     int64_t cap = 3 + 12 * (int64_t)out->hp.n_layer;
     out->tensors = nb_calloc((size_t)cap, sizeof *out->tensors);
     h->names = nb_calloc((size_t)cap, sizeof *h->names);
+    h->owned = nb_calloc((size_t)cap, sizeof *h->owned);
+    h->perms = nb_calloc((size_t)cap, sizeof *h->perms);
     used = nb_calloc((size_t)nb_safetensors_n_tensors(h->st) + 1, sizeof *used);
-    if (!out->tensors || !h->names || !used) { rc = NB_ERR_NOMEM; goto fail; }
+    if (!out->tensors || !h->names || !h->owned || !h->perms || !used) { rc = NB_ERR_NOMEM; goto fail; }
     hf_build b = {.s = out, .h = h, .used = used, .cfg_path = cfg, .cap = cap};
     if ((rc = hf_build_tensors(&b)) != NB_OK) goto fail;
     free(used);

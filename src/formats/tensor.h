@@ -17,6 +17,10 @@ typedef struct nb_tensor {
     int64_t ne[NB_MAX_DIMS]; /* unused dims are 1 */
     const void *data;        /* ne[0]*...*ne[3] elements, rows contiguous */
     uint64_t nbytes;
+    /* NULL, or ne[0] input indices: stored input j multiplies activation
+     * in_perm[j] (GPTQ act-order groups made contiguous at load; nb_matmul
+     * gathers the activations). */
+    const int32_t *in_perm;
 } nb_tensor;
 
 static inline int64_t nb_tensor_nelem(const nb_tensor *t) {

@@ -502,7 +502,9 @@ static nb_status matmul_dequant(nb_kctx *k, const nb_tensor *W, const float *X, 
 nb_status nb_matmul_many(nb_kctx *k, int count, const nb_tensor *const *W, const float *X, int64_t n,
                          float *const *Y) {
     if (n <= 0 || count <= 0) return NB_OK;
-    if (count <= MM_MAX) {
+    bool permuted = false;
+    for (int i = 0; i < count; i++) permuted |= W[i]->in_perm != NULL;
+    if (count <= MM_MAX && !permuted) {
         quant_path path = path_for(k, count, W, n);
         if (path != PATH_NONE) return matmul_quant(k, path, count, W, X, n, Y);
     }
@@ -513,6 +515,19 @@ nb_status nb_matmul_many(nb_kctx *k, int count, const nb_tensor *const *W, const
 nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
     int64_t K = W->ne[0], R = nb_tensor_rows(W);
     if (n <= 0) return NB_OK;
+    if (W->in_perm) {
+        /* inputs stored in another order (GPTQ act-order, formats/hf_quant.h):
+         * gather the activations the same way */
+        float *xp = malloc((size_t)(n * K) * sizeof *xp);
+        if (!xp) return NB_ERR_NOMEM;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t j = 0; j < K; j++) xp[t * K + j] = X[t * K + W->in_perm[j]];
+        nb_tensor w = *W;
+        w.in_perm = NULL;
+        nb_status st = nb_matmul(k, &w, xp, n, Y);
+        free(xp);
+        return st;
+    }
     if (is_float(W->type) && n == 1) return matmul_quant(k, PATH_FLOAT_DOTS, 1, &W, X, n, &Y);
     if (!is_float(W->type) && qdot_for(W->type, k->isa)) {
         quant_path path = path_for(k, 1, &W, n);

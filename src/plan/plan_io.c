@@ -25,6 +25,7 @@
 
 #include "base/file.h"
 #include "formats/gguf.h"
+#include "formats/hf_quant.h"
 #include "plan/plan.h"
 
 #define PLAN_CONFIG_MAX_BYTES (4u << 20)
@@ -374,6 +375,41 @@ done:
     return st;
 }
 
+/* ---- HF weights: exact sizes from the safetensors headers (formats/hf_quant.h) ---- */
+
+typedef struct { nb_plan_config *c; int64_t cap; bool nomem; } hf_acc;
+
+static void hf_tensor(void *ctx, const char *gguf, uint64_t params, uint64_t bytes) {
+    hf_acc *a = ctx;
+    if (a->nomem) return;
+    if (a->c->n_tensors == a->cap) {
+        int64_t nc = a->cap ? 2 * a->cap : 256;
+        nb_plan_tensor *t = realloc(a->c->tensors, (size_t)nc * sizeof *t);
+        if (!t) { a->nomem = true; return; }
+        a->c->tensors = t;
+        a->cap = nc;
+    }
+    nb_plan_tensor *pt = &a->c->tensors[a->c->n_tensors++];
+    pt->layer = -1;
+    pt->kind = gguf ? classify(gguf, &pt->layer) : NB_PLAN_T_OTHER;
+    pt->nelem = params;
+    pt->nbytes = bytes;
+}
+
+/* Fills c->tensors from the checkpoint next to config.json; without weights
+ * (a lone config.json) the sizes stay estimated from the scheme. */
+static void plan_hf_tensors(const char *config_path, nb_plan_config *c) {
+    hf_acc a = {.c = c};
+    free(c->tensors);
+    c->tensors = NULL;
+    c->n_tensors = 0;
+    if (nb_hf_storage(config_path, hf_tensor, &a) != NB_OK || a.nomem || !c->n_tensors) {
+        free(c->tensors);
+        c->tensors = NULL;
+        c->n_tensors = 0;
+    }
+}
+
 /* ---- dispatch on the spec ----------------------------------------------------------- */
 
 nb_status nb_plan_load_model(const char *spec, nb_plan_config *c) {
@@ -403,6 +439,7 @@ nb_status nb_plan_load_model(const char *spec, nb_plan_config *c) {
         nb_plan_config_free(c);
         nb_status st = nb_plan_model_from_hf_json(text, n, path, c);
         free(text);
+        if (st == NB_OK) plan_hf_tensors(path, c); /* exact sizes when the weights are there */
         return st;
     }
     return nb_plan_model_from_gguf(path, c);

@@ -4,6 +4,8 @@
  * See rtn.h for the rules. */
 #include "quant/rtn.h"
 
+#include "formats/vocab_gguf_write.h"
+
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -629,8 +631,17 @@ static nb_status write_meta(nb_gguf_writer *w, const nb_source *src, const nb_rt
         }
     } else {
         NB_TRY(write_hparams(w, src));
-        NB_WARN("quantize: %s is not a GGUF file: the output has no tokenizer metadata (pass --tokenizer when "
-                "loading it)", src->path);
+        /* the tokenizer the source's loaders find (HF directory, llama2.c's
+         * tokenizer beside the .bin) goes into the output's metadata */
+        nb_vocab *v = NULL;
+        if (nb_vocab_load(src->path, NULL, &v) == NB_OK) {
+            nb_status vs = nb_vocab_to_gguf(v, w);
+            nb_vocab_free(v);
+            NB_TRY(vs);
+        } else {
+            NB_WARN("quantize: %s is not a GGUF file and no tokenizer was found beside it: the output has no tokenizer "
+                    "metadata (pass --tokenizer when loading it)", src->path);
+        }
     }
     NB_TRY(nb_gguf_set_u32(w, "general.quantization_version", 2));
     if (sc->file_type >= 0) NB_TRY(nb_gguf_set_u32(w, "general.file_type", (uint32_t)sc->file_type));

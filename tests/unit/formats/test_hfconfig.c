@@ -135,8 +135,8 @@ static void test_refusals(void **state) {
     } c[] = {
         {"{\"model_type\":\"gpt2\"," BASE "}", NB_ERR_UNSUPPORTED, "'gpt2'", "llama, mistral, qwen2"},
         {"{" BASE "}", NB_ERR_FORMAT, "'model_type'", "llama, mistral, qwen2"},
-        {"{\"model_type\":\"llama\"," BASE ",\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":4}}",
-         NB_ERR_UNSUPPORTED, "quant_method awq", "not supported yet"},
+        {"{\"model_type\":\"llama\"," BASE ",\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":3}}",
+         NB_ERR_UNSUPPORTED, "'quantization_config.bits' = 3", "supported: 4"},
         {"{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}", NB_ERR_UNSUPPORTED,
          "'rope_scaling.rope_type'", "yarn"},
         {"{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
@@ -412,9 +412,9 @@ static void test_hf_errors(void **state) {
     assert_int_equal(nb_source_open_hf(dir, &s), NB_ERR_UNSUPPORTED);
     assert_non_null(strstr(nb_errmsg(), "phi3"));
     write_file(p, "{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
-                  "\"intermediate_size\":12,\"vocab_size\":16,\"quantization_config\":{\"quant_method\":\"gptq\"}}");
+                  "\"intermediate_size\":12,\"vocab_size\":16,\"quantization_config\":{\"quant_method\":\"exl2\"}}");
     assert_int_equal(nb_source_open_hf(dir, &s), NB_ERR_UNSUPPORTED);
-    assert_non_null(strstr(nb_errmsg(), "quant_method gptq"));
+    assert_non_null(strstr(nb_errmsg(), "'quantization_config.quant_method' = 'exl2'"));
     for (int i = 0; i < ntt; i++) free(tt[i].data);
     ntt = 0;
 }

@@ -149,7 +149,7 @@ static void test_matmul(void **state) {
                         mag[t * R + r] = m;
                     }
                 uint64_t es = types[ty] == NB_F32 ? 4 : 2;
-                nb_tensor W = {"w", types[ty], 2, {K, R, 1, 1}, wraw, (uint64_t)(K * R) * es};
+                nb_tensor W = {"w", types[ty], 2, {K, R, 1, 1}, wraw, (uint64_t)(K * R) * es, NULL};
                 for (int f = 0; f < n_isas; f++) {
                     k.fk = isas[f];
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -167,7 +167,7 @@ static void test_matmul(void **state) {
             }
             free(wf); free(x); free(y); free(wraw); free(want); free(mag);
         }
-        nb_tensor bad = {"w", NB_I32, 2, {4, 4, 1, 1}, NULL, 0};
+        nb_tensor bad = {"w", NB_I32, 2, {4, 4, 1, 1}, NULL, 0, NULL};
         float x1[4] = {0}, y1[4];
         assert_int_equal(nb_matmul(&k, &bad, x1, 1, y1), NB_ERR_UNSUPPORTED);
         nb_kctx_free(&k);
@@ -191,7 +191,7 @@ static void test_matmul_quant_gemm(void **state) {
     for (int64_t i = 0; i < K * R; i++) wf[i] = frand();
     for (int64_t i = 0; i < n * K; i++) x[i] = frand();
     for (int64_t r = 0; r < R; r++) qt->from_float(wf + r * K, wq + (uint64_t)r * rb, K);
-    nb_tensor W = {"wq", NB_Q4_K, 2, {K, R, 1, 1}, wq, rb * (uint64_t)R};
+    nb_tensor W = {"wq", NB_Q4_K, 2, {K, R, 1, 1}, wq, rb * (uint64_t)R, NULL};
     for (int threads = 1; threads <= 2; threads++) {
         nb_kctx k;
         assert_int_equal(nb_kctx_init(&k, threads), NB_OK);
