@@ -42,6 +42,9 @@ typedef struct nb_server_config {
     bool protect_metrics;           /* /health and /metrics need the key too */
     size_t max_request_bytes;       /* 0: NB_SERVER_DEFAULT_MAX_REQUEST_BYTES */
     unsigned max_connections;       /* 0: 1024 */
+    unsigned request_timeout_s;     /* 0: 30; request line + headers + body must arrive in this time */
+    const char *allowed_origins;    /* NULL/"": no CORS; "*" or a comma-separated list of origins */
+    const char *access_log;         /* NULL: none; "-": stderr; else a file appended to */
 } nb_server_config;
 
 typedef struct nb_server nb_server;
