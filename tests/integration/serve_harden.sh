@@ -20,7 +20,7 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$t
 trap cleanup EXIT
 unset NIBBLE_API_KEY NIBBLE_TEST_LOAD_DELAY_MS NIBBLE_TEST_TOKEN_DELAY_MS
 curl() { command curl -m 60 "$@"; }
-H() { timeout 240 python3 "$HERE/clients/harden.py" "$@"; }
+H() { PYTHONUNBUFFERED=1 timeout 240 python3 "$HERE/clients/harden.py" "$@"; }
 
 # start_server LOG ARGS...: sets PID and PORT once the port is known; waits
 # for /health 200 unless NOWAIT is set (60 s at most).
