@@ -553,8 +553,11 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
         free(s);
         return nb_fail(NB_ERR_IO, "http: pipe: %s", strerror(e));
     }
+    /* poll(), not select(): select cannot watch descriptors >= FD_SETSIZE (1024),
+     * and MHD refuses such connections, so past ~1000 open sockets every new
+     * client would be dropped. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                     MHD_USE_NO_LISTEN_SOCKET;
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_POLL;
     /* MHD's own limit sits above ours: the accept thread refuses with 503 first. */
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_cb, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none,

@@ -381,8 +381,12 @@ def g_load():
                 lat.append(time.time() - t1)
             else:
                 failed += 1
-        except Exception:
+                if failed <= 3:
+                    print("info: normal client got", st, b[:200])
+        except Exception as e:
             failed += 1
+            if failed <= 3:
+                print("info: normal client failed:", repr(e))
         time.sleep(0.2)
     stop.set()
     lat.sort()
