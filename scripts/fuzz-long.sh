@@ -35,9 +35,11 @@ run_one() {
   local bin="$BUILD/$name" seeds="$ROOT/tests/fuzz/corpus/$t" work="$WORK/$t" log="$ART/$name.long.log"
   [ -x "$bin" ] || { echo "$name: not built"; return 1; }
   mkdir -p "$work" "$seeds"
-  local rc=0
+  local rc=0 t0 t1
+  t0=$(date +%s)
   "$bin" "$work" "$seeds" -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
     -artifact_prefix="$ART/$name-" -print_final_stats=1 -print_pcs=0 >"$log" 2>&1 || rc=$?
+  t1=$(date +%s)
   local execs cov ft units
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
@@ -53,7 +55,7 @@ run_one() {
   fi
   local line
   line=$(printf '%s %s: %ss, %s executions, cov %s, ft %s, work corpus %s, seeds %s, %s' "$(date -u +%FT%TZ)" \
-    "$name" "$SECS" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$units" "$(ls "$seeds" | wc -l)" "$result")
+    "$name" "$((t1 - t0))" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$units" "$(ls "$seeds" | wc -l)" "$result")
   echo "$line"
   echo "$line" >>"$BUILD/fuzz-long-summary.txt"
   [ $rc -eq 0 ]
