@@ -16,6 +16,7 @@
 #
 #   usage: bench/soak.sh NIBBLE [DURATION_S (1800)] [OUT_DIR (soak-<date>)]
 #   env:   MODEL=path (default: built-in), MAX_MODEL_LEN=256, CLIENTS=64, BAD_PER_S=3
+# A request unanswered after 600 s counts as an error.
 # Prompts are 1..48 words, max_tokens 1..64 (short, so that a busy machine
 # still completes thousands of requests).
 # Run it niced on a shared machine: nice -n 19 bench/soak.sh build/nibble 1800
@@ -69,7 +70,7 @@ def bump(k, msg=None):
         if msg and stats["errors"] <= 20:
             print("error:", msg, flush=True)
 
-def http(raw, read=True, timeout=120):
+def http(raw, read=True, timeout=600):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(raw)
     if not read:
@@ -179,7 +180,7 @@ while any(t.is_alive() for t in ts):
         with lock:
             print("progress:", json.dumps(stats), flush=True)
 for t in ts:
-    t.join(150)
+    t.join(700)
 print("final:", json.dumps(stats), flush=True)
 sys.exit(1 if stats["errors"] else 0)
 PY

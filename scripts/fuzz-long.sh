@@ -8,6 +8,7 @@
 #   env:   FUZZ_PARALLEL=N   targets run at once (default 1)
 #          FUZZ_NO_MERGE=1   leave tests/fuzz/corpus alone
 #          MAX_SEED=bytes    largest input merged back (default 16384)
+#          FUZZ_FLAGS=...    more libFuzzer flags (e.g. -detect_leaks=0)
 # Build first:  CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DNB_FUZZ=ON
 #               cmake --build build-fuzz --target fuzz_gguf fuzz_http ...
 # Prints one summary line per target (executions, coverage, corpus, result)
@@ -38,7 +39,7 @@ run_one() {
   local rc=0 t0 t1
   t0=$(date +%s)
   "$bin" "$work" "$seeds" -max_total_time="$SECS" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
-    -artifact_prefix="$ART/$name-" -print_final_stats=1 -print_pcs=0 >"$log" 2>&1 || rc=$?
+    -artifact_prefix="$ART/$name-" -print_final_stats=1 -print_pcs=0 ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
   t1=$(date +%s)
   local execs cov ft units
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')

@@ -90,6 +90,7 @@ struct srv_req {
     size_t out_off;
     size_t text_offset;    /* completions logprobs text_offset */
     bool oom, oom_aborted; /* the sink could not store an event: the request fails with 500 */
+    bool abort_sent;       /* nb_server_abort_all did it (under srv->mu) */
     const char *method, *path; /* for the access log (string constants) */
     double t_start;        /* headers arrived */
 };
@@ -1044,16 +1045,21 @@ int nb_server_in_flight(nb_server *s) {
 
 void nb_server_abort_all(nb_server *s) {
     if (!s->be.abort) return;
-    pthread_mutex_lock(&s->mu);
-    size_t n = 0;
-    for (srv_req *r = s->reqs; r; r = r->next) n++;
-    uint64_t *ids = n ? malloc(n * sizeof *ids) : NULL;
-    size_t k = 0;
-    for (srv_req *r = s->reqs; r && ids; r = r->next)
-        if (r->submitted) ids[k++] = r->eid;
-    pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < k; i++) s->be.abort(s->be.ctx, ids[i]);
-    free(ids);
+    /* In batches from a fixed buffer (no allocation that could fail and
+     * leave requests running); each request is aborted once. */
+    for (;;) {
+        uint64_t ids[64];
+        size_t k = 0;
+        pthread_mutex_lock(&s->mu);
+        for (srv_req *r = s->reqs; r && k < 64; r = r->next)
+            if (r->submitted && !r->abort_sent) {
+                r->abort_sent = true;
+                ids[k++] = r->eid;
+            }
+        pthread_mutex_unlock(&s->mu);
+        if (!k) break;
+        for (size_t i = 0; i < k; i++) s->be.abort(s->be.ctx, ids[i]);
+    }
 }
 
 void nb_server_free(nb_server *s) {

@@ -101,11 +101,11 @@ if [ $? -ne 0 ]; then bad "server B did not start: $(tail -n 5 "$tmp/b.log")"; e
 fi
 
 # --- server C: 503 while loading (test-only load delay) ---
-NOWAIT=1 NIBBLE_TEST_LOAD_DELAY_MS=4000 start_server "$tmp/c.log" ${M:+"$M"} --max-model-len 128 -t 1
+NOWAIT=1 NIBBLE_TEST_LOAD_DELAY_MS=15000 start_server "$tmp/c.log" ${M:+"$M"} --max-model-len 128 -t 1
 if [ $? -ne 0 ]; then bad "server C did not start: $(tail -n 5 "$tmp/c.log")"; else
   check "the load delay is announced as test-only" 'grep -q "NIBBLE_TEST_LOAD_DELAY_MS.*test-only" "$tmp/c.log"'
   group loading "$PORT" "" loading
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 400); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ] && break; sleep 0.1
   done
   code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")
