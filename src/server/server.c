@@ -755,10 +755,43 @@ static void handle_metrics(nb_server *s, nb_http_resp *rs) {
     struct nb_engine_stats st;
     bool have = atomic_load(&s->state) != ST_LOADING && s->be.stats;
     if (have) s->be.stats(s->be.ctx, &st);
-    rs->body = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    char *m = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    /* The HTTP layer's own counters (connection limit, request deadline, framing). */
+    char name[300];
+    size_t k = 0;
+    for (const char *p = s->model_name; *p && k + 3 < sizeof name; p++) {
+        if (*p == '"' || *p == '\\') name[k++] = '\\';
+        if (*p == '\n') { name[k++] = '\\'; name[k++] = 'n'; continue; }
+        name[k++] = *p;
+    }
+    name[k] = '\0';
+    nb_http_counters hc;
+    nb_http_get_counters(s->http, &hc);
+    char *all = NULL;
+    if (m && asprintf(&all,
+                      "%s# HELP nibble:http_connections_open Client connections handed to the HTTP server.\n"
+                      "# TYPE nibble:http_connections_open gauge\n"
+                      "nibble:http_connections_open{model_name=\"%s\"} %u\n"
+                      "# HELP nibble:http_refused_total Connections refused or closed by the HTTP layer.\n"
+                      "# TYPE nibble:http_refused_total counter\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"connection_limit\"} %llu\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"request_timeout\"} %llu\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"bad_framing\"} %llu\n",
+                      m, name, hc.open_connections, name, (unsigned long long)hc.refused_limit,
+                      name, (unsigned long long)hc.deadline_closed, name,
+                      (unsigned long long)hc.bad_framing) < 0)
+        all = NULL;
+    free(m);
+    rs->body = all;
     rs->body_len = rs->body ? strlen(rs->body) : 0;
     rs->status = rs->body ? 200 : 500;
     rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+unsigned nb_server_open_connections(nb_server *s) {
+    nb_http_counters hc;
+    nb_http_get_counters(s->http, &hc);
+    return hc.open_connections;
 }
 
 static bool authorized(nb_server *s, const nb_http_req *req) {

@@ -59,6 +59,8 @@ void nb_server_set_ready(nb_server *s, const nb_server_backend *b);
 void nb_server_begin_shutdown(nb_server *s);
 /* Requests accepted and not yet answered completely. */
 int nb_server_in_flight(nb_server *s);
+/* Client connections the HTTP layer holds (accepted, not yet closed). */
+unsigned nb_server_open_connections(nb_server *s);
 /* Aborts every request still running in the engine. */
 void nb_server_abort_all(nb_server *s);
 /* Closes every connection and frees. Call after the engine delivered its

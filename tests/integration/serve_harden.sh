@@ -74,6 +74,12 @@ group cors "$PORT" "$KEY" cors "$ORIGIN"
 group prompt "$PORT" "$KEY" prompt
 group deadline "$PORT" "$KEY" deadline 2
 group limit "$PORT" "$KEY" limit 48
+curl -s "http://127.0.0.1:$PORT/metrics" >"$tmp/metrics"
+check "/metrics counts the HTTP layer's refusals (limit, deadline, framing) and open connections" \
+  'grep -qE "^nibble:http_refused_total\{.*reason=\"connection_limit\"\} [1-9]" "$tmp/metrics" &&
+   grep -qE "^nibble:http_refused_total\{.*reason=\"request_timeout\"\} [1-9]" "$tmp/metrics" &&
+   grep -qE "^nibble:http_refused_total\{.*reason=\"bad_framing\"\} [1-9]" "$tmp/metrics" &&
+   grep -qE "^nibble:http_connections_open\{" "$tmp/metrics"'
 
 # access log: one line per request, no prompt text
 curl -s -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PORT/v1/completions" \
