@@ -42,9 +42,9 @@ run_one() {
     -artifact_prefix="$ART/$name-" -print_final_stats=1 -print_pcs=0 ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
   t1=$(date +%s)
   local execs cov ft units
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  execs=$(grep -ao 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -ao '[0-9]*$')
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | grep -ao '[0-9]*$')
+  ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -1 | grep -ao '[0-9]*$')
   units=$(ls "$work" | wc -l)
   local result=ok
   [ $rc -ne 0 ] && result="FAILURE (exit $rc; see $log and $ART/$name-*)"
