@@ -34,11 +34,11 @@ trap 'kill -9 $PID 2>/dev/null; [ -n "${CPID:-}" ] && kill -9 $CPID 2>/dev/null'
 PORT=
 for _ in $(seq 1 600); do
   PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$LOG" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$PORT" ] && grep -q "ready" "$LOG" && break
+  [ -n "$PORT" ] && grep -q "serve: ready:" "$LOG" && break
   kill -0 $PID 2>/dev/null || { echo "soak: server died: $(tail -n 3 "$LOG")"; exit 1; }
   sleep 0.1
 done
-grep -q ready "$LOG" || { echo "soak: server not ready"; exit 1; }
+grep -q "serve: ready:" "$LOG" || { echo "soak: server not ready"; exit 1; }
 MML=$(grep -o 'max_model_len [0-9]*' "$LOG" | head -n 1 | grep -o '[0-9]*$')
 
 sample() { # t phase -> CSV line

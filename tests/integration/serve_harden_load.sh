@@ -21,7 +21,7 @@ if [ -f "$SHARED/models/aidreams260K.gguf" ]; then M=$SHARED/models/aidreams260K
 PID=$!; pids+=("$PID"); PORT=
 for _ in $(seq 1 600); do
   PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/s.log" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$PORT" ] && grep -q "ready" "$tmp/s.log" && break
+  [ -n "$PORT" ] && grep -q "serve: ready:" "$tmp/s.log" && break
   sleep 0.1
 done
 [ -n "$PORT" ] || { bad "server did not start: $(tail -n 3 "$tmp/s.log")"; finish; exit 1; }
