@@ -6,7 +6,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
-FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template
+FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template fuzz_hfconfig fuzz_llama2c fuzz_http
 
 .PHONY: all deps build demo test test-release test-asan test-fuzz clean
 

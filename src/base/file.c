@@ -98,14 +98,77 @@ nb_status nb_write_file(const char *path, const void *data, size_t len) {
     }
     size_t w = len ? fwrite(data, 1, len, f) : 0;
     int bad = (w != len) | (fclose(f) != 0);
-    if (bad || rename(tmp, path) != 0) {
+    if (bad) {
         int e = errno;
         unlink(tmp);
         free(tmp);
         return nb_fail(NB_ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
+    nb_status st = nb_file_commit(tmp, path);
+    if (st != NB_OK) unlink(tmp);
     free(tmp);
+    return st;
+}
+
+static const char *node_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+nb_status nb_out_check(const char *out, const char *const *inputs, size_t n_inputs, bool force, const char *what) {
+    struct stat so;
+    if (stat(out, &so) != 0) return NB_OK; /* does not exist (or a dangling link): created anew */
+    if (force) return NB_OK;
+    if (!S_ISREG(so.st_mode))
+        return nb_fail(NB_ERR_INVALID,
+                       "%s '%s' is %s; writing would replace it with a regular file (refused; --force to do it "
+                       "anyway)",
+                       what, out, node_kind(so.st_mode));
+    for (size_t i = 0; i < n_inputs; i++) {
+        struct stat si;
+        if (!inputs[i] || stat(inputs[i], &si) != 0) continue;
+        if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return nb_fail(NB_ERR_INVALID,
+                           "%s '%s' is the same file as the input '%s' (device %llu, inode %llu); writing it would "
+                           "destroy the input (refused; choose another name, or --force)",
+                           what, out, inputs[i], (unsigned long long)so.st_dev, (unsigned long long)so.st_ino);
+    }
     return NB_OK;
+}
+
+static nb_status fsync_path(const char *path, int flags, const char *what) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return nb_fail(NB_ERR_IO, "%s: cannot open %s for fsync: %s", path, what, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    /* Some file systems cannot fsync a directory (EINVAL); the data is synced. */
+    if (rc != 0 && !(e == EINVAL && (flags & O_DIRECTORY)))
+        return nb_fail(NB_ERR_IO, "%s: fsync of %s failed: %s", path, what, strerror(e));
+    return NB_OK;
+}
+
+nb_status nb_file_commit(const char *tmp, const char *path) {
+    NB_TRY(fsync_path(tmp, O_RDONLY, "the temporary file"));
+    if (rename(tmp, path) != 0)
+        return nb_fail(NB_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    size_t n = strlen(path);
+    while (n > 0 && path[n - 1] != '/') n--;
+    char *dir = nb_malloc(n ? n + 1 : 2);
+    if (!dir) return NB_ERR_NOMEM;
+    if (n) {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    } else {
+        memcpy(dir, ".", 2);
+    }
+    nb_status st = fsync_path(dir, O_RDONLY | O_DIRECTORY, "its directory");
+    free(dir);
+    return st;
 }
 
 bool nb_file_exists(const char *path) {

@@ -18,8 +18,23 @@ void nb_unmap(nb_map *m);
 nb_status nb_read_file(const char *path, size_t max_bytes, char **data, size_t *len)
     __attribute__((warn_unused_result));
 
-/* Writes a whole file (to path.tmp, then rename). */
+/* Writes a whole file (to path.tmp, then nb_file_commit). */
 nb_status nb_write_file(const char *path, const void *data, size_t len) __attribute__((warn_unused_result));
+
+/* The rule for every command that writes an output file (quantize, synth,
+ * export; docs/security.md): refuses `out` when it already exists and is
+ * not a regular file (a device, FIFO, directory: renaming over it would
+ * replace the node), or when it is the same file as one of `inputs` (same
+ * device and inode, so also through a symlink or hard link), unless force.
+ * `what` names the argument in the message ("OUT", "-o"). NB_ERR_INVALID
+ * with the reason. */
+nb_status nb_out_check(const char *out, const char *const *inputs, size_t n_inputs, bool force, const char *what)
+    __attribute__((warn_unused_result));
+
+/* Moves a fully written temporary file into place durably: fsync(tmp),
+ * rename(tmp, path), fsync(path's directory). The caller has closed tmp and
+ * removes it on failure. */
+nb_status nb_file_commit(const char *tmp, const char *path) __attribute__((warn_unused_result));
 
 bool nb_file_exists(const char *path);
 bool nb_is_dir(const char *path);

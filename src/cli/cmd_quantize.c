@@ -36,6 +36,7 @@ static void usage(FILE *f) {
             "  --keep PAT=TYPE    tensors whose GGUF name matches the glob PAT get TYPE (F32, F16, BF16 or a\n"
             "                     format); repeatable, first match wins, e.g. --keep 'blk.*.attn_v.weight=Q6_K'\n"
             "  --pure             no recipe: every 2-D weight gets TYPE (llama-quantize --pure)\n"
+            "  --force            write OUT even when it is the input file or not a regular file\n"
             "  -t, --threads N    quantize rows on N threads (default: one per core)\n"
             "  --json             machine-readable report on stdout\n"
             "  -q, --quiet        no per-tensor lines or progress (totals and the check still print)\n"
@@ -194,7 +195,7 @@ int nb_cmd_quantize(int argc, char **argv) {
     const char *pos[3];
     const char *hf_format = NULL, *hf_layout = NULL; /* --format hf [--layout L] */
     int n_pos = 0;
-    bool list = false;
+    bool list = false, force = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -217,6 +218,8 @@ int nb_cmd_quantize(int argc, char **argv) {
             n_keep++;
         } else if (!strcmp(a, "--pure")) {
             o.pure = true;
+        } else if (!strcmp(a, "--force")) {
+            force = true;
         } else if (!strcmp(a, "--json")) {
             o.json = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -281,6 +284,11 @@ int nb_cmd_quantize(int argc, char **argv) {
     }
     if (!nb_file_exists(o.in) && !nb_is_dir(o.in)) {
         fprintf(stderr, "nibble %s: input '%s' not found\n", CMD, o.in);
+        return NB_EXIT_USAGE;
+    }
+    const char *ins[] = {o.in, o.check};
+    if (nb_out_check(o.out, ins, 2, force, "OUT") != NB_OK) {
+        nb_cli_error(CMD);
         return NB_EXIT_USAGE;
     }
     if (o.check && !nb_file_exists(o.check)) {

@@ -55,12 +55,60 @@ static void usage(FILE *f) {
             "      --protect-metrics            /health and /metrics need the key too\n"
             "      --max-request-bytes SIZE     largest request body (default 8MiB; 413 above)\n"
             "      --max-connections N          concurrent connections (default 1024)\n"
-            "      --shutdown-timeout S         seconds in-flight requests get after SIGTERM (default 30)\n");
+            "      --shutdown-timeout S         seconds in-flight requests get after SIGTERM (default 30)\n"
+            "      --request-timeout S          seconds a client gets to send request line, headers and body\n"
+            "                                   (default 30; the connection is closed after that)\n"
+            "      --allowed-origins LIST       CORS: '*' or comma-separated origins (default: none)\n"
+            "      --access-log PATH            one line per request (method, path, status, tokens,\n"
+            "                                   latency; never prompt text) appended to PATH; '-' = stderr\n");
 }
 
 /* ---- engine glue ---------------------------------------------------------- */
 
 static nb_status be_submit(void *ctx, const nb_request_params *p, uint64_t *id) { return nb_engine_submit(ctx, p, id); }
+
+/* Test-only (docs/serve.md): NIBBLE_TEST_TOKEN_DELAY_MS slows the engine
+ * thread by that much per token event, so tests can hold requests in
+ * flight (shutdown timeout, slow streams) with the tiny models. Read once. */
+static long test_token_delay_ms;
+typedef struct slow_sink {
+    nb_sink_fn sink;
+    void *ud;
+} slow_sink;
+static void slow_sink_fn(void *ud, const nb_token_event *ev) {
+    slow_sink *w = ud;
+    if (ev->token >= 0) {
+        struct timespec d = {test_token_delay_ms / 1000, (test_token_delay_ms % 1000) * 1000000L};
+        nanosleep(&d, NULL);
+    }
+    nb_sink_fn f = w->sink;
+    void *u = w->ud;
+    if (ev->finish != NB_FINISH_NONE) free(w);
+    f(u, ev);
+}
+static nb_status be_submit_slow(void *ctx, const nb_request_params *p, uint64_t *id) {
+    slow_sink *w = malloc(sizeof *w);
+    if (!w) return nb_fail(NB_ERR_NOMEM, "out of memory");
+    *w = (slow_sink){p->sink, p->ud};
+    nb_request_params q = *p;
+    q.sink = slow_sink_fn;
+    q.ud = w;
+    nb_status st = nb_engine_submit(ctx, &q, id);
+    if (st != NB_OK) free(w);
+    return st;
+}
+
+static long env_ms(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (*end || ms < 0 || ms > 600000) {
+        fprintf(stderr, "nibble serve: %s='%s' ignored (allowed 0..600000 ms)\n", name, v);
+        return 0;
+    }
+    return ms;
+}
 static void be_abort(void *ctx, uint64_t id) { nb_engine_abort(ctx, id); }
 static void be_stats(void *ctx, struct nb_engine_stats *out) { nb_engine_get_stats(ctx, out); }
 
@@ -163,6 +211,9 @@ int nb_cmd_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--max-connections")) { INT(1, 1 << 16); sc.max_connections = (unsigned)v; }
         else if (!strcmp(a, "--shutdown-timeout")) { INT(0, 86400); shutdown_timeout = v; }
+        else if (!strcmp(a, "--request-timeout")) { INT(1, 86400); sc.request_timeout_s = (unsigned)v; }
+        else if (!strcmp(a, "--allowed-origins")) { VAL(); sc.allowed_origins = val; }
+        else if (!strcmp(a, "--access-log")) { VAL(); sc.access_log = val; }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nibble %s: unknown option '%s' (see nibble serve --help)\n", CMD, a);
             return NB_EXIT_USAGE;
@@ -205,6 +256,15 @@ int nb_cmd_serve(int argc, char **argv) {
             strchr(sc.host, ':') ? "[" : "", sc.host, strchr(sc.host, ':') ? "]" : "", nb_server_port(srv));
     if (sc.api_key) NB_INFO("API key required on /v1%s", sc.protect_metrics ? ", /health and /metrics" : "");
 
+    /* Test-only delays (docs/serve.md), read once at startup. */
+    long load_delay_ms = env_ms("NIBBLE_TEST_LOAD_DELAY_MS");
+    test_token_delay_ms = env_ms("NIBBLE_TEST_TOKEN_DELAY_MS");
+    if (load_delay_ms) {
+        NB_WARN("NIBBLE_TEST_LOAD_DELAY_MS=%ld: delaying the model load (test-only)", load_delay_ms);
+        struct timespec ld = {load_delay_ms / 1000, (load_delay_ms % 1000) * 1000000L};
+        nanosleep(&ld, NULL);
+    }
+    if (test_token_delay_ms) NB_WARN("NIBBLE_TEST_TOKEN_DELAY_MS=%ld: slowing every token (test-only)", test_token_delay_ms);
     nb_engine *eng = NULL;
     st = nb_engine_create(model, &ec, &eng);
     if (st != NB_OK) {
@@ -216,8 +276,8 @@ int nb_cmd_serve(int argc, char **argv) {
     if (account && *account) fprintf(stderr, "%s%s", account, account[strlen(account) - 1] == '\n' ? "" : "\n");
     struct nb_engine_stats es;
     nb_engine_get_stats(eng, &es);
-    nb_server_backend be = {.ctx = eng, .submit = be_submit, .abort = be_abort, .stats = be_stats,
-                            .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len,
+    nb_server_backend be = {.ctx = eng, .submit = test_token_delay_ms ? be_submit_slow : be_submit, .abort = be_abort,
+                            .stats = be_stats, .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len,
                             .score = nb_gscore_engine_run,
                             .chat_template = ct ? nb_chat_template_text(ct) : NULL};
     nb_server_set_ready(srv, &be);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/synth.h"
@@ -30,13 +31,15 @@ static void usage(FILE *f) {
             "  --eps X           RMSNorm epsilon (llama 1e-5, qwen2 1e-6)\n"
             "  --tied / --untied share token_embd as the output (qwen2 default tied)\n"
             "  --name S          general.name\n"
-            "  -o, --output F    output path (required)\n");
+            "  -o, --output F    output path (required)\n"
+            "  --force           write F even when it is the --vocab-from file or not a regular file\n");
 }
 
 int nb_cmd_synth(int argc, char **argv) {
     const char *cmd = "synth";
     nb_synth_params p;
     const char *arch = NULL, *out = NULL;
+    bool force = false;
     /* first pass: the architecture sets the defaults the other flags override */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -105,6 +108,8 @@ int nb_cmd_synth(int argc, char **argv) {
             p.tied = true;
         } else if (!strcmp(a, "--untied")) {
             p.tied = false;
+        } else if (!strcmp(a, "--force")) {
+            force = true;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!(out = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
         } else {
@@ -117,7 +122,13 @@ int nb_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "nibble synth: -o OUT.gguf is required\n");
         return NB_EXIT_USAGE;
     }
-    nb_status st = nb_synth_validate(&p);
+    const char *ins[] = {p.vocab_from};
+    nb_status st = nb_out_check(out, ins, 1, force, "-o");
+    if (st != NB_OK) {
+        nb_cli_error(cmd);
+        return NB_EXIT_USAGE;
+    }
+    st = nb_synth_validate(&p);
     if (st == NB_OK) st = nb_synth_write(&p, out);
     if (st != NB_OK) {
         nb_cli_error(cmd);

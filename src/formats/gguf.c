@@ -15,6 +15,46 @@
 #define GGUF_MAX_NAME 64u      /* tensor names, as ggml's GGML_MAX_NAME */
 #define GGUF_MAX_DEPTH 4       /* nested arrays */
 
+/* An open-addressing hash set of indices into a string array (keys or
+ * tensor names): duplicate checks and lookups in O(1) expected, so a crafted
+ * file with millions of keys costs linear time. slot = index + 1, 0 = empty. */
+typedef struct name_set {
+    int64_t *slot;
+    uint64_t mask;
+} name_set;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+static bool name_set_init(name_set *ns, uint64_t n) {
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    ns->slot = nb_calloc((size_t)cap, sizeof *ns->slot);
+    ns->mask = cap - 1;
+    return ns->slot != NULL;
+}
+
+/* Index of `name` in the set (names[i] for stored i), or -1. With insert,
+ * adds idx when absent (and returns -1). */
+static int64_t name_set_probe(name_set *ns, const char *name, const char *(*get)(const void *, int64_t),
+                              const void *arr, int64_t insert_idx) {
+    if (!ns->slot) return -1;
+    for (uint64_t h = name_hash(name) & ns->mask;; h = (h + 1) & ns->mask) {
+        int64_t v = ns->slot[h];
+        if (v == 0) {
+            if (insert_idx >= 0) ns->slot[h] = insert_idx + 1;
+            return -1;
+        }
+        if (!strcmp(get(arr, v - 1), name)) return v - 1;
+    }
+}
+
+static const char *key_at(const void *arr, int64_t i) { return ((char *const *)arr)[i]; }
+static const char *tname_at(const void *arr, int64_t i) { return ((const nb_tensor *)arr)[i].name; }
+
 struct nb_gguf {
     char *path;
     nb_map map;            /* owned when opened from a path */
@@ -28,6 +68,7 @@ struct nb_gguf {
     nb_gguf_value *vals;
     int64_t n_tensors;
     nb_tensor *tensors;
+    name_set kset, tset;   /* key / tensor-name -> index, for duplicates and lookups */
 };
 
 typedef struct {
@@ -231,6 +272,8 @@ void nb_gguf_close(nb_gguf *g) {
     free(g->keys);
     free(g->vals);
     free(g->tensors);
+    free(g->kset.slot);
+    free(g->tset.slot);
     nb_unmap(&g->map);
     free(g->path);
     free(g);
@@ -266,6 +309,7 @@ static nb_status parse(nb_gguf *g) {
     g->vals = nb_calloc((size_t)n_kv, sizeof *g->vals);
     g->tensors = nb_calloc((size_t)n_tensors, sizeof *g->tensors);
     if (!g->keys || !g->vals || !g->tensors) return NB_ERR_NOMEM;
+    if (!name_set_init(&g->kset, n_kv) || !name_set_init(&g->tset, n_tensors)) return NB_ERR_NOMEM;
 
     g->alignment = NB_GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -277,10 +321,9 @@ static nb_status parse(nb_gguf *g) {
         if (!key) return NB_ERR_NOMEM;
         g->keys[i] = key;
         g->n_kv = (int64_t)i + 1;
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(g->keys[j], key))
-                return nb_fail(NB_ERR_FORMAT, "%s: duplicate metadata key '%s' at byte offset %llu", g->path, key,
-                               (unsigned long long)at);
+        if (name_set_probe(&g->kset, key, key_at, g->keys, (int64_t)i) >= 0)
+            return nb_fail(NB_ERR_FORMAT, "%s: duplicate metadata key '%s' at byte offset %llu", g->path, key,
+                           (unsigned long long)at);
         nb_gguf_value *v = &g->vals[i];
         NB_TRY(rd_type(&c, &v->type, key, "value type"));
         NB_TRY(read_value(&c, v, key));
@@ -344,10 +387,9 @@ static nb_status parse(nb_gguf *g) {
                            "alignment %u", g->path, name, (unsigned long long)off, (unsigned long long)off_at,
                            g->alignment);
         t->data = (const void *)(uintptr_t)off; /* relative for now, fixed below */
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(g->tensors[j].name, name))
-                return nb_fail(NB_ERR_FORMAT, "%s: duplicate tensor name '%s' at byte offset %llu", g->path, name,
-                               (unsigned long long)at);
+        if (name_set_probe(&g->tset, name, tname_at, g->tensors, (int64_t)i) >= 0)
+            return nb_fail(NB_ERR_FORMAT, "%s: duplicate tensor name '%s' at byte offset %llu", g->path, name,
+                           (unsigned long long)at);
     }
 
     uint64_t data_off = c.off;
@@ -437,15 +479,13 @@ const nb_tensor *nb_gguf_tensor(const nb_gguf *g, int64_t i) {
 }
 
 const nb_gguf_value *nb_gguf_find(const nb_gguf *g, const char *key) {
-    for (int64_t i = 0; i < g->n_kv; i++)
-        if (!strcmp(g->keys[i], key)) return &g->vals[i];
-    return NULL;
+    int64_t i = name_set_probe((name_set *)&g->kset, key, key_at, g->keys, -1);
+    return i >= 0 && i < g->n_kv ? &g->vals[i] : NULL;
 }
 
 const nb_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name) {
-    for (int64_t i = 0; i < g->n_tensors; i++)
-        if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
-    return NULL;
+    int64_t i = name_set_probe((name_set *)&g->tset, name, tname_at, g->tensors, -1);
+    return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
 }
 
 static bool is_int(nb_gguf_type t) {

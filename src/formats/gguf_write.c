@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf_write.c writes the host's byte order; GGUF is little-endian"
 #endif
@@ -494,10 +496,7 @@ nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path) {
     }
     if (st == NB_OK && o.bad) st = nb_fail(NB_ERR_IO, "%s: write failed after %llu bytes: %s", path,
                                           (unsigned long long)o.off, strerror(e));
-    if (st == NB_OK && rename(tmp, path) != 0) {
-        e = errno;
-        st = nb_fail(NB_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
-    }
+    if (st == NB_OK) st = nb_file_commit(tmp, path); /* fsync, rename, fsync the directory */
     if (st != NB_OK) unlink(tmp);
     free(tmp);
     return st;

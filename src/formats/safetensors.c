@@ -629,10 +629,11 @@ nb_status nb_safetensors_write(const char *path, const nb_st_write_tensor *tenso
     int e1 = errno;
     if (fclose(f) != 0 && ok) { ok = false; e1 = errno; }
     f = NULL;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) e1 = errno;
+    if (!ok) {
         unlink(tmp);
         rc = nb_fail(NB_ERR_IO, "%s: write failed: %s", path, strerror(e1));
+    } else if ((rc = nb_file_commit(tmp, path)) != NB_OK) {
+        unlink(tmp);
     }
 done:
     if (f) { fclose(f); unlink(tmp); }

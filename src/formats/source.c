@@ -20,9 +20,27 @@ nb_status nb_source_open(const char *path, nb_source *out) {
     nb_map m;
     NB_TRY(nb_map_file(path, &m));
     bool gguf = m.size >= 4 && !memcmp(m.data, "GGUF", 4);
+    /* What the file starts with, for the message when neither reader takes it. */
+    char magic[64];
+    if (m.size >= 4) {
+        char txt[5];
+        for (int i = 0; i < 4; i++) txt[i] = m.data[i] >= 0x20 && m.data[i] < 0x7f ? (char)m.data[i] : '.';
+        txt[4] = '\0';
+        snprintf(magic, sizeof magic, "magic '%s' = %02x %02x %02x %02x, GGUF files start with 'GGUF'", txt, m.data[0],
+                 m.data[1], m.data[2], m.data[3]);
+    } else {
+        snprintf(magic, sizeof magic, "only %zu bytes, no 4-byte magic", m.size);
+    }
     nb_unmap(&m);
     if (gguf) return nb_source_open_gguf(path, out);
-    return nb_source_open_llama2c(path, out);
+    nb_status st = nb_source_open_llama2c(path, out);
+    if (st == NB_OK || st == NB_ERR_NOMEM) return st;
+    char why[512];
+    const char *msg = nb_errmsg();
+    size_t pl = strlen(path);
+    if (!strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2)) msg += pl + 2; /* drop the repeated path */
+    snprintf(why, sizeof why, "%s", msg);
+    return nb_fail(st, "%s: not a GGUF file (%s), and not a llama2.c checkpoint because %s", path, magic, why);
 }
 
 void nb_source_close(nb_source *s) {

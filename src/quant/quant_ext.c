@@ -72,6 +72,7 @@ static void quant_int8_row(const float *x, nb_block_w8 *y, int64_t n) {
     for (int64_t j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / 127;
     const float id = d ? 1.0f / d : 0.0f;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++) {
         y[i].d = d;
         for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nb_nearest_int(x[32 * i + j] * id);
@@ -79,6 +80,7 @@ static void quant_int8_row(const float *x, nb_block_w8 *y, int64_t n) {
 }
 
 static void dequant_int8(const nb_block_w8 *x, float *y, int64_t n) {
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         for (int j = 0; j < 32; j++) y[j] = x[i].d * x[i].qs[j];
     }
@@ -94,6 +96,7 @@ void nb_dequant_q8_T(const void *src, float *dst, int64_t n) { dequant_int8(src,
 void nb_quant_w4(const float *x, void *dst, int64_t n, int group, int symmetric) {
     uint8_t *out = dst;
     const size_t bb = NB_W4_BLOCK_BYTES(group);
+    NB_QBLOCKS(n, group);
     for (int64_t i = 0; i < n / group; i++, x += group, out += bb) {
         float d;
         int z;
@@ -136,6 +139,7 @@ void nb_quant_w4(const float *x, void *dst, int64_t n, int group, int symmetric)
 void nb_dequant_w4(const void *src, float *y, int64_t n, int group) {
     const uint8_t *in = src;
     const size_t bb = NB_W4_BLOCK_BYTES(group);
+    NB_QBLOCKS(n, group);
     for (int64_t i = 0; i < n / group; i++, in += bb) {
         nb_half dh;
         memcpy(&dh, in, 2);
@@ -182,6 +186,7 @@ static int nf4_index(float v) {
 
 void nb_quant_nf4(const float *x, void *dst, int64_t n) {
     nb_block_nf4 *y = dst;
+    NB_QBLOCKS(n, 64);
     for (int64_t i = 0; i < n / 64; i++, x += 64) {
         float amax = 0.0f;
         for (int j = 0; j < 64; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -195,6 +200,7 @@ void nb_quant_nf4(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_nf4(const void *src, float *y, int64_t n) {
     const nb_block_nf4 *x = src;
+    NB_QBLOCKS(n, 64);
     for (int64_t i = 0; i < n / 64; i++, y += 64) {
         for (int j = 0; j < 32; j++) {
             y[j] = x[i].absmax * nb_nf4_levels[x[i].qs[j] & 15];
@@ -207,6 +213,7 @@ void nb_dequant_nf4(const void *src, float *y, int64_t n) {
 
 static void fp8_blocks(bool e4m3, const float *x, nb_block_fp8 *y, int64_t n, float d) {
     const float id = d ? 1.0f / d : 0.0f;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         y[i].d = d;
         for (int j = 0; j < 32; j++) {
@@ -236,6 +243,7 @@ void nb_quantize_fp8_scaled(nb_dtype t, const float *src, void *dst, int64_t n, 
 
 void nb_dequant_fp8_e4m3(const void *src, float *y, int64_t n) {
     const nb_block_fp8 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         for (int j = 0; j < 32; j++) y[j] = x[i].d * nb_e4m3_to_fp32(x[i].f8[j]);
     }
@@ -243,6 +251,7 @@ void nb_dequant_fp8_e4m3(const void *src, float *y, int64_t n) {
 
 void nb_dequant_fp8_e5m2(const void *src, float *y, int64_t n) {
     const nb_block_fp8 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         for (int j = 0; j < 32; j++) y[j] = x[i].d * nb_e5m2_to_fp32(x[i].f8[j]);
     }

@@ -23,6 +23,7 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 
 void nb_quant_q4_0(const float *x, void *dst, int64_t n) {
     nb_block_q4_0 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0.0f, max = 0.0f; /* the value with the largest magnitude, signed */
         for (int j = 0; j < 32; j++) {
@@ -40,6 +41,7 @@ void nb_quant_q4_0(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q4_0(const void *src, float *y, int64_t n) {
     const nb_block_q4_0 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = H2F(x[i].d);
         for (int j = 0; j < 16; j++) {
@@ -60,6 +62,7 @@ static void minmax32(const float *x, float *min, float *max) {
 
 void nb_quant_q4_1(const float *x, void *dst, int64_t n) {
     nb_block_q4_1 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float min, max;
         minmax32(x, &min, &max);
@@ -76,6 +79,7 @@ void nb_quant_q4_1(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q4_1(const void *src, float *y, int64_t n) {
     const nb_block_q4_1 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = H2F(x[i].d), m = H2F(x[i].m);
         for (int j = 0; j < 16; j++) {
@@ -87,6 +91,7 @@ void nb_dequant_q4_1(const void *src, float *y, int64_t n) {
 
 void nb_quant_q5_0(const float *x, void *dst, int64_t n) {
     nb_block_q5_0 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < 32; j++) {
@@ -109,6 +114,7 @@ void nb_quant_q5_0(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q5_0(const void *src, float *y, int64_t n) {
     const nb_block_q5_0 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = H2F(x[i].d);
         uint32_t qh;
@@ -124,6 +130,7 @@ void nb_dequant_q5_0(const void *src, float *y, int64_t n) {
 
 void nb_quant_q5_1(const float *x, void *dst, int64_t n) {
     nb_block_q5_1 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float min, max;
         minmax32(x, &min, &max);
@@ -145,6 +152,7 @@ void nb_quant_q5_1(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q5_1(const void *src, float *y, int64_t n) {
     const nb_block_q5_1 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = H2F(x[i].d), m = H2F(x[i].m);
         uint32_t qh;
@@ -160,6 +168,7 @@ void nb_dequant_q5_1(const void *src, float *y, int64_t n) {
 
 void nb_quant_q8_0(const float *x, void *dst, int64_t n) {
     nb_block_q8_0 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -177,6 +186,7 @@ void nb_quant_q8_0(const float *x, void *dst, int64_t n) {
  * our dot products see the same integers llama.cpp's do. */
 void nb_quant_q8_0_act(const float *x, void *dst, int64_t n) {
     nb_block_q8_0 *y = dst;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -188,6 +198,7 @@ void nb_quant_q8_0_act(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q8_0(const void *src, float *y, int64_t n) {
     const nb_block_q8_0 *x = src;
+    NB_QBLOCKS(n, 32);
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = H2F(x[i].d);
         for (int j = 0; j < 32; j++) y[j] = x[i].qs[j] * d;
@@ -397,6 +408,7 @@ void nb_quant_q2_K(const float *x, void *dst, int64_t n) {
     nb_block_q2_K *y = dst;
     uint8_t L[256], Laux[16];
     float weights[16], mins[16], scales[16];
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < 16; j++) {
@@ -439,6 +451,7 @@ void nb_quant_q2_K(const float *x, void *dst, int64_t n) {
 /* w = d * (scale & 15) * q - dmin * (scale >> 4), q the 2-bit level */
 void nb_dequant_q2_K(const void *src, float *y, int64_t n) {
     const nb_block_q2_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, y += 256) {
         const float d = H2F(x[i].d), dmin = H2F(x[i].dmin);
         for (int w = 0; w < 256; w++) {
@@ -458,6 +471,7 @@ void nb_quant_q3_K(const float *x, void *dst, int64_t n) {
     nb_block_q3_K *y = dst;
     int8_t L[256];
     float scales[16];
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         for (int j = 0; j < 16; j++) scales[j] = fit_q3(16, 4, x + 16 * j, L + 16 * j);
         const float max_scale = largest_magnitude(scales, 16);
@@ -500,6 +514,7 @@ void nb_quant_q3_K(const float *x, void *dst, int64_t n) {
 /* w = d * (scale6 - 32) * (q2 + 4*hbit - 4) */
 void nb_dequant_q3_K(const void *src, float *y, int64_t n) {
     const nb_block_q3_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, y += 256) {
         const float d = H2F(x[i].d);
         for (int w = 0; w < 256; w++) {
@@ -573,6 +588,7 @@ static void k45_block(const float *x, int nmax, float rmin, float rdelta, int ns
 void nb_quant_q4_K(const float *x, void *dst, int64_t n) {
     nb_block_q4_K *y = dst;
     uint8_t L[256];
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         memset(y[i].scales, 0, 12);
         nb_half d, dmin;
@@ -588,6 +604,7 @@ void nb_quant_q4_K(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q4_K(const void *src, float *y, int64_t n) {
     const nb_block_q4_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++) {
         const float d = H2F(x[i].d), min = H2F(x[i].dmin);
         const uint8_t *q = x[i].qs;
@@ -606,6 +623,7 @@ void nb_dequant_q4_K(const void *src, float *y, int64_t n) {
 void nb_quant_q5_K(const float *x, void *dst, int64_t n) {
     nb_block_q5_K *y = dst;
     uint8_t L[256];
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         memset(y[i].scales, 0, 12);
         nb_half d, dmin;
@@ -630,6 +648,7 @@ void nb_quant_q5_K(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q5_K(const void *src, float *y, int64_t n) {
     const nb_block_q5_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++) {
         const uint8_t *ql = x[i].qs, *qh = x[i].qh;
         const float d = H2F(x[i].d), min = H2F(x[i].dmin);
@@ -652,6 +671,7 @@ void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
     nb_block_q6_K *y = dst;
     int8_t L[256];
     float scales[16];
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         for (int ib = 0; ib < 16; ib++) scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib);
         const float max_scale = largest_magnitude(scales, 16);
@@ -686,6 +706,7 @@ void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q6_K(const void *src, float *y, int64_t n) {
     const nb_block_q6_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++) {
         const float d = H2F(x[i].d);
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
@@ -708,6 +729,7 @@ void nb_dequant_q6_K(const void *src, float *y, int64_t n) {
 
 void nb_quant_q8_K(const float *x, void *dst, int64_t n) {
     nb_block_q8_K *y = dst;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         float max = 0, amax = 0;
         for (int j = 0; j < 256; j++) {
@@ -730,6 +752,7 @@ void nb_quant_q8_K(const float *x, void *dst, int64_t n) {
 
 void nb_dequant_q8_K(const void *src, float *y, int64_t n) {
     const nb_block_q8_K *x = src;
+    NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, y += 256) {
         for (int j = 0; j < 256; j++) y[j] = x[i].d * x[i].qs[j];
     }

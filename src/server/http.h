@@ -1,17 +1,32 @@
 /* A thin wrapper over libmicrohttpd (MHD) for the server: one callback per
  * complete request (method, path, headers, body), answered with either a
- * whole body or a stream.
+ * whole body or a stream, plus an optional early callback when the headers
+ * have arrived (before any body byte is read).
  *
- * Threading: MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION
- * with an internal polling thread for accept). The handler and a stream's
- * read callback run on that connection's thread and may block (waiting for
- * the engine); nb_http_peer_closed() lets them notice that the client went
- * away. docs/serve.md explains the choice.
+ * Threading: MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION);
+ * our own accept thread owns the listening socket, hands connections to MHD
+ * and enforces the connection limit and the request deadline. The handler
+ * and a stream's read callback run on that connection's thread and may
+ * block (waiting for the engine); nb_http_peer_closed() lets them notice
+ * that the client went away. docs/serve.md explains the choice.
  *
- * Limits enforced here, before the handler sees anything: the body cap
- * (Content-Length checked up front, chunked bodies counted as they arrive;
- * the handler is then called with too_large set and no body), the
- * connection limit and the idle-connection timeout. */
+ * Limits enforced here, before the handler sees anything:
+ *   - the connection limit: a connection beyond max_connections gets a
+ *     canned 503 with Retry-After and is closed (it never waits unanswered
+ *     in the listen backlog);
+ *   - the request deadline: from the connection's start (or the end of the
+ *     previous response on a keep-alive connection) the request line,
+ *     headers and body must have arrived within request_timeout_s, or the
+ *     connection is closed; a response being produced has no deadline;
+ *   - framing: several Content-Length headers, Content-Length together with
+ *     Transfer-Encoding, a Content-Length that is not a number, and HTTP/1.1
+ *     without Host get 400 and the connection is closed;
+ *   - the body cap (Content-Length checked up front, chunked bodies counted
+ *     as they arrive; the handler is then called with too_large set and no
+ *     body);
+ *   - the path is passed exactly as the client sent it (no percent-decoding,
+ *     no dot-segment or slash normalisation; the query string is cut off by
+ *     MHD and not used). */
 #ifndef NB_SERVER_HTTP_H
 #define NB_SERVER_HTTP_H
 
@@ -24,22 +39,34 @@
 
 typedef struct nb_http nb_http;
 
+typedef struct nb_http_req nb_http_req;
+typedef struct nb_http_resp nb_http_resp;
+typedef void (*nb_http_handler)(void *ud, const nb_http_req *req, nb_http_resp *resp);
+
 typedef struct nb_http_config {
     const char *host;          /* numeric address or name; NULL: 127.0.0.1 */
     int port;                  /* 0: any free port (see nb_http_port) */
     size_t max_body;           /* bytes */
     unsigned max_connections;  /* 0: 1024 */
-    unsigned idle_timeout_s;   /* 0: 300 */
+    unsigned idle_timeout_s;   /* 0: 300 (inactivity while a response is produced) */
+    unsigned request_timeout_s;/* 0: 30 (request line + headers + body) */
+    /* Called when the headers have arrived, before the body is read (req.body
+     * is empty). Leave resp->status 0 to go on reading the body; set a
+     * response to answer now (the connection is closed after it when the
+     * client sent a body). */
+    nb_http_handler early;
 } nb_http_config;
 
-typedef struct nb_http_req {
+struct nb_http_req {
     const char *method, *path;
     const char *body;          /* NUL-terminated copy (body_len bytes before the NUL) */
     size_t body_len;
     bool too_large;            /* the body exceeded max_body: answer 413 */
+    bool early;                /* the early (headers-only) call */
+    double t_start;            /* CLOCK_MONOTONIC seconds when the headers arrived */
     void *conn_;               /* MHD connection (private) */
     int fd;                    /* the client socket */
-} nb_http_req;
+};
 
 /* A stream reader: fills up to cap bytes, may block. Returns the number of
  * bytes (> 0), NB_HTTP_STREAM_END when done, NB_HTTP_STREAM_ERROR to drop
@@ -51,7 +78,9 @@ typedef ssize_t (*nb_http_stream_fn)(void *ud, char *buf, size_t cap);
  * client disconnected). */
 typedef void (*nb_http_stream_free_fn)(void *ud);
 
-typedef struct nb_http_resp {
+#define NB_HTTP_MAX_EXTRA_HEADERS 8
+
+struct nb_http_resp {
     int status;
     const char *content_type;      /* NULL: application/json */
     char *body;                    /* malloc'd; the wrapper frees it */
@@ -60,9 +89,14 @@ typedef struct nb_http_resp {
     nb_http_stream_free_fn stream_free;
     void *stream_ud;
     const char *header_name, *header_value; /* one extra header (Allow, WWW-Authenticate), optional */
-} nb_http_resp;
+    /* more headers (CORS, Retry-After); values must outlive the call */
+    const char *extra_name[NB_HTTP_MAX_EXTRA_HEADERS], *extra_value[NB_HTTP_MAX_EXTRA_HEADERS];
+    int n_extra;
+    bool close;                    /* close the connection after this response */
+};
 
-typedef void (*nb_http_handler)(void *ud, const nb_http_req *req, nb_http_resp *resp);
+/* Adds a header to resp (ignored beyond NB_HTTP_MAX_EXTRA_HEADERS). */
+void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value);
 
 nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb_http **out)
     __attribute__((warn_unused_result));
@@ -71,6 +105,14 @@ int nb_http_port(const nb_http *s);
 void nb_http_quiesce(nb_http *s);
 /* Stops the server: closes every connection, joins the threads, frees. */
 void nb_http_stop(nb_http *s);
+
+/* Counters since start: connections refused with 503 (limit), closed at
+ * the request deadline, requests refused with 400 for framing. */
+typedef struct nb_http_counters {
+    uint64_t refused_limit, deadline_closed, bad_framing;
+    unsigned open_connections;
+} nb_http_counters;
+void nb_http_get_counters(nb_http *s, nb_http_counters *out);
 
 /* A request header (case-insensitive name), NULL if absent. */
 const char *nb_http_header(const nb_http_req *r, const char *name);

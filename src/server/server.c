@@ -10,6 +10,7 @@
  * frees its KV blocks before the next engine step). */
 #include "server/server.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,6 +46,8 @@ struct nb_server {
     int in_flight;
     _Atomic uint64_t id_seq;
     int64_t created;
+    FILE *access_log;     /* --access-log, NULL: none */
+    bool own_log;         /* fclose at free */
 };
 
 typedef struct lp_entry {
@@ -91,7 +94,14 @@ struct srv_req {
     char *echo_text;
     size_t echo_len;
     void *echo_lp;         /* json_t * in the legacy shape, NULL without logprobs */
+    bool oom, oom_aborted; /* the sink could not store an event: the request fails with 500 */
+    bool abort_sent;       /* nb_server_abort_all did it (under srv->mu) */
+    const char *method, *path; /* for the access log (string constants) */
+    double t_start;        /* headers arrived */
 };
+
+static void access_log(nb_server *s, const char *method, const char *path, int status, int32_t n_prompt,
+                       int32_t n_gen, double t_start);
 
 static double now_s(void) {
     struct timespec ts;
@@ -278,13 +288,14 @@ static void sink(void *ud, const nb_token_event *ev) {
     nb_server *s = r->srv;
     double t = now_s();
     pthread_mutex_lock(&r->mu);
-    if (ev->text_len && ev->text) buf_add(&r->text, ev->text, ev->text_len);
+    if (ev->text_len && ev->text && !buf_add(&r->text, ev->text, ev->text_len)) r->oom = true;
     if (ev->token >= 0) {
         if (r->logprobs >= 0) {
             if (r->n_lps == r->cap_lps) {
                 size_t cap = r->cap_lps ? r->cap_lps * 2 : 16;
                 lp_entry *q = realloc(r->lps, cap * sizeof *q);
                 if (q) { r->lps = q; r->cap_lps = cap; }
+                else r->oom = true;
             }
             if (r->n_lps < r->cap_lps) {
                 lp_entry *e = &r->lps[r->n_lps++];
@@ -323,6 +334,13 @@ static void sink(void *ud, const nb_token_event *ev) {
  * the client went away (the engine request is then aborted). */
 static bool wait_news(srv_req *r, bool any_news) {
     while (!r->done && !(any_news && (r->text.len || r->n_lps))) {
+        if (r->oom && !r->oom_aborted) { /* stop the engine request; its final event ends the wait */
+            r->oom_aborted = true;
+            pthread_mutex_unlock(&r->mu);
+            r->srv->be.abort(r->srv->be.ctx, r->eid);
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;
@@ -410,9 +428,11 @@ static ssize_t stream_read(void *ud, char *out, size_t cap) {
         free(text.p);
         free(lps);
         if (done) {
-            if (fin == NB_FINISH_ERROR || fin == NB_FINISH_ABORT) {
+            if (fin == NB_FINISH_ERROR || fin == NB_FINISH_ABORT || r->oom) {
                 nb_oai_error e;
-                if (fin == NB_FINISH_ERROR)
+                if (r->oom)
+                    nb_oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory storing the output");
+                else if (fin == NB_FINISH_ERROR)
                     nb_oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", r->error[0] ? r->error : "engine error");
                 else
                     nb_oai_error_set(&e, 503, "service_unavailable", NULL, "aborted",
@@ -443,6 +463,7 @@ static void stream_free(void *ud) {
     bool done = r->done;
     pthread_mutex_unlock(&r->mu);
     if (!done) r->srv->be.abort(r->srv->be.ctx, r->eid); /* client went away mid-stream */
+    access_log(r->srv, r->method, r->path, done ? 200 : 499, r->n_prompt, r->n_generated, r->t_start);
     req_http_done(r);
 }
 
@@ -452,6 +473,10 @@ static void finish_blocking(srv_req *r, nb_http_resp *rs) {
     pthread_mutex_unlock(&r->mu);
     if (!ok) {
         error_resp(rs, 499, "invalid_request_error", NULL, "client_closed", "client closed the connection");
+        return;
+    }
+    if (r->oom) {
+        error_resp(rs, 500, "server_error", NULL, NULL, "out of memory storing the output");
         return;
     }
     if (r->finish == NB_FINISH_ERROR) {
@@ -505,6 +530,27 @@ static void finish_blocking(srv_req *r, nb_http_resp *rs) {
     set_json(rs, 200, o);
 }
 
+/* A text of more bytes than this cannot fit in max_model_len tokens: no
+ * token covers more input bytes than its decoded piece (at least 4 for an
+ * unknown UTF-8 character, 64 leaves room for special-token texts). Such
+ * prompts are refused before tokenizing, which also caps the tokenizer's
+ * work per request. */
+static size_t prompt_byte_bound(const nb_server *s) {
+    size_t per = NB_MAX(nb_tokenizer_max_piece(s->be.tok), (size_t)64);
+    return (size_t)NB_MAX(s->be.max_model_len, 1) * per;
+}
+
+static bool too_many_bytes(const nb_server *s, const nb_oai_request *q, size_t bytes, nb_oai_error *e) {
+    size_t bound = prompt_byte_bound(s);
+    if (bytes <= bound) return false;
+    const char *what = q->kind == NB_OAI_CHAT ? "messages" : "prompt";
+    nb_oai_error_set(e, 400, "invalid_request_error", what, "context_length_exceeded",
+                     "This model's maximum context length is %d tokens. However, the %s is %zu bytes long, more "
+                     "than %zu tokens of at most %zu bytes each can hold. Please reduce the length of the %s.",
+                     s->be.max_model_len, what, bytes, (size_t)s->be.max_model_len, bound / (size_t)NB_MAX(s->be.max_model_len, 1), what);
+    return true;
+}
+
 /* Tokenizes the prompt of a parsed request. */
 static bool build_prompt(nb_server *s, const nb_oai_request *q, int32_t **ids, size_t *n, nb_oai_error *e) {
     const nb_tokenizer *tok = s->be.tok;
@@ -526,6 +572,10 @@ static bool build_prompt(nb_server *s, const nb_oai_request *q, int32_t **ids, s
         }
         int32_t *t = NULL;
         size_t nt = 0;
+        if (too_many_bytes(s, q, strlen(text), e)) {
+            free(text);
+            return false;
+        }
         st = nb_tokenize(tok, text, strlen(text), false, true, &t, &nt);
         free(text);
         if (st != NB_OK) goto fail;
@@ -554,6 +604,7 @@ static bool build_prompt(nb_server *s, const nb_oai_request *q, int32_t **ids, s
         memcpy(*ids, q->prompt_ids, q->n_prompt_ids * sizeof **ids);
         *n = q->n_prompt_ids;
     } else {
+        if (too_many_bytes(s, q, strlen(q->prompt), e)) return false;
         st = nb_tokenize(tok, q->prompt, strlen(q->prompt), true, false, ids, n);
         if (st != NB_OK) goto fail;
     }
@@ -641,11 +692,13 @@ static bool echo_prompt(nb_server *s, const nb_oai_request *q, const int32_t *id
     return true;
 }
 
-static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, nb_oai_kind kind) {
+static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, nb_oai_kind kind,
+                            int32_t *n_prompt, int32_t *n_gen, bool *logged) {
     int state = atomic_load(&s->state);
     if (state != ST_READY) {
         error_resp(rs, 503, "service_unavailable", NULL, state == ST_LOADING ? "model_loading" : "shutting_down",
                    state == ST_LOADING ? "the model is still loading" : "the server is shutting down");
+        nb_http_resp_header(rs, "Retry-After", state == ST_LOADING ? "1" : "5");
         return;
     }
     nb_oai_request q;
@@ -661,7 +714,7 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     size_t echo_len = 0;
     json_t *echo_lp = NULL;
     if (q.model && strcmp(q.model, s->model_name) != 0) {
-        nb_oai_error_set(&e, 400, "invalid_request_error", "model", "model_not_found",
+        nb_oai_error_set(&e, 404, "invalid_request_error", "model", "model_not_found",
                          "The model `%.200s` does not exist. This server serves `%.200s` (GET /v1/models).", q.model,
                          s->model_name);
         set_error(rs, &e);
@@ -741,6 +794,9 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     snprintf(r->id, sizeof r->id, "%s-%08llx%016llx", r->chat ? "chatcmpl" : "cmpl",
              (unsigned long long)(s->created & 0xffffffff), (unsigned long long)(seq * 0x9E3779B97F4A7C15ull));
     r->t_submit = now_s();
+    r->method = "POST";
+    r->path = kind == NB_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    r->t_start = req->t_start;
 
     nb_request_params p = {0};
     p.prompt = ids;
@@ -774,8 +830,10 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
     pthread_mutex_unlock(&s->mu);
     if (st != NB_OK) {
         r->refs = 1; /* the engine never saw it */
-        if (st == NB_ERR_OVERLOADED)
+        if (st == NB_ERR_OVERLOADED) {
             error_resp(rs, 429, "rate_limit_error", NULL, "queue_full", nb_errmsg());
+            nb_http_resp_header(rs, "Retry-After", "1");
+        }
         else if (st == NB_ERR_INVALID || st == NB_ERR_RANGE)
             error_resp(rs, 400, "invalid_request_error", NULL, "invalid_value", nb_errmsg());
         else
@@ -789,8 +847,11 @@ static void handle_generate(nb_server *s, const nb_http_req *req, nb_http_resp *
         rs->stream = stream_read;
         rs->stream_free = stream_free;
         rs->stream_ud = r;
+        *logged = true; /* stream_free logs it */
     } else {
         finish_blocking(r, rs);
+        *n_prompt = r->n_prompt;
+        *n_gen = r->n_generated;
         req_http_done(r);
     }
 out:
@@ -820,10 +881,43 @@ static void handle_metrics(nb_server *s, nb_http_resp *rs) {
     struct nb_engine_stats st;
     bool have = atomic_load(&s->state) != ST_LOADING && s->be.stats;
     if (have) s->be.stats(s->be.ctx, &st);
-    rs->body = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    char *m = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    /* The HTTP layer's own counters (connection limit, request deadline, framing). */
+    char name[300];
+    size_t k = 0;
+    for (const char *p = s->model_name; *p && k + 3 < sizeof name; p++) {
+        if (*p == '"' || *p == '\\') name[k++] = '\\';
+        if (*p == '\n') { name[k++] = '\\'; name[k++] = 'n'; continue; }
+        name[k++] = *p;
+    }
+    name[k] = '\0';
+    nb_http_counters hc;
+    nb_http_get_counters(s->http, &hc);
+    char *all = NULL;
+    if (m && asprintf(&all,
+                      "%s# HELP nibble:http_connections_open Client connections handed to the HTTP server.\n"
+                      "# TYPE nibble:http_connections_open gauge\n"
+                      "nibble:http_connections_open{model_name=\"%s\"} %u\n"
+                      "# HELP nibble:http_refused_total Connections refused or closed by the HTTP layer.\n"
+                      "# TYPE nibble:http_refused_total counter\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"connection_limit\"} %llu\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"request_timeout\"} %llu\n"
+                      "nibble:http_refused_total{model_name=\"%s\",reason=\"bad_framing\"} %llu\n",
+                      m, name, hc.open_connections, name, (unsigned long long)hc.refused_limit,
+                      name, (unsigned long long)hc.deadline_closed, name,
+                      (unsigned long long)hc.bad_framing) < 0)
+        all = NULL;
+    free(m);
+    rs->body = all;
     rs->body_len = rs->body ? strlen(rs->body) : 0;
     rs->status = rs->body ? 200 : 500;
     rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+unsigned nb_server_open_connections(nb_server *s) {
+    nb_http_counters hc;
+    nb_http_get_counters(s->http, &hc);
+    return hc.open_connections;
 }
 
 static bool authorized(nb_server *s, const nb_http_req *req) {
@@ -835,73 +929,177 @@ static bool authorized(nb_server *s, const nb_http_req *req) {
     return nb_secret_equal(h, s->api_key);
 }
 
+/* Routes match the exact path the client sent (http.c does not decode or
+ * normalise it); anything else is 404. */
+enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
+
+static int route_of(const char *path) {
+    if (!strcmp(path, "/v1/completions")) return R_COMPLETIONS;
+    if (!strcmp(path, "/v1/chat/completions")) return R_CHAT;
+    if (!strcmp(path, "/v1/models")) return R_MODELS;
+    if (!strcmp(path, "/health")) return R_HEALTH;
+    if (!strcmp(path, "/metrics")) return R_METRICS;
+    return R_NONE;
+}
+
+static const char *route_methods(int route) {
+    return route == R_COMPLETIONS || route == R_CHAT ? "POST" : "GET, HEAD";
+}
+
+static bool method_ok(int route, const char *method) {
+    if (route == R_COMPLETIONS || route == R_CHAT) return !strcmp(method, "POST");
+    return !strcmp(method, "GET") || !strcmp(method, "HEAD");
+}
+
+/* The Origin header when --allowed-origins admits it, else NULL. */
+static const char *cors_origin(nb_server *s, const nb_http_req *req) {
+    const char *list = s->cfg.allowed_origins;
+    if (!list || !*list) return NULL;
+    const char *o = nb_http_header(req, "Origin");
+    if (!o || !*o) return NULL;
+    size_t ol = strlen(o);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t n = strcspn(p, ",");
+        size_t m = n;
+        while (m > 0 && p[m - 1] == ' ') m--;
+        if (m == 1 && p[0] == '*') return "*";
+        if (m && m == ol && !memcmp(p, o, m)) return o;
+        p += n;
+    }
+    return NULL;
+}
+
+static void cors_headers(nb_server *s, const nb_http_req *req, nb_http_resp *rs) {
+    const char *o = cors_origin(s, req);
+    if (!o) return;
+    nb_http_resp_header(rs, "Access-Control-Allow-Origin", o);
+    if (strcmp(o, "*")) nb_http_resp_header(rs, "Vary", "Origin");
+}
+
+/* One access-log line: time, method, path (non-printable bytes as %XX,
+ * capped), status, tokens, latency. Never the body. */
+static void access_log(nb_server *s, const char *method, const char *path, int status, int32_t n_prompt,
+                       int32_t n_gen, double t_start) {
+    if (!s->access_log) return;
+    char p[300];
+    size_t k = 0;
+    for (const char *c = path ? path : ""; *c && k + 8 < sizeof p; c++) {
+        unsigned char u = (unsigned char)*c;
+        if (u > 0x20 && u < 0x7f && u != '%' && u != '"') p[k++] = (char)u;
+        else k += (size_t)snprintf(p + k, sizeof p - k, "%%%02X", u);
+    }
+    if (path && strlen(path) > k) { memcpy(p + k, "...", 3); k += 3; }
+    p[k] = '\0';
+    char m[20];
+    size_t mk = 0;
+    for (const char *c = method ? method : "-"; *c && mk + 1 < sizeof m; c++)
+        m[mk++] = (*c > 0x20 && *c < 0x7f) ? *c : '?';
+    m[mk] = '\0';
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf(s->access_log, "%s %s %s %d prompt_tokens=%d completion_tokens=%d latency_ms=%.1f\n", ts, m, p, status,
+            n_prompt, n_gen, t_start > 0 ? (now_s() - t_start) * 1000.0 : 0.0);
+}
+
+static void unauthorized(nb_http_resp *rs) {
+    error_resp(rs, 401, "authentication_error", NULL, "invalid_api_key",
+               "Missing or incorrect API key: send 'Authorization: Bearer <key>'");
+    rs->header_name = "WWW-Authenticate";
+    rs->header_value = "Bearer";
+}
+
+static void no_route(const nb_http_req *req, nb_http_resp *rs) {
+    char m[160];
+    snprintf(m, sizeof m, "No route for %.16s %.100s%s", req->method, req->path,
+             strlen(req->path) > 100 ? "..." : "");
+    error_resp(rs, 404, "not_found_error", NULL, "not_found", m);
+}
+
+static void bad_method(const nb_http_req *req, int route, nb_http_resp *rs) {
+    char m[128];
+    const char *allow = route_methods(route);
+    snprintf(m, sizeof m, "Method %.16s is not allowed on %.64s (allowed: %s)", req->method, req->path, allow);
+    error_resp(rs, 405, "invalid_request_error", NULL, "method_not_allowed", m);
+    rs->header_name = "Allow";
+    rs->header_value = allow;
+}
+
+/* The checks that need only the request line and headers: CORS preflight,
+ * unknown path, authentication, wrong method. Used by the early call (before
+ * the body is read) and again for the complete request. true: answered. */
+static bool pre_checks(nb_server *s, const nb_http_req *req, int route, nb_http_resp *rs) {
+    if (route != R_NONE && !strcmp(req->method, "OPTIONS") && s->cfg.allowed_origins && *s->cfg.allowed_origins &&
+        nb_http_header(req, "Origin") && nb_http_header(req, "Access-Control-Request-Method")) {
+        /* CORS preflight: browsers send it without credentials. */
+        const char *o = cors_origin(s, req);
+        if (!o) {
+            error_resp(rs, 403, "invalid_request_error", NULL, "cors_origin_not_allowed",
+                       "Origin not allowed (--allowed-origins)");
+            return true;
+        }
+        rs->status = 204;
+        rs->body = NULL;
+        rs->body_len = 0;
+        nb_http_resp_header(rs, "Access-Control-Allow-Methods",
+                            route == R_COMPLETIONS || route == R_CHAT ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+        nb_http_resp_header(rs, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        nb_http_resp_header(rs, "Access-Control-Max-Age", "600");
+        return true;
+    }
+    if (route == R_NONE) {
+        no_route(req, rs);
+        return true;
+    }
+    bool open_route = route == R_HEALTH || route == R_METRICS;
+    if ((!open_route || s->cfg.protect_metrics) && !authorized(s, req)) {
+        unauthorized(rs);
+        return true;
+    }
+    if (!method_ok(route, req->method)) {
+        bad_method(req, route, rs);
+        return true;
+    }
+    return false;
+}
+
+static void early(void *ud, const nb_http_req *req, nb_http_resp *rs) {
+    nb_server *s = ud;
+    if (!pre_checks(s, req, route_of(req->path), rs)) return; /* go on: read the body */
+    cors_headers(s, req, rs);
+    access_log(s, req->method, req->path, rs->status, 0, 0, req->t_start);
+}
+
 static void handle(void *ud, const nb_http_req *req, nb_http_resp *rs) {
     nb_server *s = ud;
-    char path[256];
-    size_t pl = strcspn(req->path, "?");
-    if (pl >= sizeof path) pl = sizeof path - 1;
-    memcpy(path, req->path, pl);
-    path[pl] = '\0';
-    while (pl > 1 && path[pl - 1] == '/') path[--pl] = '\0'; /* "/v1/models/" == "/v1/models" */
-    bool get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
-    bool post = !strcmp(req->method, "POST");
-    bool is_v1 = !strncmp(path, "/v1/", 4) || !strcmp(path, "/v1");
-    bool open_route = !strcmp(path, "/health") || !strcmp(path, "/metrics");
-
-    if (req->too_large) {
+    int route = route_of(req->path);
+    int32_t n_prompt = 0, n_gen = 0;
+    bool logged = false;
+    if (pre_checks(s, req, route, rs)) {
+    } else if (req->too_large) {
         char m[160];
         snprintf(m, sizeof m, "The request body is larger than %zu bytes (--max-request-bytes)", s->cfg.max_request_bytes);
         error_resp(rs, 413, "invalid_request_error", NULL, "request_too_large", m);
-        return;
+        rs->close = true;
+    } else if (route == R_COMPLETIONS || route == R_CHAT) {
+        handle_generate(s, req, rs, route == R_CHAT ? NB_OAI_CHAT : NB_OAI_COMPLETIONS, &n_prompt, &n_gen, &logged);
+    } else if (route == R_MODELS) {
+        handle_models(s, rs);
+    } else if (route == R_HEALTH) {
+        int st = atomic_load(&s->state);
+        json_t *o = json_object();
+        json_object_set_new(o, "status",
+                            json_string(st == ST_READY ? "ok" : st == ST_LOADING ? "loading" : "shutting_down"));
+        set_json(rs, st == ST_READY ? 200 : 503, o);
+        if (st != ST_READY) nb_http_resp_header(rs, "Retry-After", "1");
+    } else {
+        handle_metrics(s, rs);
     }
-    if ((is_v1 || (open_route && s->cfg.protect_metrics)) && !authorized(s, req)) {
-        error_resp(rs, 401, "authentication_error", NULL, "invalid_api_key",
-                   "Missing or incorrect API key: send 'Authorization: Bearer <key>'");
-        rs->header_name = "WWW-Authenticate";
-        rs->header_value = "Bearer";
-        return;
-    }
-    const char *allow = NULL;
-    if (!strcmp(path, "/v1/completions") || !strcmp(path, "/v1/chat/completions")) {
-        if (post) {
-            handle_generate(s, req, rs, path[4] == 'c' && path[5] == 'h' ? NB_OAI_CHAT : NB_OAI_COMPLETIONS);
-            return;
-        }
-        allow = "POST";
-    } else if (!strcmp(path, "/v1/models")) {
-        if (get) {
-            handle_models(s, rs);
-            return;
-        }
-        allow = "GET, HEAD";
-    } else if (!strcmp(path, "/health")) {
-        if (get) {
-            int st = atomic_load(&s->state);
-            json_t *o = json_object();
-            json_object_set_new(o, "status",
-                                json_string(st == ST_READY ? "ok" : st == ST_LOADING ? "loading" : "shutting_down"));
-            set_json(rs, st == ST_READY ? 200 : 503, o);
-            return;
-        }
-        allow = "GET, HEAD";
-    } else if (!strcmp(path, "/metrics")) {
-        if (get) {
-            handle_metrics(s, rs);
-            return;
-        }
-        allow = "GET, HEAD";
-    }
-    if (allow) {
-        char m[128];
-        snprintf(m, sizeof m, "Method %.16s is not allowed on %.64s (allowed: %s)", req->method, path, allow);
-        error_resp(rs, 405, "invalid_request_error", NULL, "method_not_allowed", m);
-        rs->header_name = "Allow";
-        rs->header_value = allow;
-        return;
-    }
-    char m[160];
-    snprintf(m, sizeof m, "No route for %.16s %.100s", req->method, path);
-    error_resp(rs, 404, "not_found_error", NULL, "not_found", m);
+    cors_headers(s, req, rs);
+    if (!logged) access_log(s, req->method, req->path, rs->status, n_prompt, n_gen, req->t_start);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -916,6 +1114,29 @@ nb_status nb_server_create(const nb_server_config *c, nb_server **out) {
     if (!s->cfg.max_request_bytes) s->cfg.max_request_bytes = NB_SERVER_DEFAULT_MAX_REQUEST_BYTES;
     s->model_name = nb_strdup(c->served_model_name);
     s->api_key = c->api_key && *c->api_key ? nb_strdup(c->api_key) : NULL;
+    if (!s->model_name || (c->api_key && *c->api_key && !s->api_key)) { /* never start without the key */
+        free(s->model_name);
+        free(s->api_key);
+        free(s);
+        return nb_fail(NB_ERR_NOMEM, "out of memory copying the served model name / API key");
+    }
+    if (c->access_log && *c->access_log) {
+        if (!strcmp(c->access_log, "-")) {
+            s->access_log = stderr;
+        } else {
+            s->access_log = fopen(c->access_log, "ae");
+            if (!s->access_log) {
+                int err = errno;
+                free(s->model_name);
+                free(s->api_key);
+                free(s);
+                return nb_fail(NB_ERR_IO, "--access-log %s: cannot open for appending: %s", c->access_log,
+                               strerror(err));
+            }
+            s->own_log = true;
+            setvbuf(s->access_log, NULL, _IOLBF, 0);
+        }
+    }
     s->cfg.served_model_name = s->model_name;
     s->cfg.api_key = s->api_key;
     s->eot_id = -1;
@@ -924,9 +1145,11 @@ nb_status nb_server_create(const nb_server_config *c, nb_server **out) {
     pthread_mutex_init(&s->mu, NULL);
     nb_metrics_init(&s->metrics);
     nb_http_config hc = {.host = c->host, .port = c->port, .max_body = s->cfg.max_request_bytes,
-                         .max_connections = c->max_connections};
-    nb_status st = s->model_name ? nb_http_start(&hc, handle, s, &s->http) : NB_ERR_NOMEM;
+                         .max_connections = c->max_connections, .request_timeout_s = c->request_timeout_s,
+                         .early = early};
+    nb_status st = nb_http_start(&hc, handle, s, &s->http);
     if (st != NB_OK) {
+        if (s->own_log) fclose(s->access_log);
         nb_metrics_destroy(&s->metrics);
         pthread_mutex_destroy(&s->mu);
         free(s->model_name);
@@ -984,21 +1207,27 @@ int nb_server_in_flight(nb_server *s) {
 
 void nb_server_abort_all(nb_server *s) {
     if (!s->be.abort) return;
-    pthread_mutex_lock(&s->mu);
-    size_t n = 0;
-    for (srv_req *r = s->reqs; r; r = r->next) n++;
-    uint64_t *ids = n ? malloc(n * sizeof *ids) : NULL;
-    size_t k = 0;
-    for (srv_req *r = s->reqs; r && ids; r = r->next)
-        if (r->submitted) ids[k++] = r->eid;
-    pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < k; i++) s->be.abort(s->be.ctx, ids[i]);
-    free(ids);
+    /* In batches from a fixed buffer (no allocation that could fail and
+     * leave requests running); each request is aborted once. */
+    for (;;) {
+        uint64_t ids[64];
+        size_t k = 0;
+        pthread_mutex_lock(&s->mu);
+        for (srv_req *r = s->reqs; r && k < 64; r = r->next)
+            if (r->submitted && !r->abort_sent) {
+                r->abort_sent = true;
+                ids[k++] = r->eid;
+            }
+        pthread_mutex_unlock(&s->mu);
+        if (!k) break;
+        for (size_t i = 0; i < k; i++) s->be.abort(s->be.ctx, ids[i]);
+    }
 }
 
 void nb_server_free(nb_server *s) {
     if (!s) return;
     nb_http_stop(s->http);
+    if (s->own_log) fclose(s->access_log);
     nb_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->mu);
     free(s->model_name);

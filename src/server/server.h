@@ -47,6 +47,9 @@ typedef struct nb_server_config {
     bool protect_metrics;           /* /health and /metrics need the key too */
     size_t max_request_bytes;       /* 0: NB_SERVER_DEFAULT_MAX_REQUEST_BYTES */
     unsigned max_connections;       /* 0: 1024 */
+    unsigned request_timeout_s;     /* 0: 30; request line + headers + body must arrive in this time */
+    const char *allowed_origins;    /* NULL/"": no CORS; "*" or a comma-separated list of origins */
+    const char *access_log;         /* NULL: none; "-": stderr; else a file appended to */
 } nb_server_config;
 
 typedef struct nb_server nb_server;
@@ -61,6 +64,8 @@ void nb_server_set_ready(nb_server *s, const nb_server_backend *b);
 void nb_server_begin_shutdown(nb_server *s);
 /* Requests accepted and not yet answered completely. */
 int nb_server_in_flight(nb_server *s);
+/* Client connections the HTTP layer holds (accepted, not yet closed). */
+unsigned nb_server_open_connections(nb_server *s);
 /* Aborts every request still running in the engine. */
 void nb_server_abort_all(nb_server *s);
 /* Closes every connection and frees. Call after the engine delivered its

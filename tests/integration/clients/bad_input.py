@@ -137,7 +137,7 @@ expect("prompt + max_tokens over max_model_len -> 400", 400, E, body=with_(P, ma
 expect("chat over max_model_len -> 400", 400, E, path="/v1/chat/completions",
        body=with_(C, max_tokens=MML * 3), param="messages", contains=(str(MML),))
 # --- model, routes, methods, size, auth ---
-expect("unknown model -> 400", 400, E, body=with_(P, model="gpt-17"), param="model", contains=("gpt-17",))
+expect("unknown model -> 404 (OpenAI, vLLM)", 404, E, body=with_(P, model="gpt-17"), param="model", contains=("gpt-17",))
 expect("unknown path -> 404", 404, "not_found_error", path="/v1/nope", body=P)
 expect("unknown path outside /v1 -> 404", 404, "not_found_error", method="GET", path="/nope")
 allow = expect("GET on completions -> 405", 405, E, method="GET", path="/v1/completions")

@@ -78,8 +78,8 @@ try {
     await client.chat.completions.create({ model: 'not-' + model, messages: [{ role: 'user', content: 'x' }] });
     check('an unknown model is rejected', false);
   } catch (e) {
-    check('unknown model -> BadRequestError', e instanceof OpenAI.BadRequestError && e.code === 'model_not_found',
-          String(e));
+    check('unknown model -> NotFoundError (404, as OpenAI and vLLM)',
+          e instanceof OpenAI.NotFoundError && e.status === 404 && e.code === 'model_not_found', String(e));
   }
 } catch (e) {
   check('no unexpected exception', false, String(e?.stack ?? e));
