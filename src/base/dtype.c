@@ -1,10 +1,15 @@
-/* The element-type table. Block sizes and bytes per block of the ggml types
- * are those of ggml-common.h (the GGUF on-disk sizes). */
+/* The element-type traits table: constant, complete, no registration.
+ * Block sizes and bytes per block of the ggml types are those of
+ * ggml-common.h (the GGUF on-disk sizes); nibble's formats are documented in
+ * src/quant/blocks.h and the repacked layouts in src/kernels/repack.h (which
+ * checks these sizes against its structs at compile time). */
 #include "base/dtype.h"
 
 #include <strings.h>
 
-static nb_dtype_info table[NB_DTYPE_MAX] = {
+#define MEM .in_memory_only = true
+
+static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_F32] = {"F32", 1, 4},         [NB_F16] = {"F16", 1, 2},
     [NB_Q4_0] = {"Q4_0", 32, 18},     [NB_Q4_1] = {"Q4_1", 32, 20},
     [NB_Q5_0] = {"Q5_0", 32, 22},     [NB_Q5_1] = {"Q5_1", 32, 24},
@@ -21,31 +26,56 @@ static nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_F64] = {"F64", 1, 8},         [NB_IQ1_M] = {"IQ1_M", 256, 56},
     [NB_BF16] = {"BF16", 1, 2},       [NB_TQ1_0] = {"TQ1_0", 256, 54},
     [NB_TQ2_0] = {"TQ2_0", 256, 66},  [NB_MXFP4] = {"MXFP4", 32, 17},
+    /* nibble's formats (src/quant/blocks.h) */
+    [NB_W8] = {"W8", 32, 36},         [NB_W8A8] = {"W8A8", 32, 36},
+    [NB_Q8_T] = {"Q8_T", 32, 36},
+    [NB_W4G32] = {"W4G32", 32, 20},   [NB_W4G64] = {"W4G64", 64, 36},
+    [NB_W4G128] = {"W4G128", 128, 68},
+    [NB_W4G32S] = {"W4G32S", 32, 20}, [NB_W4G64S] = {"W4G64S", 64, 36},
+    [NB_W4G128S] = {"W4G128S", 128, 68},
+    [NB_NF4] = {"NF4", 64, 36},
+    [NB_FP8_E4M3] = {"FP8_E4M3", 32, 36}, [NB_FP8_E5M2] = {"FP8_E5M2", 32, 36},
+    /* in-memory-only repacks (src/kernels/repack.h) */
+    [NB_Q4_0R] = {"Q4_0R", 32, 18, MEM},  [NB_Q8_0R] = {"Q8_0R", 32, 34, MEM},
+    [NB_Q8_0P] = {"Q8_0P", 32, 40, MEM},  [NB_Q4_KR] = {"Q4_KR", 256, 148, MEM},
+    [NB_Q6_KR] = {"Q6_KR", 256, 210, MEM}, [NB_Q8_KP] = {"Q8_KP", 256, 292, MEM},
 };
-
-void nb_dtype_register(nb_dtype t, nb_dtype_info info) {
-    if ((unsigned)t < NB_DTYPE_MAX) table[t] = info;
-}
 
 const nb_dtype_info *nb_dtype_get(nb_dtype t) {
     if ((unsigned)t >= NB_DTYPE_MAX || !table[t].name) return NULL;
     return &table[t];
 }
 
-bool nb_dtype_known(uint32_t id) { return nb_dtype_get((nb_dtype)id) != NULL; }
+/* The only conversion from a number to nb_dtype (with nb_dtype_next). */
+bool nb_dtype_from_file_id(uint32_t id, nb_dtype *out) {
+    if (id >= NB_DTYPE_MAX || !table[id].name || table[id].in_memory_only) return false;
+    *out = (nb_dtype)id;
+    return true;
+}
 
 const char *nb_dtype_name(nb_dtype t) {
     const nb_dtype_info *i = nb_dtype_get(t);
     return i ? i->name : "?";
 }
 
-bool nb_dtype_from_name(const char *name, nb_dtype *out) {
-    for (unsigned t = 0; t < NB_DTYPE_MAX; t++) {
-        if (table[t].name && !strcasecmp(table[t].name, name)) {
-            *out = (nb_dtype)t;
+bool nb_dtype_next(nb_dtype *t) {
+    for (unsigned u = (unsigned)*t + 1; u < NB_DTYPE_MAX; u++) {
+        if (table[u].name) {
+            *t = (nb_dtype)u;
             return true;
         }
     }
+    return false;
+}
+
+bool nb_dtype_from_name(const char *name, nb_dtype *out) {
+    nb_dtype t = NB_F32;
+    do {
+        if (!strcasecmp(table[t].name, name)) {
+            *out = t;
+            return true;
+        }
+    } while (nb_dtype_next(&t));
     return false;
 }
 
