@@ -7,10 +7,12 @@
 #include "base/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/budget.h"
 #include "eval/ppl.h"
 
 #define CMD "perplexity"
+#define PPL_EOPTS (NB_EOPT_MODEL | NB_EOPT_THREADS | NB_EOPT_KV_DTYPE)
 #define TEXT_MAX (256u << 20)
 
 static void progress(void *ud, const nb_ppl *r) {
@@ -20,39 +22,29 @@ static void progress(void *ud, const nb_ppl *r) {
 
 int nb_cmd_perplexity(int argc, char **argv) {
     nb_session_params sp = {0};
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
     const char *file = NULL;
-    int64_t ctx = 512, v;
+    int64_t ctx = 512;
     bool json = false, keep_newline = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int eor = nb_engine_opts_parse(&eo, PPL_EOPTS, CMD, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: nibble perplexity [-m MODEL] -f TEXT_FILE [-c CTX] [-t N] [--kv-cache-dtype T] [--json]\n"
                    "       [--keep-newline]\n"
-                   "  --kv-cache-dtype auto|f32|f16|bf16|fp8|int8 measures what a quantized KV cache costs.\n"
+                   "  --kv-cache-dtype measures what a quantized KV cache costs.\n"
                    "  Chunks of CTX tokens (default 512), each from an empty cache, second half scored -\n"
                    "  llama-perplexity's procedure; one trailing newline of the file is removed as it does.\n");
+            nb_engine_opts_usage(stdout, PPL_EOPTS);
             return NB_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-            sp.model_path = val;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-            sp.tokenizer_path = val;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!(file = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 4, 1 << 20, &ctx))
                 return NB_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, 512, &v))
-                return NB_EXIT_USAGE;
-            sp.n_threads = (int)v;
-        } else if (!strcmp(a, "--kv-cache-dtype")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-            if (nb_engine_kv_dtype_parse(val, &sp.kv_dtype) != NB_OK) {
-                nb_cli_error(CMD);
-                return NB_EXIT_USAGE;
-            }
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--keep-newline")) {
@@ -75,8 +67,14 @@ int nb_cmd_perplexity(int argc, char **argv) {
     if (!keep_newline && len && text[len - 1] == '\n') text[--len] = '\0';
     sp.n_ctx = (int32_t)ctx;
     sp.n_batch = (int32_t)ctx;
-    nb_session *s;
-    nb_status st = nb_session_open(&sp, &s);
+    char model[4096];
+    nb_session *s = NULL;
+    nb_status st = nb_engine_opts_model_path(eo.model, model, sizeof model);
+    sp.model_path = model;
+    sp.tokenizer_path = eo.ec.tokenizer_path;
+    sp.n_threads = eo.ec.n_threads;
+    sp.kv_dtype = eo.ec.kv_cache_dtype;
+    if (st == NB_OK) st = nb_session_open(&sp, &s);
     if (st != NB_OK) {
         nb_cli_error(CMD);
         free(text);
