@@ -1,14 +1,20 @@
 # The two commands of the README, and a few conveniences.
 #   make demo   install deps, build (Release), run the main job on the built-in default
-#   make test   install deps, build, run every test (incl. an ASan+UBSan build of the unit tests)
+#   make test   install deps, build, run every test (incl. an ASan+UBSan build of the unit tests,
+#               a ThreadSanitizer build of the threaded tests and the layer check)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
+# What runs under ThreadSanitizer: the three thread domains (kernel thread
+# pool, engine loop, HTTP server threads) and the public API's request queue.
+TSAN_TARGETS = nibble embed_example test_threadpool test_sched test_engine
+TSAN_TESTS = ^(unit.base.test_threadpool|unit.engine.test_sched|unit.engine.test_engine|integration.serve_openai|integration.embed)$$
 FUZZ_SECONDS ?= 20
 FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template fuzz_hfconfig fuzz_llama2c fuzz_http
 
-.PHONY: all deps build demo test test-release test-asan test-fuzz clean
+.PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz check-layers clean
 
 all: build
 
@@ -22,7 +28,11 @@ build: deps
 demo: build
 	bash scripts/demo.sh $(BUILD)/nibble
 
-test: deps test-release test-asan test-fuzz
+test: deps check-layers test-release test-asan test-tsan test-fuzz
+
+# Every #include follows the layer order of docs/design.md.
+check-layers:
+	bash scripts/check-layers.sh
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -33,6 +43,20 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L 'unit|oracle'
 
+# The threaded tests again under ThreadSanitizer (gcc's; libmicrohttpd and the
+# other system libraries are not instrumented: TSan sees their pthread calls
+# but not their memory accesses). Every process writes its reports to
+# $(TSAN_BUILD)/tsan.<pid> (the server runs in the background of the shell
+# tests, so its exit status alone would not tell); any report fails.
+# tests/tsan.supp holds suppressions, for third-party code only.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DNB_TSAN=ON >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
+	rm -f $(TSAN_BUILD)/tsan.*
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="log_path=$(CURDIR)/$(TSAN_BUILD)/tsan suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+	@if ls $(TSAN_BUILD)/tsan.* >/dev/null 2>&1; then cat $(TSAN_BUILD)/tsan.*; echo "ThreadSanitizer reported the above"; exit 1; fi
+
 # libFuzzer over every parser of untrusted input (model files, tokenizer
 # files, HTTP request bodies), FUZZ_SECONDS each, seeded from tests/fuzz/corpus.
 test-fuzz: deps
@@ -41,4 +65,4 @@ test-fuzz: deps
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -45,8 +45,6 @@ static uint8_t *weights(nb_dtype type, int64_t K, int64_t R, uint64_t *rb) {
 
 int main(int argc, char **argv) {
     const int64_t K = 2048, n = argc > 1 ? atoll(argv[1]) : 128;
-    nb_quant_init();
-    nb_repack_init();
     const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K};
     float *x = fill(K * n, 40503u);
     printf("%-6s %14s %16s %16s %10s\n", "type", "dot L2 GB/s", "dot 32000 GB/s", "GEMM GMAC/s", "pack ms");

@@ -13,6 +13,19 @@
 const char *nb_test_shared(const char *rel);
 /* Same, but skips the whole test binary (exit 77 = ctest "skipped"). */
 const char *nb_test_shared_or_exit(const char *rel);
+/* How many nb_test_shared() lookups found nothing so far. */
+extern int nb_test_missing;
+/* The exit status of a test binary: `failed` (cmocka's count) when a test
+ * failed, else 77 (ctest "skipped", SKIP_RETURN_CODE) when a test lacked
+ * files of shared/ (such tests call skip(), so cmocka lists them as
+ * SKIPPED), else 0. */
+int nb_test_exit(int failed);
+/* Every test binary's main ends with cmocka_run_group_tests(): route its
+ * result through nb_test_exit, so a partial run is never reported as a pass. */
+#undef cmocka_run_group_tests
+#define cmocka_run_group_tests(group_tests, group_setup, group_teardown)                                    \
+    nb_test_exit(_cmocka_run_group_tests(#group_tests, group_tests, sizeof(group_tests) / sizeof((group_tests)[0]), \
+                                         group_setup, group_teardown))
 /* Path of the nibble binary (env NB_BIN). */
 const char *nb_test_bin(void);
 /* A fresh temporary directory (removed by the OS / left for inspection). */

@@ -209,13 +209,10 @@ void nb_bench_print_level(FILE *f, const json_t *lv) {
     }
 }
 
-static void cell(FILE *f, double v, const char *fm) {
+/* v with `decimals` places and an optional unit ("ms") */
+static void cell(FILE *f, double v, int decimals, const char *unit) {
     if (isnan(v)) fprintf(f, " - |");
-    else {
-        fputc(' ', f);
-        fprintf(f, fm, v);
-        fprintf(f, " |");
-    }
+    else fprintf(f, " %.*f%s%s |", decimals, v, unit[0] ? " " : "", unit);
 }
 
 void nb_bench_print_report(FILE *f, const json_t *res, bool with_levels) {
@@ -235,12 +232,12 @@ void nb_bench_print_report(FILE *f, const json_t *res, bool with_levels) {
         level_xv(lv, lab, sizeof lab);
         json_t *s = json_object_get(lv, "server");
         fprintf(f, "| %s | %g | %g |", lab, getd(lv, "requests_ok"), getd(lv, "requests_failed"));
-        cell(f, getd(lv, "req_per_s"), "%.2f");
-        cell(f, getd(lv, "output_tok_per_s"), "%.1f");
-        cell(f, getd(lv, "total_tok_per_s"), "%.1f");
+        cell(f, getd(lv, "req_per_s"), 2, "");
+        cell(f, getd(lv, "output_tok_per_s"), 1, "");
+        cell(f, getd(lv, "total_tok_per_s"), 1, "");
         static const char *const L[][2] = {{"ttft_s", "p50"}, {"ttft_s", "p99"}, {"tpot_s", "p50"},
                                            {"tpot_s", "p99"}, {"itl_s", "p99"},  {"e2e_s", "p99"}};
-        for (int k = 0; k < 6; k++) cell(f, 1e3 * get2(lv, L[k][0], L[k][1]), "%.1f ms");
+        for (int k = 0; k < 6; k++) cell(f, 1e3 * get2(lv, L[k][0], L[k][1]), 1, "ms");
         if (json_is_true(json_object_get(s, "available")))
             fprintf(f, " %g | %g | %g | %.1f%% |\n", getd(s, "running_peak"), getd(s, "waiting_peak"),
                     getd(s, "preemptions"), 100 * getd(s, "kv_usage_peak"));

@@ -23,6 +23,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/budget.h"
 #include "engine/engine.h"
 #include "engine/session.h"
@@ -56,7 +57,9 @@ static void usage(FILE *f) {
                "  N concurrent requests per level through the serving engine (no HTTP): aggregate prompt and\n"
                "  decode tok/s, mean TTFT and TPOT, KV block fill vs static slots, preemptions, and the decode\n"
                "  speed-up of the highest level over the lowest. --shared-prefix P: every prompt starts with the\n"
-               "  same P tokens; each level runs with prefix caching off, then on, and TTFTs are compared.\n");
+               "  same P tokens; each level runs with prefix caching off, then on, and TTFTs are compared.\n"
+               "\nengine options (MODEL may also be given with -m; the serving limits apply to --concurrency):\n");
+    nb_engine_opts_usage(f, NB_EOPT_ALL);
 }
 
 /* ---- concurrency mode ------------------------------------------------------ */
@@ -329,24 +332,25 @@ int nb_cmd_bench(int argc, char **argv) {
         return NB_EXIT_USAGE;
     }
     nb_session_params sp = {0};
-    int64_t pp = 512, tg = 128, reps = 3, batch = 512, v;
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
+    int64_t pp = 512, tg = 128, reps = 3, batch = 512;
     bool json = false, bw = true;
     const char *conc = NULL;
     int64_t in_len = 128, out_len = 128, prefix_len = 0;
-    nb_engine_config ec;
-    nb_engine_config_defaults(&ec);
-    ec.max_num_seqs = 0;
-    ec.max_num_batched_tokens = 0;
+    eo.ec.max_num_seqs = 0;          /* 0: the highest concurrency level */
+    eo.ec.max_num_batched_tokens = 0; /* 0: max(512, max_num_seqs) */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val;
+        int eor = nb_engine_opts_parse(&eo, NB_EOPT_ALL, CMD, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
         if (!strcmp(a, "--json")) { json = true; continue; }
         if (!strcmp(a, "--no-bw")) { bw = false; continue; }
-        if (!strcmp(a, "--mmap")) { sp.use_mmap = true; continue; }
-        if (a[0] != '-') { sp.model_path = a; continue; }
+        if (a[0] != '-') { eo.model = a; continue; }
         if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) sp.model_path = val;
-        else if (!strcmp(a, "-p")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &pp)) return NB_EXIT_USAGE; }
+        if (!strcmp(a, "-p")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &pp)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-n")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &tg)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-r")) { if (!nb_arg_int(CMD, a, val, 1, 1000, &reps)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-b")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 16, &batch)) return NB_EXIT_USAGE; }
@@ -354,30 +358,25 @@ int nb_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--input-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &in_len)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--output-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &out_len)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--shared-prefix")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &prefix_len)) return NB_EXIT_USAGE; }
-        else if (!strcmp(a, "--max-num-seqs")) { if (!nb_arg_int(CMD, a, val, 1, 65536, &v)) return NB_EXIT_USAGE; ec.max_num_seqs = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-batched-tokens")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &v)) return NB_EXIT_USAGE; ec.max_num_batched_tokens = (int32_t)v; }
-        else if (!strcmp(a, "--max-model-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 24, &v)) return NB_EXIT_USAGE; ec.max_model_len = (int32_t)v; }
-        else if (!strcmp(a, "--block-size")) { if (!nb_arg_int(CMD, a, val, 1, 1024, &v)) return NB_EXIT_USAGE; ec.block_size = (int32_t)v; }
-        else if (!strcmp(a, "--kv-cache-bytes")) { if (!nb_arg_bytes(CMD, a, val, &ec.kv_cache_bytes)) return NB_EXIT_USAGE; }
-        else if (!strcmp(a, "--kv-cache-dtype")) {
-            if (nb_engine_kv_dtype_parse(val, &ec.kv_cache_dtype) != NB_OK) { nb_cli_error(CMD); return NB_EXIT_USAGE; }
-        }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!nb_arg_int(CMD, a, val, 1, 512, &v)) return NB_EXIT_USAGE;
-            sp.n_threads = (int)v;
-        } else {
+        else {
             fprintf(stderr, "nibble %s: unknown option '%s'\n", CMD, a);
             return NB_EXIT_USAGE;
         }
     }
-    if (conc) {
-        ec.use_mmap = sp.use_mmap;
-        return bench_concurrency(sp.model_path, conc, sp.n_threads, in_len, out_len, prefix_len, &ec, json);
-    }
+    char model[4096];
+    nb_status st = nb_engine_opts_model_path(eo.model, model, sizeof model);
+    if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+    nb_engine_config ec = eo.ec;
+    if (conc) return bench_concurrency(model, conc, ec.n_threads, in_len, out_len, prefix_len, &ec, json);
+    sp.model_path = model;
+    sp.tokenizer_path = ec.tokenizer_path;
+    sp.n_threads = ec.n_threads;
+    sp.use_mmap = ec.use_mmap;
+    sp.kv_dtype = ec.kv_cache_dtype;
     sp.n_ctx = (int32_t)NB_MAX(pp, tg + 1);
     sp.n_batch = (int32_t)NB_MIN(batch, sp.n_ctx);
     nb_session *s;
-    nb_status st = nb_session_open(&sp, &s);
+    st = nb_session_open(&sp, &s);
     if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
     int32_t n_tok = (int32_t)NB_MAX(pp, 1);
     int32_t *ids = malloc((size_t)n_tok * sizeof *ids);

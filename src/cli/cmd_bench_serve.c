@@ -18,6 +18,7 @@
 #include "bench/report.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "nibble.h" /* NIBBLE_VERSION */
 
 #define CMD "bench serve"
 

@@ -88,7 +88,6 @@ int nb_cmd_export(int argc, char **argv) {
         fprintf(stderr, "nibble %s: --dtype: '%s' is not supported (supported: F32, F16, BF16)\n", CMD, o.dtype);
         return NB_EXIT_USAGE;
     }
-    nb_quant_init();
     nb_source src;
     nb_status st = nb_source_open(in, &src);
     if (st != NB_OK) {

@@ -10,26 +10,24 @@
 #include "base/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/sampler.h"
 #include "engine/budget.h"
 #include "engine/engine.h"
 #include "formats/source.h"
-#include "model/synth.h"
 #include "tokenizer/chat_template.h"
 
 #define CMD "generate"
+#define GEN_EOPTS (NB_EOPT_MODEL | NB_EOPT_THREADS | NB_EOPT_MMAP | NB_EOPT_KV_DTYPE)
 #define PROMPT_FILE_MAX (64u << 20)
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: nibble generate [-m MODEL] (-p PROMPT | -f FILE) [options]\n"
             "\n"
-            "  -m, --model PATH        GGUF file, HF directory or llama2.c .bin (default: the built-in model)\n"
-            "      --tokenizer PATH    tokenizer file (llama2.c tokenizer.bin, tokenizer.json, tokenizer.model)\n"
             "  -p, --prompt TEXT       prompt text\n"
             "  -f, --file PATH         read the prompt from a file\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
-            "  -t, --threads N         threads (default: one per core)\n"
             "  -c, --ctx-size N        context size (default: prompt + n, at most the model's)\n"
             "      --temp T            temperature, 0 = greedy (default 0.8)\n"
             "      --top-k K           (default 40; 0 = off)\n"
@@ -44,9 +42,8 @@ static void usage(FILE *f) {
             "      --chat-template X   like --chat with this template: a Jinja file or a built-in name\n"
             "                          (chatml, llama2, llama3, mistral, zephyr, gemma, generic)\n"
             "      --echo              print the prompt before the generated text\n"
-            "      --ids               print the generated token ids as one JSON array instead of text\n"
-            "      --kv-cache-dtype T  auto|f32|f16|bf16|fp8|int8 (default auto = f32)\n"
-            "      --mmap              compute from the file mapping instead of a huge-page copy of the weights\n");
+            "      --ids               print the generated token ids as one JSON array instead of text\n");
+    nb_engine_opts_usage(f, GEN_EOPTS);
 }
 
 static double now_s(void) {
@@ -97,16 +94,12 @@ static uint64_t random_seed(void) {
 }
 
 int nb_cmd_generate(int argc, char **argv) {
-    struct {
-        const char *model_path, *tokenizer_path;
-        int n_threads;
-        int32_t n_ctx;
-        bool use_mmap;
-    } sp = {0};
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
+    int32_t n_ctx_flag = 0;
     const char *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, v;
     double d;
-    nb_kv_dtype kv_dtype = NB_KV_AUTO;
     bool echo = false, ids_out = false, ignore_eos = false, no_bos = false, chat = false;
     const char *chat_template = NULL;
     char *chat_text = NULL;
@@ -118,14 +111,14 @@ int nb_cmd_generate(int argc, char **argv) {
 #define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE; } while (0)
 #define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return NB_EXIT_USAGE; } while (0)
 #define FLT(lo, hi) do { VAL(); if (!nb_arg_float(CMD, a, val, lo, hi, &d)) return NB_EXIT_USAGE; } while (0)
+        int eor = nb_engine_opts_parse(&eo, GEN_EOPTS, CMD, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); sp.model_path = val; }
-        else if (!strcmp(a, "--tokenizer")) { VAL(); sp.tokenizer_path = val; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); prompt = val; }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); prompt_file = val; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { INT(0, 1 << 20); n_predict = v; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { INT(1, 512); sp.n_threads = (int)v; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { INT(1, 1 << 22); sp.n_ctx = (int32_t)v; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { INT(1, 1 << 22); n_ctx_flag = (int32_t)v; }
         else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) { FLT(0, 2); smp.temperature = (float)d; }
         else if (!strcmp(a, "--top-k")) { INT(-1, 1 << 30); smp.top_k = (int32_t)v; }
         else if (!strcmp(a, "--top-p")) { FLT(1e-9, 1); smp.top_p = (float)d; }
@@ -143,11 +136,6 @@ int nb_cmd_generate(int argc, char **argv) {
             }
             smp.seed = s;
             smp.has_seed = true;
-        }
-        else if (!strcmp(a, "--mmap")) sp.use_mmap = true;
-        else if (!strcmp(a, "--kv-cache-dtype")) {
-            VAL();
-            if (nb_engine_kv_dtype_parse(val, &kv_dtype) != NB_OK) { nb_cli_error(CMD); return NB_EXIT_USAGE; }
         }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-bos")) no_bos = true;
@@ -189,24 +177,23 @@ int nb_cmd_generate(int argc, char **argv) {
     size_t n_ids = 0;
     char path[4096];
     nb_status st;
-    if (sp.model_path) snprintf(path, sizeof path, "%s", sp.model_path);
-    else if ((st = nb_default_model_path(path, sizeof path)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+    if ((st = nb_engine_opts_model_path(eo.model, path, sizeof path)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     /* the context the model computes exactly (hyper-parameters only; the engine loads the weights) */
     nb_source src;
     if ((st = nb_source_open(path, &src)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     int64_t model_ctx = src.hp.n_ctx_train;
     if (src.hp.sliding_window > 0 && src.hp.sliding_window < model_ctx) model_ctx = src.hp.sliding_window;
     nb_source_close(&src);
-    if ((st = nb_tokenizer_load(path, sp.tokenizer_path, &tok)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
+    if ((st = nb_tokenizer_load(path, eo.ec.tokenizer_path, &tok)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     if (chat) { /* the prompt as one user message, through the chat template */
         nb_chat_template *ct = NULL;
         st = chat_template ? nb_chat_template_open(chat_template, &ct)
                            : nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct);
         if (st != NB_OK) { nb_cli_error(CMD); rc = NB_EXIT_USAGE; goto done; }
         char bos[128] = "", eos[128] = "";
-        int32_t b = nb_tokenizer_bos(tok), eo = nb_tokenizer_eos(tok);
+        int32_t b = nb_tokenizer_bos(tok), e_id = nb_tokenizer_eos(tok);
         if (b >= 0 && !nb_chat_template_is_generic(ct)) bos[NB_MIN(nb_token_piece(tok, b, true, bos, sizeof bos - 1), sizeof bos - 1)] = '\0';
-        if (eo >= 0) eos[NB_MIN(nb_token_piece(tok, eo, true, eos, sizeof eos - 1), sizeof eos - 1)] = '\0';
+        if (e_id >= 0) eos[NB_MIN(nb_token_piece(tok, e_id, true, eos, sizeof eos - 1), sizeof eos - 1)] = '\0';
         json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt);
         nb_chat_input in = {.messages = msgs, .add_generation_prompt = true, .bos = bos, .eos = eos, .now = -1};
         st = msgs ? nb_chat_render_json(ct, &in, &chat_text) : nb_fail(NB_ERR_INVALID, "the prompt is not valid UTF-8");
@@ -234,8 +221,8 @@ int nb_cmd_generate(int argc, char **argv) {
         n_ids = 1;
     }
     /* default context: prompt + n, at most the model's */
-    int64_t n_ctx = sp.n_ctx > 0 ? sp.n_ctx : NB_MIN((int64_t)n_ids + NB_MAX(n_predict, 1), model_ctx);
-    if (model_ctx <= 0 && sp.n_ctx <= 0) n_ctx = (int64_t)n_ids + NB_MAX(n_predict, 1);
+    int64_t n_ctx = n_ctx_flag > 0 ? n_ctx_flag : NB_MIN((int64_t)n_ids + NB_MAX(n_predict, 1), model_ctx);
+    if (model_ctx <= 0 && n_ctx_flag <= 0) n_ctx = (int64_t)n_ids + NB_MAX(n_predict, 1);
     if ((int64_t)n_ids > n_ctx) {
         fprintf(stderr, "nibble %s: the prompt has %zu tokens, more than the context size %lld\n", CMD, n_ids,
                 (long long)n_ctx);
@@ -251,16 +238,11 @@ int nb_cmd_generate(int argc, char **argv) {
         smp.seed = random_seed();
         smp.has_seed = true;
     }
-    nb_engine_config ec;
-    nb_engine_config_defaults(&ec);
-    ec.tokenizer_path = sp.tokenizer_path;
-    ec.n_threads = sp.n_threads;
-    ec.use_mmap = sp.use_mmap;
+    nb_engine_config ec = eo.ec;
     ec.max_model_len = (int32_t)n_ctx;
     ec.max_num_seqs = 1;
     ec.max_num_batched_tokens = 512;
     ec.enable_prefix_caching = false;
-    ec.kv_cache_dtype = kv_dtype;
     if ((st = nb_engine_create(path, &ec, &e)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
     if (echo && !ids_out) {
         char *pt;

@@ -168,11 +168,13 @@ static void print_value(FILE *f, const nb_gguf_value *v) {
 
 static json_t *census_json(const census *c) {
     json_t *o = json_object();
-    for (unsigned t = 0; t < NB_DTYPE_MAX; t++)
+    nb_dtype t = NB_F32;
+    do
         if (c->tensors[t])
-            json_object_set_new(o, nb_dtype_name((nb_dtype)t),
+            json_object_set_new(o, nb_dtype_name(t),
                                 json_pack("{s:I, s:I, s:I}", "tensors", (json_int_t)c->tensors[t], "params",
                                           (json_int_t)c->params[t], "bytes", (json_int_t)c->bytes[t]));
+    while (nb_dtype_next(&t));
     return o;
 }
 
@@ -185,14 +187,15 @@ static void print_census(const census *c) {
     if (c->total_params)
         printf("bits/weight:  %.4f\n", 8.0 * (double)c->total_bytes / (double)c->total_params);
     printf("dtypes:\n");
-    for (unsigned t = 0; t < NB_DTYPE_MAX; t++) {
+    nb_dtype t = NB_F32;
+    do {
         if (!c->tensors[t]) continue;
         char pp[32], bb[32];
         fmt_count(c->params[t], pp, sizeof pp);
         fmt_count(c->bytes[t], bb, sizeof bb);
-        printf("  %-8s %5lld tensors  %14s params  %14s bytes\n", nb_dtype_name((nb_dtype)t), (long long)c->tensors[t],
+        printf("  %-8s %5lld tensors  %14s params  %14s bytes\n", nb_dtype_name(t), (long long)c->tensors[t],
                pp, bb);
-    }
+    } while (nb_dtype_next(&t));
 }
 
 static json_t *tensor_json(const nb_tensor *t, int64_t offset) {

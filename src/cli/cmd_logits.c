@@ -9,11 +9,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/budget.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 
 #define CMD "logits"
+#define LOGITS_EOPTS (NB_EOPT_MODEL | NB_EOPT_THREADS | NB_EOPT_KV_DTYPE)
 
 static bool parse_ids(const char *s, int32_t **ids, size_t *n) {
     json_error_t err;
@@ -42,33 +44,28 @@ static bool parse_ids(const char *s, int32_t **ids, size_t *n) {
 
 int nb_cmd_logits(int argc, char **argv) {
     nb_session_params sp = {0};
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
     const char *prompt = NULL, *ids_json = NULL;
-    int64_t top = 10, v;
+    int64_t top = 10;
     bool no_bos = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int eor = nb_engine_opts_parse(&eo, LOGITS_EOPTS, CMD, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: nibble logits [-m MODEL] (--ids JSON | -p TEXT) [--top K] [-t N] [--no-bos] [--kv-cache-dtype T]\n"
                    "  One JSON line per position: the top-K next-token logits after consuming tokens 0..pos,\n"
                    "  and the log-sum-exp over the vocabulary (log p(id) = logit - logsumexp).\n");
+            nb_engine_opts_usage(stdout, LOGITS_EOPTS);
             return NB_EXIT_OK;
         }
-        if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--tokenizer") || !strcmp(a, "-p") ||
-            !strcmp(a, "--prompt") || !strcmp(a, "--ids") || !strcmp(a, "--top") || !strcmp(a, "-t") ||
-            !strcmp(a, "--threads")) {
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "--ids") || !strcmp(a, "--top")) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-            if (!strcmp(a, "-m") || !strcmp(a, "--model")) sp.model_path = val;
-            else if (!strcmp(a, "--tokenizer")) sp.tokenizer_path = val;
-            else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = val;
+            if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = val;
             else if (!strcmp(a, "--ids")) ids_json = val;
-            else if (!strcmp(a, "--top")) { if (!nb_arg_int(CMD, a, val, 1, 1000, &top)) return NB_EXIT_USAGE; }
-            else { if (!nb_arg_int(CMD, a, val, 1, 512, &v)) return NB_EXIT_USAGE; sp.n_threads = (int)v; }
-        } else if (!strcmp(a, "--kv-cache-dtype")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-            if (nb_engine_kv_dtype_parse(val, &sp.kv_dtype) != NB_OK) {
-                nb_cli_error(CMD);
-                return NB_EXIT_USAGE;
-            }
+            else if (!nb_arg_int(CMD, a, val, 1, 1000, &top)) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--no-bos")) {
             no_bos = true;
         } else {
@@ -85,7 +82,13 @@ int nb_cmd_logits(int argc, char **argv) {
     if (ids_json && !parse_ids(ids_json, &ids, &n)) return NB_EXIT_USAGE;
     nb_session *s = NULL;
     int rc = NB_EXIT_FAIL;
-    nb_status st;
+    char model[4096];
+    nb_status st = nb_engine_opts_model_path(eo.model, model, sizeof model);
+    if (st != NB_OK) goto err;
+    sp.model_path = model;
+    sp.tokenizer_path = eo.ec.tokenizer_path;
+    sp.n_threads = eo.ec.n_threads;
+    sp.kv_dtype = eo.ec.kv_cache_dtype;
     if (prompt) {
         /* Tokenize with the model's tokenizer first to size the context. */
         nb_tokenizer *tok;

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/engine.h"
 #include "eval/golden_score.h"
 #include "server/server.h"
@@ -30,25 +31,11 @@ static void usage(FILE *f) {
             "Serves MODEL (GGUF file, HF directory, llama2.c .bin; default: the built-in model) over an\n"
             "OpenAI-compatible HTTP API: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.\n"
             "\n"
-            "  -m, --model PATH                 the model (same as the positional MODEL)\n"
-            "      --tokenizer PATH             tokenizer file, when not found from the model\n"
             "      --chat-template FILE|NAME    chat template instead of the model's: a Jinja file or a built-in\n"
             "                                   (chatml, llama2, llama3, mistral, zephyr, gemma, generic)\n"
             "      --host ADDR                  address to bind (default 127.0.0.1)\n"
             "      --port N                     port (default 8080; 0 = any free port, printed at startup)\n"
             "      --served-model-name NAME     the model id clients send (default: the file name)\n"
-            "      --max-model-len N            max prompt + completion tokens (default: the model's context)\n"
-            "      --max-num-seqs N             sequences in one batch (default 64)\n"
-            "      --max-num-batched-tokens N   tokens per engine step (default 512)\n"
-            "      --memory-utilization F       fraction of host memory for weights + KV (default 0.90);\n"
-            "                                   alias --gpu-memory-utilization\n"
-            "      --kv-cache-bytes SIZE        KV pool size (e.g. 64MiB), overriding the memory account\n"
-            "      --block-size N               tokens per KV block: 1, 8, 16, 32, 64, 128 (default 16)\n"
-            "      --kv-cache-dtype T           auto, f32, f16, bf16, fp8, int8 (default auto)\n"
-            "      --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
-            "      --max-waiting N              waiting-queue length before 429 (default 1024)\n"
-            "  -t, --threads N                  compute threads (default: one per core)\n"
-            "      --mmap                       compute from the file mapping\n"
             "      --api-key KEY                require 'Authorization: Bearer KEY' on /v1 (prefer the\n"
             "                                   NIBBLE_API_KEY environment variable: command lines end up\n"
             "                                   in shell history and ps)\n"
@@ -60,7 +47,9 @@ static void usage(FILE *f) {
             "                                   (default 30; the connection is closed after that)\n"
             "      --allowed-origins LIST       CORS: '*' or comma-separated origins (default: none)\n"
             "      --access-log PATH            one line per request (method, path, status, tokens,\n"
-            "                                   latency; never prompt text) appended to PATH; '-' = stderr\n");
+            "                                   latency; never prompt text) appended to PATH; '-' = stderr\n"
+            "engine options (MODEL may also be given with -m):\n");
+    nb_engine_opts_usage(f, NB_EOPT_ALL);
 }
 
 /* ---- engine glue ---------------------------------------------------------- */
@@ -118,17 +107,6 @@ static double mono_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static bool parse_kv_dtype(const char *v, nb_kv_dtype *out) {
-    static const struct { const char *name; nb_kv_dtype t; } tab[] = {
-        {"auto", NB_KV_AUTO}, {"f32", NB_KV_F32}, {"float32", NB_KV_F32}, {"f16", NB_KV_F16},
-        {"float16", NB_KV_F16}, {"half", NB_KV_F16}, {"bf16", NB_KV_BF16}, {"bfloat16", NB_KV_BF16},
-        {"fp8", NB_KV_FP8}, {"fp8_e4m3", NB_KV_FP8}, {"int8", NB_KV_INT8},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(v, tab[i].name)) { *out = tab[i].t; return true; }
-    return false;
-}
-
 static const char *base_name(const char *path, char *buf, size_t cap) {
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
@@ -144,59 +122,24 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
 }
 
 int nb_cmd_serve(int argc, char **argv) {
-    nb_engine_config ec;
-    nb_engine_config_defaults(&ec);
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
     nb_server_config sc = {.host = "127.0.0.1", .port = 8080};
-    const char *model = NULL, *name = NULL, *chat_template = NULL;
+    const char *name = NULL, *chat_template = NULL;
     int64_t v, shutdown_timeout = 30;
-    double d;
     uint64_t bytes;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
 #define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE; } while (0)
 #define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return NB_EXIT_USAGE; } while (0)
+        int eor = nb_engine_opts_parse(&eo, NB_EOPT_ALL, CMD, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); model = val; }
-        else if (!strcmp(a, "--tokenizer")) { VAL(); ec.tokenizer_path = val; }
         else if (!strcmp(a, "--chat-template")) { VAL(); chat_template = val; }
         else if (!strcmp(a, "--host")) { VAL(); sc.host = val; }
         else if (!strcmp(a, "--port")) { INT(0, 65535); sc.port = (int)v; }
         else if (!strcmp(a, "--served-model-name")) { VAL(); name = val; }
-        else if (!strcmp(a, "--max-model-len")) { INT(1, 1 << 24); ec.max_model_len = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-seqs")) { INT(1, 1 << 16); ec.max_num_seqs = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-batched-tokens")) { INT(1, 1 << 24); ec.max_num_batched_tokens = (int32_t)v; }
-        else if (!strcmp(a, "--max-waiting")) { INT(1, 1 << 20); ec.max_waiting = (int32_t)v; }
-        else if (!strcmp(a, "--memory-utilization") || !strcmp(a, "--gpu-memory-utilization")) {
-            VAL();
-            if (!nb_arg_float(CMD, a, val, 1e-6, 1, &d)) return NB_EXIT_USAGE;
-            ec.memory_utilization = d;
-        }
-        else if (!strcmp(a, "--kv-cache-bytes")) {
-            VAL();
-            if (!nb_arg_bytes(CMD, a, val, &bytes)) return NB_EXIT_USAGE;
-            ec.kv_cache_bytes = bytes;
-        }
-        else if (!strcmp(a, "--block-size")) {
-            INT(1, 128);
-            if (v != 1 && v != 8 && v != 16 && v != 32 && v != 64 && v != 128) {
-                fprintf(stderr, "nibble %s: --block-size: '%s' is not allowed (allowed 1, 8, 16, 32, 64, 128)\n",
-                        CMD, val);
-                return NB_EXIT_USAGE;
-            }
-            ec.block_size = (int32_t)v;
-        }
-        else if (!strcmp(a, "--kv-cache-dtype")) {
-            VAL();
-            if (!parse_kv_dtype(val, &ec.kv_cache_dtype)) {
-                fprintf(stderr, "nibble %s: --kv-cache-dtype: '%s' is not one of auto, f32, f16, bf16, fp8, int8\n",
-                        CMD, val);
-                return NB_EXIT_USAGE;
-            }
-        }
-        else if (!strcmp(a, "--enable-prefix-caching")) ec.enable_prefix_caching = true;
-        else if (!strcmp(a, "--no-enable-prefix-caching")) ec.enable_prefix_caching = false;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { INT(1, 512); ec.n_threads = (int)v; }
-        else if (!strcmp(a, "--mmap")) ec.use_mmap = true;
         else if (!strcmp(a, "--api-key")) { VAL(); sc.api_key = val; }
         else if (!strcmp(a, "--protect-metrics")) sc.protect_metrics = true;
         else if (!strcmp(a, "--max-request-bytes")) {
@@ -218,9 +161,9 @@ int nb_cmd_serve(int argc, char **argv) {
             fprintf(stderr, "nibble %s: unknown option '%s' (see nibble serve --help)\n", CMD, a);
             return NB_EXIT_USAGE;
         }
-        else if (!model) model = a;
+        else if (!eo.model) eo.model = a;
         else {
-            fprintf(stderr, "nibble %s: unexpected argument '%s' (the model is already '%s')\n", CMD, a, model);
+            fprintf(stderr, "nibble %s: unexpected argument '%s' (the model is already '%s')\n", CMD, a, eo.model);
             return NB_EXIT_USAGE;
         }
 #undef VAL
@@ -236,7 +179,7 @@ int nb_cmd_serve(int argc, char **argv) {
         if (env && *env) sc.api_key = env;
     }
     char nbuf[256];
-    sc.served_model_name = name ? name : model ? base_name(model, nbuf, sizeof nbuf) : "nibble-default";
+    sc.served_model_name = name ? name : eo.model ? base_name(eo.model, nbuf, sizeof nbuf) : "nibble-default";
 
     /* Every thread created from here on inherits the blocked signals. */
     sigset_t sigs;
@@ -266,7 +209,9 @@ int nb_cmd_serve(int argc, char **argv) {
     }
     if (test_token_delay_ms) NB_WARN("NIBBLE_TEST_TOKEN_DELAY_MS=%ld: slowing every token (test-only)", test_token_delay_ms);
     nb_engine *eng = NULL;
-    st = nb_engine_create(model, &ec, &eng);
+    char model[4096];
+    if ((st = nb_engine_opts_model_path(eo.model, model, sizeof model)) == NB_OK)
+        st = nb_engine_create(model, &eo.ec, &eng);
     if (st != NB_OK) {
         nb_cli_error(CMD);
         nb_server_free(srv);

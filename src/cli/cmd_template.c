@@ -22,6 +22,7 @@
 
 #include "base/file.h"
 #include "cli/args.h"
+#include "cli/commands.h"
 #include "template/jinja.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "cli/args.h"
+#include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
 #define CMD "tokenize"

@@ -5,7 +5,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "nibble.h"
-#include "quant/qtypes.h"
 
 typedef struct {
     const char *name;
@@ -26,7 +25,6 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    nb_quant_init(); /* nibble's own dtypes must be known before any file is read */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? NB_EXIT_USAGE : NB_EXIT_OK;

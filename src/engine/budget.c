@@ -21,8 +21,10 @@ nb_status nb_engine_kv_type(nb_kv_dtype d, nb_kv_type *out) {
 
 nb_status nb_engine_kv_dtype_parse(const char *s, nb_kv_dtype *out) {
     static const struct { const char *n; nb_kv_dtype d; } t[] = {
-        {"auto", NB_KV_AUTO}, {"f32", NB_KV_F32}, {"fp32", NB_KV_F32}, {"f16", NB_KV_F16}, {"fp16", NB_KV_F16},
-        {"bf16", NB_KV_BF16}, {"fp8", NB_KV_FP8}, {"fp8_e4m3", NB_KV_FP8}, {"int8", NB_KV_INT8}};
+        {"auto", NB_KV_AUTO}, {"f32", NB_KV_F32}, {"fp32", NB_KV_F32}, {"float32", NB_KV_F32},
+        {"f16", NB_KV_F16}, {"fp16", NB_KV_F16}, {"float16", NB_KV_F16}, {"half", NB_KV_F16},
+        {"bf16", NB_KV_BF16}, {"bfloat16", NB_KV_BF16}, {"fp8", NB_KV_FP8}, {"fp8_e4m3", NB_KV_FP8},
+        {"int8", NB_KV_INT8}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(s, t[i].n)) {
             *out = t[i].d;

@@ -21,7 +21,6 @@
 #include "engine/sched.h"
 #include "engine/stop.h"
 #include "model/forward.h"
-#include "model/synth.h"
 
 typedef struct req {
     nb_seq seq;
@@ -557,6 +556,7 @@ static void copy_block(void *ud, int32_t dst, int32_t src) {
 
 nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, nb_engine **out) {
     *out = NULL;
+    if (!model_path || !model_path[0]) return nb_fail(NB_ERR_INVALID, "engine: a model path is required");
     nb_engine_config c;
     if (cfg) c = *cfg; else nb_engine_config_defaults(&c);
     nb_engine_config dflt;
@@ -582,8 +582,7 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     pthread_cond_init(&e->cv, NULL);
     nb_status st;
     char path[4096];
-    if (model_path) snprintf(path, sizeof path, "%s", model_path);
-    else if ((st = nb_default_model_path(path, sizeof path)) != NB_OK) goto fail;
+    snprintf(path, sizeof path, "%s", model_path);
     nb_model_params mp = {.use_mmap = c.use_mmap};
     if ((st = nb_model_load_ex(path, &mp, &e->model)) != NB_OK) goto fail;
     if ((st = nb_tokenizer_load(path, c.tokenizer_path, &e->tok)) != NB_OK) goto fail;

@@ -19,14 +19,13 @@
 #ifndef NB_ENGINE_ENGINE_H
 #define NB_ENGINE_ENGINE_H
 
+#include "base/status.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-typedef enum nb_kv_dtype {
-    NB_KV_AUTO = 0, /* the engine's default (f32 today; docs/engine.md) */
-    NB_KV_F32, NB_KV_F16, NB_KV_BF16, NB_KV_FP8, NB_KV_INT8,
-} nb_kv_dtype;
+/* nb_kv_dtype and nb_finish_reason are part of the public API
+ * (include/nibble_status.h, reached through base/status.h). */
 
 typedef struct nb_engine_config {
     const char *tokenizer_path;      /* NULL: found from the model */
@@ -44,16 +43,6 @@ typedef struct nb_engine_config {
 } nb_engine_config;
 
 void nb_engine_config_defaults(nb_engine_config *c);
-
-typedef enum nb_finish_reason {
-    NB_FINISH_NONE = 0,   /* not finished (a streamed token) */
-    NB_FINISH_STOP,       /* EOS / stop token / stop string */
-    NB_FINISH_LENGTH,     /* max_tokens or max_model_len reached */
-    NB_FINISH_ABORT,      /* nb_engine_abort or engine shutdown */
-    NB_FINISH_ERROR,      /* the request could not be served (message in `error`) */
-} nb_finish_reason;
-
-const char *nb_finish_reason_str(nb_finish_reason r); /* "stop", "length", "abort", "error" */
 
 #define NB_MAX_TOP_LOGPROBS 20
 

@@ -6,22 +6,18 @@
 #include <string.h>
 
 #include "engine/budget.h"
-#include "model/synth.h"
 
 #define SESSION_BLOCK 16
 #define SESSION_DEFAULT_CTX_CAP 4096
 
 nb_status nb_session_open(const nb_session_params *p, nb_session **out) {
     *out = NULL;
+    if (!p->model_path || !p->model_path[0])
+        return nb_fail(NB_ERR_INVALID, "session: a model path is required");
     nb_session *s = nb_calloc(1, sizeof *s);
     if (!s) return NB_ERR_NOMEM;
     nb_status st;
-    if (p->model_path) {
-        snprintf(s->model_path, sizeof s->model_path, "%s", p->model_path);
-    } else if ((st = nb_default_model_path(s->model_path, sizeof s->model_path)) != NB_OK) {
-        free(s);
-        return st;
-    }
+    snprintf(s->model_path, sizeof s->model_path, "%s", p->model_path);
     nb_model_params mp = {.use_mmap = p->use_mmap};
     if ((st = nb_model_load_ex(s->model_path, &mp, &s->model)) != NB_OK) goto fail;
     if ((st = nb_tokenizer_load(s->model_path, p->tokenizer_path, &s->tok)) != NB_OK) goto fail;

@@ -3,8 +3,8 @@
  * sequence with nb_session_eval, in chunks of at most n_batch per forward
  * call; nb_session_reset starts the sequence over (the cache is reused).
  *
- * Path resolution: model_path NULL means the built-in default model
- * (synthesized into the cache directory on first use). */
+ * The model path is required (the CLI picks the built-in default model,
+ * cli/engine_opts.h). */
 #ifndef NB_ENGINE_SESSION_H
 #define NB_ENGINE_SESSION_H
 
@@ -13,7 +13,7 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct nb_session_params {
-    const char *model_path;     /* NULL: built-in default */
+    const char *model_path;     /* required */
     const char *tokenizer_path; /* NULL: found from the model */
     int n_threads;              /* <= 0: one per core */
     int32_t n_ctx;              /* tokens the KV cache holds; <= 0: the model's context (capped at 4096) */

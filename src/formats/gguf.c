@@ -365,10 +365,10 @@ static nb_status parse(nb_gguf *g) {
         uint32_t type;
         uint64_t ty_at = c.off;
         NB_TRY(rd_u32(&c, &type, "tensor type"));
-        if (!nb_dtype_known(type))
-            return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s': type id %u at byte offset %llu is not a known ggml type",
-                           g->path, name, type, (unsigned long long)ty_at);
-        t->type = (nb_dtype)type;
+        if (!nb_dtype_from_file_id(type, &t->type))
+            return nb_fail(NB_ERR_FORMAT, "%s: tensor '%s': type id %u at byte offset %llu is not a type a file may "
+                           "hold (ggml's 0..%d, nibble's %d..%d)", g->path, name, type, (unsigned long long)ty_at,
+                           NB_DTYPE_GGML_END - 1, NB_DTYPE_EXT_BASE, NB_DTYPE_EXT_END - 1);
         const nb_dtype_info *ti = nb_dtype_get(t->type);
         uint64_t row_bytes, bytes;
         if (!nb_dtype_row_bytes(t->type, (uint64_t)t->ne[0], &row_bytes))

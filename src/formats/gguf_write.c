@@ -281,8 +281,9 @@ static nb_status add_entry(nb_gguf_writer *w, const char *name, nb_dtype type, i
     for (int64_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return nb_fail(NB_ERR_INVALID, "gguf writer: duplicate tensor '%s'", name);
     const nb_dtype_info *info = nb_dtype_get(type);
-    if (!info || ((unsigned)type >= NB_DTYPE_GGML_END && (unsigned)type < NB_DTYPE_EXT_BASE))
-        return nb_fail(NB_ERR_INVALID, "gguf writer: tensor '%s': type id %d is not a ggml type", name, (int)type);
+    if (!info || info->in_memory_only)
+        return nb_fail(NB_ERR_INVALID, "gguf writer: tensor '%s': type id %d is not a type a file may hold", name,
+                       (int)type);
     if (n_dims < 1 || n_dims > NB_MAX_DIMS)
         return nb_fail(NB_ERR_INVALID, "gguf writer: tensor '%s': n_dims %d (allowed 1..%d)", name, n_dims, NB_MAX_DIMS);
     uint64_t rows = 1;

@@ -491,10 +491,10 @@ static void act_f32_copy(const float *x, void *dst, int64_t n) { memcpy(dst, x, 
 
 #define XQ8 NB_Q8_0, nb_quant_q8_0_act
 #define XQK NB_Q8_K, nb_quant_q8_K
-#define XQT (nb_dtype) NB_Q8_T, nb_quant_q8_T
+#define XQT NB_Q8_T, nb_quant_q8_T
 #define XF32 NB_F32, act_f32_copy
 
-static const struct { int type; nb_qdot qd; } x86_tab[] = {
+static const struct { nb_dtype type; nb_qdot qd; } x86_tab[] = {
     {NB_Q4_0, {XQ8, k_q4_0, NULL, NB_QDOT_ISA}},
     {NB_Q4_1, {XQ8, k_q4_1, NULL, NB_QDOT_ISA}},
     {NB_Q5_0, {XQ8, k_q5_0, NULL, NB_QDOT_ISA}},
@@ -520,7 +520,7 @@ static const struct { int type; nb_qdot qd; } x86_tab[] = {
 
 const nb_qdot *NB_QDOT_TABLE(nb_dtype t) {
     for (size_t i = 0; i < sizeof x86_tab / sizeof x86_tab[0]; i++) {
-        if (x86_tab[i].type == (int)t) return &x86_tab[i].qd;
+        if (x86_tab[i].type == t) return &x86_tab[i].qd;
     }
     return NULL;
 }

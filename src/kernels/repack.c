@@ -4,7 +4,6 @@
 #include "kernels/repack.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,19 +11,7 @@
 #include "base/status.h"
 #include "quant/blocks.h"
 
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void register_types(void) {
-    nb_dtype_register((nb_dtype)NB_Q4_0R, (nb_dtype_info){"Q4_0R", 32, 18});
-    nb_dtype_register((nb_dtype)NB_Q8_0R, (nb_dtype_info){"Q8_0R", 32, 34});
-    nb_dtype_register((nb_dtype)NB_Q8_0P, (nb_dtype_info){"Q8_0P", 32, 40});
-    nb_dtype_register((nb_dtype)NB_Q4_KR, (nb_dtype_info){"Q4_KR", 256, sizeof(nb_block_q4_kr)});
-    nb_dtype_register((nb_dtype)NB_Q6_KR, (nb_dtype_info){"Q6_KR", 256, sizeof(nb_block_q6_kr)});
-    nb_dtype_register((nb_dtype)NB_Q8_KP, (nb_dtype_info){"Q8_KP", 256, sizeof(nb_block_q8_K)});
-}
-
-void nb_repack_init(void) { pthread_once(&once, register_types); }
+_Static_assert(sizeof(nb_block_q8_K) == 292, "Q8_KP has Q8_K's size (base/dtype.c)");
 
 static bool have_kernels(void) {
     const char *e = getenv("NIBBLE_REPACK");
@@ -33,12 +20,11 @@ static bool have_kernels(void) {
 }
 
 nb_dtype nb_repack_target(nb_dtype t) {
-    nb_repack_init();
     if (!have_kernels()) return t;
-    if (t == NB_Q4_0) return (nb_dtype)NB_Q4_0R;
-    if (t == NB_Q8_0) return (nb_dtype)NB_Q8_0R;
-    if (t == NB_Q4_K) return (nb_dtype)NB_Q4_KR;
-    if (t == NB_Q6_K) return (nb_dtype)NB_Q6_KR;
+    if (t == NB_Q4_0) return NB_Q4_0R;
+    if (t == NB_Q8_0) return NB_Q8_0R;
+    if (t == NB_Q4_K) return NB_Q4_KR;
+    if (t == NB_Q6_K) return NB_Q6_KR;
     return t;
 }
 
@@ -314,11 +300,11 @@ void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     *out = s;
 }
 
-static const nb_qdot q4r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q8r_ref = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q4r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, NULL, "avx512"};
-static const nb_qdot q8r_512 = {(nb_dtype)NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, NULL, "avx512"};
-#define Q8_KP ((nb_dtype)NB_Q8_KP)
+static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar"};
+static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
+static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, NULL, "avx512"};
+static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, NULL, "avx512"};
+#define Q8_KP (NB_Q8_KP)
 static const nb_qdot q4kr_ref = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_ref, NULL, "scalar"};
 static const nb_qdot q6kr_ref = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_ref, NULL, "scalar"};
 static const nb_qdot q4kr_512 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx512, NULL, "avx512"};
@@ -326,21 +312,21 @@ static const nb_qdot q6kr_512 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx512, NUL
 
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) {
     bool simd = max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
-    if ((int)t == NB_Q4_0R) return simd ? &q4r_512 : &q4r_ref;
-    if ((int)t == NB_Q8_0R) return simd ? &q8r_512 : &q8r_ref;
-    if ((int)t == NB_Q4_KR) return simd ? &q4kr_512 : &q4kr_ref;
-    if ((int)t == NB_Q6_KR) return simd ? &q6kr_512 : &q6kr_ref;
+    if (t == NB_Q4_0R) return simd ? &q4r_512 : &q4r_ref;
+    if (t == NB_Q8_0R) return simd ? &q8r_512 : &q8r_ref;
+    if (t == NB_Q4_KR) return simd ? &q4kr_512 : &q4kr_ref;
+    if (t == NB_Q6_KR) return simd ? &q6kr_512 : &q6kr_ref;
     return NULL;
 }
 
 nb_to_float_fn nb_repack_to_float(nb_dtype t) {
     bool simd = nb_cpu_isa() >= NB_ISA_AVX512;
-    if ((int)t == NB_Q4_0R) return simd ? nb_q4_0r_to_float_avx512 : q4_0r_to_float;
-    if ((int)t == NB_Q8_0R) return simd ? nb_q8_0r_to_float_avx512 : q8_0r_to_float;
-    if ((int)t == NB_Q8_0P) return q8_0p_to_float;
-    if ((int)t == NB_Q4_KR) return q4_kr_to_float;
-    if ((int)t == NB_Q6_KR) return q6_kr_to_float;
-    if ((int)t == NB_Q8_KP) return q8_kp_to_float;
+    if (t == NB_Q4_0R) return simd ? nb_q4_0r_to_float_avx512 : q4_0r_to_float;
+    if (t == NB_Q8_0R) return simd ? nb_q8_0r_to_float_avx512 : q8_0r_to_float;
+    if (t == NB_Q8_0P) return q8_0p_to_float;
+    if (t == NB_Q4_KR) return q4_kr_to_float;
+    if (t == NB_Q6_KR) return q6_kr_to_float;
+    if (t == NB_Q8_KP) return q8_kp_to_float;
     return NULL;
 }
 
@@ -425,14 +411,14 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     else nb_actpack_group_ref(ap, X, g, row);
 }
 
-static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, (nb_dtype)NB_Q8_0P};
-static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, (nb_dtype)NB_Q8_0P};
+static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P};
+static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P};
 static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K};
 static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K};
 
 const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
     if (max_isa < NB_ISA_AVX512 || nb_cpu_isa() < NB_ISA_AVX512 || !nb_cpu_get()->avx512vnni) return NULL;
-    switch ((int)t) {
+    switch (t) {
     case NB_Q4_0R: return &gemm_q4_0r;
     case NB_Q8_0R: return &gemm_q8_0r;
     case NB_Q4_KR: return &gemm_q4_kr;

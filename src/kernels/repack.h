@@ -35,21 +35,13 @@
  *   Q6_KR (210 B, as Q6_K): fp16 d | i8 sc[16] | ql[128]: byte 64p+i = low 4
  *         bits of vector 2p's byte i | of vector 2p+1's << 4 | qh[64]: byte i
  *         = the high 2 bits of vector k's byte i at bits 2k (w = d*sc[e/16]*(q-32))
- * These types exist only in memory, never in files. */
+ * These types exist only in memory, never in files: their ids are the
+ * in-memory-only range of base/dtype.h, which no file reader accepts. */
 #ifndef NB_KERNELS_REPACK_H
 #define NB_KERNELS_REPACK_H
 
 #include "kernels/qdot.h"
 #include "quant/qtypes.h"
-
-enum {
-    NB_Q4_0R = NB_DTYPE_EXT_BASE + 64,
-    NB_Q8_0R = NB_DTYPE_EXT_BASE + 65,
-    NB_Q8_0P = NB_DTYPE_EXT_BASE + 66,
-    NB_Q4_KR = NB_DTYPE_EXT_BASE + 67,
-    NB_Q6_KR = NB_DTYPE_EXT_BASE + 68,
-    NB_Q8_KP = NB_DTYPE_EXT_BASE + 69,
-};
 
 /* The repacked K super-blocks (layouts above). */
 typedef struct __attribute__((packed)) {
@@ -61,11 +53,9 @@ typedef struct __attribute__((packed)) {
     int8_t sc[16];
     uint8_t ql[128], qh[64];
 } nb_block_q6_kr;
-_Static_assert(sizeof(nb_block_q4_kr) == 148, "q4_kr");
+_Static_assert(sizeof(nb_block_q4_kr) == 148, "q4_kr (base/dtype.c has the size)");
 _Static_assert(sizeof(nb_block_q6_kr) == 210, "q6_kr");
 
-/* Registers the dtypes; idempotent. */
-void nb_repack_init(void);
 /* The repacked type for a GGUF type, or the type itself when there is no
  * repacked form or this CPU lacks the kernels (AVX-512 VNNI); NIBBLE_REPACK=0
  * disables repacking. */

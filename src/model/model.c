@@ -189,7 +189,6 @@ nb_status nb_model_load(const char *path, nb_model **out) {
 
 nb_status nb_model_load_ex(const char *path, const nb_model_params *p, nb_model **out) {
     *out = NULL;
-    nb_quant_init(); /* registers nibble's own dtypes before the file is read */
     nb_model *m = nb_calloc(1, sizeof *m);
     if (!m) return NB_ERR_NOMEM;
     nb_status st = nb_source_open(path, &m->src);

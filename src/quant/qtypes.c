@@ -2,15 +2,14 @@
  * format, looked up by dtype id or name, plus the row-length fallback rule. */
 #include "quant/qtypes.h"
 
-#include <pthread.h>
 #include <strings.h>
 
 #include "quant/quant_ref.h"
 
 #define ENTRY(T, NAME, BLK, BYTES, TOF, FROMF, ACT, ...) \
-    {.type = (nb_dtype)(T), .name = NAME, .block = BLK, .block_bytes = BYTES,  \
+    {.type = T, .name = NAME, .block = BLK, .block_bytes = BYTES,  \
      .bits_per_weight = 8.0 * (BYTES) / (BLK), .to_float = TOF, .from_float = FROMF, \
-     .act_type = (nb_dtype)(ACT), __VA_ARGS__}
+     .act_type = ACT, __VA_ARGS__}
 
 static const nb_qtype table[] = {
     ENTRY(NB_Q4_0, "Q4_0", 32, 18, nb_dequant_q4_0, nb_quant_q4_0, NB_Q8_0,
@@ -63,21 +62,7 @@ static const nb_qtype table[] = {
 
 #define N_TABLE ((int)(sizeof table / sizeof table[0]))
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void do_init(void) {
-    for (int i = 0; i < N_TABLE; i++) {
-        if (table[i].type >= NB_DTYPE_EXT_BASE) {
-            nb_dtype_register(table[i].type,
-                              (nb_dtype_info){table[i].name, table[i].block, table[i].block_bytes});
-        }
-    }
-}
-
-void nb_quant_init(void) { pthread_once(&once, do_init); }
-
 const nb_qtype *nb_qtype_get(nb_dtype t) {
-    nb_quant_init();
     for (int i = 0; i < N_TABLE; i++) {
         if (table[i].type == t) return &table[i];
     }
@@ -85,7 +70,6 @@ const nb_qtype *nb_qtype_get(nb_dtype t) {
 }
 
 const nb_qtype *nb_qtype_by_name(const char *name) {
-    nb_quant_init();
     if (!name) return NULL;
     for (int i = 0; i < N_TABLE; i++) {
         if (!strcasecmp(table[i].name, name)) return &table[i];
@@ -94,7 +78,6 @@ const nb_qtype *nb_qtype_by_name(const char *name) {
 }
 
 const nb_qtype *nb_qtype_list(int *n) {
-    nb_quant_init();
     *n = N_TABLE;
     return table;
 }
@@ -107,7 +90,7 @@ bool nb_qtype_supports_row(nb_dtype t, int64_t ne0) {
 nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0) {
     for (int guard = 0; guard < 8; guard++) {
         if (nb_qtype_supports_row(t, ne0)) return t;
-        switch ((int)t) {
+        switch (t) {
         /* k-quants: llama-quantize's own fallbacks */
         /* llama-quantize takes IQ4_NL (4.5 bpw, block 32) for Q2_K/Q3_K, which
          * nibble does not implement: Q4_0 has the same size and block */
@@ -115,11 +98,11 @@ nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0) {
         case NB_Q4_K: t = NB_Q5_0; break;
         case NB_Q5_K: t = NB_Q5_1; break;
         case NB_Q6_K: t = NB_Q8_0; break;
-        case NB_W4G128: t = (nb_dtype)NB_W4G64; break;
-        case NB_W4G64: t = (nb_dtype)NB_W4G32; break;
-        case NB_W4G128S: t = (nb_dtype)NB_W4G64S; break;
-        case NB_W4G64S: t = (nb_dtype)NB_W4G32S; break;
-        case NB_NF4: t = (nb_dtype)NB_W4G32S; break;
+        case NB_W4G128: t = NB_W4G64; break;
+        case NB_W4G64: t = NB_W4G32; break;
+        case NB_W4G128S: t = NB_W4G64S; break;
+        case NB_W4G64S: t = NB_W4G32S; break;
+        case NB_NF4: t = NB_W4G32S; break;
         default: return NB_F16;
         }
     }
@@ -127,7 +110,6 @@ nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0) {
 }
 
 bool nb_qtype_row_bytes(nb_dtype t, int64_t n, uint64_t *bytes) {
-    nb_quant_init();
     if (n < 0) return false;
     return nb_dtype_row_bytes(t, (uint64_t)n, bytes);
 }

@@ -10,8 +10,8 @@
  * (quantize_row_*_ref: round-to-nearest, and the make_qkx2_quants /
  * make_qx_quants scale search for k-quants), so our files are byte-identical
  * to llama-quantize's without an imatrix. nibble's own formats take ids from
- * NB_DTYPE_EXT_BASE up (the enum below) and are registered with
- * nb_dtype_register() by nb_quant_init().
+ * NB_DTYPE_EXT_BASE up (base/dtype.h, whose constant table also gives their
+ * name, block and bytes per block).
  *
  * Row lengths: a tensor row of ne0 weights can use a format only when
  * nb_qtype_supports_row(t, ne0) is true (ne0 a multiple of the block). When it
@@ -24,8 +24,7 @@
  * read the scale of every block, so any row length that is a multiple of the
  * block works.
  *
- * Thread safety: nb_quant_init() is idempotent and thread-safe (pthread_once);
- * the table is read-only afterwards. */
+ * Thread safety: the table is constant. */
 #ifndef NB_QUANT_QTYPES_H
 #define NB_QUANT_QTYPES_H
 
@@ -34,28 +33,11 @@
 
 #include "base/dtype.h"
 
-/* nibble's own formats. Stable numbers: they are written to GGUF files. */
-enum {
-    NB_W8 = NB_DTYPE_EXT_BASE + 0,       /* int8 per output channel, f32 scale (W8A16) */
-    NB_W8A8 = NB_DTYPE_EXT_BASE + 1,     /* W8 weights, int8 per-token activations (Q8_T) */
-    NB_Q8_T = NB_DTYPE_EXT_BASE + 2,     /* activation format of W8A8 */
-    NB_W4G32 = NB_DTYPE_EXT_BASE + 3,    /* 4-bit, group 32, scale + zero point */
-    NB_W4G64 = NB_DTYPE_EXT_BASE + 4,
-    NB_W4G128 = NB_DTYPE_EXT_BASE + 5,
-    NB_W4G32S = NB_DTYPE_EXT_BASE + 6,   /* symmetric variants: same layout, z = 8 */
-    NB_W4G64S = NB_DTYPE_EXT_BASE + 7,
-    NB_W4G128S = NB_DTYPE_EXT_BASE + 8,
-    NB_NF4 = NB_DTYPE_EXT_BASE + 9,      /* bitsandbytes NF4, block 64, f32 absmax */
-    NB_FP8_E4M3 = NB_DTYPE_EXT_BASE + 10, /* OCP E4M3 (fn), f32 scale per 32 */
-    NB_FP8_E5M2 = NB_DTYPE_EXT_BASE + 11, /* OCP E5M2, f32 scale per 32 */
-    NB_QTYPE_EXT_END = NB_DTYPE_EXT_BASE + 12,
-};
-
 typedef void (*nb_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*nb_from_float_fn)(const float *src, void *dst, int64_t n);
 
 typedef struct nb_qtype {
-    nb_dtype type;            /* ggml id, or one of the enum above */
+    nb_dtype type;            /* ggml id or nibble's (base/dtype.h) */
     const char *name;         /* "Q4_0", "W4G128", "NF4", "FP8_E4M3", ... */
     uint32_t block, block_bytes;
     double bits_per_weight;   /* 8 * block_bytes / block */
@@ -67,9 +49,6 @@ typedef struct nb_qtype {
     uint32_t group;           /* W4: group size; 0 otherwise */
     const char *desc;         /* one line for `nibble quantize --list` */
 } nb_qtype;
-
-/* Registers nibble's dtypes (idempotent, thread-safe). nb_qtype_get calls it. */
-void nb_quant_init(void);
 
 /* NULL if `t` is not a quantized type we support. */
 const nb_qtype *nb_qtype_get(nb_dtype t);
@@ -86,7 +65,7 @@ bool nb_qtype_supports_row(nb_dtype t, int64_t ne0);
 nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0);
 
 /* Bytes of n weights of a quantized (or plain) type; false on a non-multiple
- * or overflow. Same as nb_dtype_row_bytes after nb_quant_init(). */
+ * or overflow. Same as nb_dtype_row_bytes. */
 bool nb_qtype_row_bytes(nb_dtype t, int64_t n, uint64_t *bytes);
 
 /* ---- reference functions, exported for tests and the kernels ---------- */

@@ -238,7 +238,7 @@ void nb_quant_fp8_e5m2(const float *x, void *dst, int64_t n) {
 }
 
 void nb_quantize_fp8_scaled(nb_dtype t, const float *src, void *dst, int64_t n, float scale) {
-    fp8_blocks(t == (nb_dtype)NB_FP8_E4M3, src, dst, n, scale);
+    fp8_blocks(t == NB_FP8_E4M3, src, dst, n, scale);
 }
 
 void nb_dequant_fp8_e4m3(const void *src, float *y, int64_t n) {

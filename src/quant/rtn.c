@@ -46,15 +46,15 @@ static const struct {
 
 static bool is_plain(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
 
-static bool is_ggml(nb_dtype t) { return (int)t < NB_DTYPE_GGML_END; }
+static bool is_ggml(nb_dtype t) { return t < NB_DTYPE_GGML_END; }
 
 /* nibble's 4-bit formats, whose default recipe keeps the embeddings in F16. */
 static bool is_int4_ext(nb_dtype t) {
-    return (t >= (nb_dtype)NB_W4G32 && t <= (nb_dtype)NB_W4G128S) || t == (nb_dtype)NB_NF4;
+    return (t >= NB_W4G32 && t <= NB_W4G128S) || t == NB_NF4;
 }
 
 static int32_t file_type_of(nb_dtype t) {
-    switch ((int)t) {
+    switch (t) {
     case NB_F32: return FT_ALL_F32;
     case NB_F16: return FT_F16;
     case NB_BF16: return FT_BF16;
@@ -653,7 +653,6 @@ static nb_status write_meta(nb_gguf_writer *w, const nb_source *src, const nb_rt
 nb_status nb_rtn_quantize(const char *in_path, const char *out_path, const nb_rtn_params *p, nb_rtn_report *out,
                           nb_rtn_progress cb, void *ud) {
     memset(out, 0, sizeof *out);
-    nb_quant_init();
     double t0 = now_s();
     nb_source src;
     NB_TRY(nb_source_open(in_path, &src));

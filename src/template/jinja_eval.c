@@ -1053,6 +1053,12 @@ static bool affix(jctx *c, jv s, jv x, bool end) {
 }
 
 /* printf-style formatting: "%s ... %d" % args */
+/* Python's %-formatting and strftime_now: the C format strings below are
+ * built by this file from a template's conversion spec (flags, width,
+ * precision and one conversion, each checked before use), so they are not
+ * literals by design. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static jv percent_format(jctx *c, jv fmt, jv args) {
     jlist *al;
     if (args.t == JV_LIST && args.tuple) al = args.u.l;
@@ -1114,6 +1120,7 @@ static jv percent_format(jctx *c, jv fmt, jv args) {
         fail(c, "TypeError: not all arguments converted during string formatting");
     return buf_val(&b);
 }
+#pragma GCC diagnostic pop
 
 /* str.format with {} {0} {name} and {{ }} (format specs refused) */
 static jv brace_format(jctx *c, jv fmt, const jargs *a) {
@@ -1700,6 +1707,8 @@ static jv call_caller(jctx *c, jfunc *fn, jargs *a) {
     return buf_val(&b);
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void fmt_time(jctx *c, jbuf *b, const char *fmt) {
     time_t t = (time_t)(c->now >= 0 ? c->now : (int64_t)time(NULL));
     struct tm tm;
@@ -1709,6 +1718,7 @@ static void fmt_time(jctx *c, jbuf *b, const char *fmt) {
     if (n == 0 && fmt[0]) fail(c, "ValueError: strftime format too long or invalid");
     buf_add(c, b, out, n);
 }
+#pragma GCC diagnostic pop
 
 static jv call_builtin(jctx *c, jfunc *fn, jargs *a) {
     switch (fn->id) {

@@ -24,7 +24,7 @@ M=$SHARED/models/aidreams260K.gguf
 if [ ! -f "$M" ]; then
   echo "SKIP: $M not found"
   echo "$passes passed, $fails failed"
-  [ $fails -eq 0 ] && exit 0 || exit 1
+  [ $fails -eq 0 ] && exit 77 || exit 1
 fi
 REF=$SHARED/reference/aidreams260K.json
 want_text=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][0]["continuation_text"])' "$REF")

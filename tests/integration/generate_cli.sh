@@ -32,9 +32,7 @@ else
 fi
 
 if [ ! -f "$SHARED/models/aidreams260K.gguf" ]; then
-  echo "SKIP: $SHARED/models not found; reference checks skipped"
-  finish
-  exit
+  skip_rest "$SHARED/models not found; reference checks skipped"
 fi
 M=$SHARED/models/aidreams260K.gguf
 REF=$SHARED/reference/aidreams260K.json

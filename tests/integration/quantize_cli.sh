@@ -30,9 +30,7 @@ check "unknown option exits 2 naming it" '[ $rc -eq 2 ] && grep -q -- "--bogus" 
 check "--list shows registry formats and mixes" '[ $rc -eq 0 ] && grep -q "^NF4" "$tmp/l" && grep -q "^Q4_K_M" "$tmp/l"'
 
 if [ ! -f "$SHARED/models/aidreams260K.gguf" ]; then
-  echo "SKIP: $SHARED/models not found; model checks skipped"
-  finish
-  exit
+  skip_rest "$SHARED/models not found; model checks skipped"
 fi
 M=$SHARED/models/aidreams260K.gguf
 REF=$SHARED/reference/aidreams260K.json

@@ -215,5 +215,5 @@ int main(void) {
         struct CMUnitTest t = {cases[i].model, test_reference, NULL, NULL, (void *)&cases[i]};
         tests[i] = t;
     }
-    return _cmocka_run_group_tests("reference_logits", tests, sizeof cases / sizeof cases[0], NULL, NULL);
+    return nb_test_exit(_cmocka_run_group_tests("reference_logits", tests, sizeof cases / sizeof cases[0], NULL, NULL));
 }

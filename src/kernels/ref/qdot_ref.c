@@ -305,10 +305,10 @@ static void act_f32(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size
 
 #define Q8 NB_Q8_0, nb_quant_q8_0_act
 #define QK NB_Q8_K, nb_quant_q8_K
-#define QT (nb_dtype) NB_Q8_T, nb_quant_q8_T
+#define QT NB_Q8_T, nb_quant_q8_T
 #define F32 NB_F32, act_f32
 
-static const struct { int type; nb_qdot qd; } tab[] = {
+static const struct { nb_dtype type; nb_qdot qd; } tab[] = {
     {NB_Q4_0, {Q8, dot_q4_0, NULL, "scalar"}},
     {NB_Q4_1, {Q8, dot_q4_1, NULL, "scalar"}},
     {NB_Q5_0, {Q8, dot_q5_0, NULL, "scalar"}},
@@ -334,7 +334,7 @@ static const struct { int type; nb_qdot qd; } tab[] = {
 
 const nb_qdot *nb_qdot_ref(nb_dtype t) {
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
-        if (tab[i].type == (int)t) return &tab[i].qd;
+        if (tab[i].type == t) return &tab[i].qd;
     }
     return NULL;
 }

@@ -84,7 +84,7 @@ static void test_model_files(void **state) {
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         const char *p = nb_test_shared(files[i].rel);
-        if (!p) continue;
+        if (!p) skip();
         char hex[65];
         assert_int_equal(nb_sha256_file(p, hex), NB_OK);
         assert_string_equal(hex, files[i].sha);

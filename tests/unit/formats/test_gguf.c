@@ -117,6 +117,12 @@ static void test_corruptions(void **state) {
     memcpy(c, b, n); c[58] = 5; expect_err(c, n, "past the end");              /* dim 4 -> 5 */
     memcpy(c, b, n); c[66] = 77; expect_err(c, n, "type id 77");               /* ggml type */
     memcpy(c, b, n); c[66] = 2; expect_err(c, n, "block size");                /* Q4_0 row of 4 */
+    /* the in-memory-only layouts (Q4_0R = 2048, Q8_KP = 2053) are no file type */
+    memcpy(c, b, n); c[66] = 0x00; c[67] = 0x08; expect_err(c, n, "type id 2048");
+    memcpy(c, b, n); c[66] = 0x05; c[67] = 0x08; expect_err(c, n, "type id 2053");
+    memcpy(c, b, n); c[66] = 0x00; c[67] = 0x04; c[68] = 1; expect_err(c, n, "type id 66560"); /* 1024 + 65536 */
+    /* nibble's own file types are accepted: W8 (1024) with a row of 4 is refused for its block of 32 */
+    memcpy(c, b, n); c[66] = 0x00; c[67] = 0x04; expect_err(c, n, "block size");
     memcpy(c, b, n); c[70] = 3; expect_err(c, n, "alignment");                 /* offset 3 */
     memcpy(c, b, n); memset(c + 58, 0xff, 8); expect_err(c, n, "overflow");    /* huge dim */
     for (size_t cut = 0; cut < n - 16; cut++) expect_err(b, cut, cut < 4 ? "magic" : "byte offset");

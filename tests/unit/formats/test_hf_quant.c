@@ -346,8 +346,9 @@ static void test_nf4(void **state) {
 /* quantization_config parsing: accepted forms and refusals naming field and value. */
 static void test_config(void **state) {
     (void)state;
-    static const char *base = "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
-                              "\"intermediate_size\":128,\"vocab_size\":32,\"quantization_config\":%s}";
+#define BASE_CONFIG                                                                                          \
+    "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,"              \
+    "\"intermediate_size\":128,\"vocab_size\":32,\"quantization_config\":%s}"
     static const struct {
         const char *qc;
         nb_status st;
@@ -381,7 +382,7 @@ static void test_config(void **state) {
     };
     char buf[2048];
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        snprintf(buf, sizeof buf, base, c[i].qc);
+        snprintf(buf, sizeof buf, BASE_CONFIG, c[i].qc);
         nb_hf_config h;
         nb_status rc = nb_hfconfig_parse(buf, strlen(buf), "cfg.json", &h);
         if (rc != c[i].st) fail_msg("case %zu: status %d, expected %d (%s)", i, rc, c[i].st, nb_errmsg());
@@ -394,7 +395,7 @@ static void test_config(void **state) {
         }
     }
     /* ignore matching */
-    snprintf(buf, sizeof buf, base, c[7].qc);
+    snprintf(buf, sizeof buf, BASE_CONFIG, c[7].qc);
     nb_hf_config h;
     assert_int_equal(nb_hfconfig_parse(buf, strlen(buf), "cfg.json", &h), NB_OK);
     assert_true(nb_hfquant_ignored(&h.quant, "lm_head"));

@@ -95,8 +95,6 @@ static void check(const nb_dtype *types, int count, int64_t n) {
 
 static void test_shared_jobs(void **state) {
     (void)state;
-    nb_quant_init();
-    nb_repack_init();
     static const nb_dtype qkv_k[] = {NB_Q4_K, NB_Q4_K, NB_Q6_K}, qkv_0[] = {NB_Q4_0, NB_Q4_0, NB_Q4_0},
                           q8[] = {NB_Q8_0, NB_Q8_0}, mixed[] = {NB_Q4_0, NB_Q6_K, NB_F16}, f16[] = {NB_F16, NB_F16, NB_F16}, four[] = {NB_Q5_K, NB_Q4_K, NB_Q6_K, NB_Q4_K};
     static const int64_t ns[] = {1, 9, 37};

@@ -146,10 +146,10 @@ static void test_edges(void **state) {
     nb_block_fp8 blk[2];
     float ones[64];
     for (int i = 0; i < 64; i++) ones[i] = 1.0f;
-    nb_qtype_get((nb_dtype)NB_FP8_E4M3)->from_float(ones, blk, 64);
+    nb_qtype_get(NB_FP8_E4M3)->from_float(ones, blk, 64);
     blk[1].f8[5] = 0x7f;
     for (int isa = NB_ISA_SCALAR; isa <= NB_ISA_AVX512; isa++) {
-        const nb_qdot *k = nb_qdot_get_exact((nb_dtype)NB_FP8_E4M3, (nb_isa)isa);
+        const nb_qdot *k = nb_qdot_get_exact(NB_FP8_E4M3, (nb_isa)isa);
         if (!k) continue;
         float s = 0;
         k->vec_dot(64, blk, ones, &s);

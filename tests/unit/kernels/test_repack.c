@@ -20,8 +20,6 @@ static float frand(void) {
 }
 
 static void check_type(nb_dtype gguf, nb_dtype planar) {
-    nb_quant_init();
-    nb_repack_init();
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref_gguf = nb_qdot_get(gguf, NB_ISA_SCALAR);
     const nb_qdot *ref_pl = nb_repack_qdot(planar, NB_ISA_SCALAR);
@@ -137,7 +135,7 @@ static void test_actpack_simd(void **state) {
     x[6 * K + 40] = -9.5f;
     size_t bytes = (nb_actpack_bytes(K, n) + 63) & ~(size_t)63;
     void *m0 = aligned_alloc(64, bytes), *m1 = aligned_alloc(64, bytes), *row = malloc(nb_actpack_scratch_bytes(K));
-    const nb_dtype acts[] = {(nb_dtype)NB_Q8_0P, NB_Q8_K};
+    const nb_dtype acts[] = {NB_Q8_0P, NB_Q8_K};
     for (int a = 0; a < 2; a++) {
         nb_actpack p0, p1;
         memset(m0, 0x55, bytes);
@@ -154,16 +152,16 @@ static void test_actpack_simd(void **state) {
     free(x); free(m0); free(m1); free(row);
 }
 
-static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
-static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
+static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
+static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, NB_Q8_0R); }
 
-static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, (nb_dtype)NB_Q4_KR); }
-static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, (nb_dtype)NB_Q6_KR); }
+static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, NB_Q4_KR); }
+static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q6_KR); }
 
-static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, (nb_dtype)NB_Q4_0R); }
-static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, (nb_dtype)NB_Q8_0R); }
-static void test_q4_k(void **state) { (void)state; check_type(NB_Q4_K, (nb_dtype)NB_Q4_KR); }
-static void test_q6_k(void **state) { (void)state; check_type(NB_Q6_K, (nb_dtype)NB_Q6_KR); }
+static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R); }
+static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, NB_Q8_0R); }
+static void test_q4_k(void **state) { (void)state; check_type(NB_Q4_K, NB_Q4_KR); }
+static void test_q6_k(void **state) { (void)state; check_type(NB_Q6_K, NB_Q6_KR); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0),      cmocka_unit_test(test_q8_0),

@@ -274,7 +274,7 @@ static bool value_equal(const nb_gguf_value *a, const nb_gguf_value *b) {
 static void test_vocab_from(void **state) {
     (void)state;
     const char *src = nb_test_shared("vocab/ggml-vocab-llama-spm.gguf");
-    if (!src) return;
+    if (!src) skip();
     nb_synth_params p;
     small(&p, NB_ARCH_LLAMA);
     p.vocab_from = src;

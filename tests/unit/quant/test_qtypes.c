@@ -37,8 +37,8 @@ static void test_registry(void **state) {
         {NB_Q5_1, 32, 24, 6.0}, {NB_Q8_0, 32, 34, 8.5}, {NB_Q2_K, 256, 84, 2.625},
         {NB_Q3_K, 256, 110, 3.4375}, {NB_Q4_K, 256, 144, 4.5},
         {NB_Q5_K, 256, 176, 5.5}, {NB_Q6_K, 256, 210, 6.5625}, {NB_Q8_K, 256, 292, 9.125},
-        {(nb_dtype)NB_W4G128, 128, 68, 4.25}, {(nb_dtype)NB_NF4, 64, 36, 4.5},
-        {(nb_dtype)NB_FP8_E4M3, 32, 36, 9.0},
+        {NB_W4G128, 128, 68, 4.25}, {NB_NF4, 64, 36, 4.5},
+        {NB_FP8_E4M3, 32, 36, 9.0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const nb_qtype *q = nb_qtype_get(want[i].t);
@@ -76,15 +76,15 @@ static void test_registry(void **state) {
     assert_int_equal(nb_qtype_fallback(NB_Q2_K, 704), NB_Q4_0);
     assert_int_equal(nb_qtype_fallback(NB_Q3_K, 704), NB_Q4_0);
     assert_int_equal(nb_qtype_fallback(NB_Q3_K, 172), NB_F16);
-    assert_int_equal(nb_qtype_fallback((nb_dtype)NB_W4G128, 192), NB_W4G64);
-    assert_int_equal(nb_qtype_fallback((nb_dtype)NB_W4G128, 96), NB_W4G32);
-    assert_int_equal(nb_qtype_fallback((nb_dtype)NB_NF4, 172), NB_F16);
+    assert_int_equal(nb_qtype_fallback(NB_W4G128, 192), NB_W4G64);
+    assert_int_equal(nb_qtype_fallback(NB_W4G128, 96), NB_W4G32);
+    assert_int_equal(nb_qtype_fallback(NB_NF4, 172), NB_F16);
     assert_int_equal(nb_qtype_fallback(NB_Q4_0, 256), NB_Q4_0);
     assert_false(nb_qtype_supports_row(NB_Q4_0, 0));
     uint64_t bytes;
-    assert_true(nb_qtype_row_bytes((nb_dtype)NB_W4G64, 256, &bytes));
+    assert_true(nb_qtype_row_bytes(NB_W4G64, 256, &bytes));
     assert_int_equal(bytes, 4 * 36);
-    assert_false(nb_qtype_row_bytes((nb_dtype)NB_W4G64, 96, &bytes));
+    assert_false(nb_qtype_row_bytes(NB_W4G64, 96, &bytes));
 }
 
 static void test_fp8(void **state) {
@@ -142,10 +142,10 @@ static void test_roundtrip(void **state) {
          * the outlier's group, whose step is 2 sigma) */
         {NB_Q2_K, 0.42}, {NB_Q3_K, 0.20},
         {NB_Q4_K, 0.10}, {NB_Q5_K, 0.05}, {NB_Q6_K, 0.025}, {NB_Q8_K, 0.015},
-        {(nb_dtype)NB_W8, 0.022}, {(nb_dtype)NB_Q8_T, 0.022},
-        {(nb_dtype)NB_W4G32, 0.11}, {(nb_dtype)NB_W4G64, 0.12}, {(nb_dtype)NB_W4G128, 0.145},
-        {(nb_dtype)NB_W4G32S, 0.12}, {(nb_dtype)NB_W4G64S, 0.14}, {(nb_dtype)NB_W4G128S, 0.165},
-        {(nb_dtype)NB_NF4, 0.125}, {(nb_dtype)NB_FP8_E4M3, 0.035}, {(nb_dtype)NB_FP8_E5M2, 0.07},
+        {NB_W8, 0.022}, {NB_Q8_T, 0.022},
+        {NB_W4G32, 0.11}, {NB_W4G64, 0.12}, {NB_W4G128, 0.145},
+        {NB_W4G32S, 0.12}, {NB_W4G64S, 0.14}, {NB_W4G128S, 0.165},
+        {NB_NF4, 0.125}, {NB_FP8_E4M3, 0.035}, {NB_FP8_E5M2, 0.07},
     };
     const int64_t n = 1024;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -192,8 +192,8 @@ static void test_roundtrip(void **state) {
             assert_true(fabsf(x[32 * b + j] - y[32 * b + j]) <= amax / 127 * (0.5f + 127.0f / 2048));
         }
     }
-    nb_qtype_get((nb_dtype)NB_FP8_E4M3)->from_float(x, q, n);
-    nb_qtype_get((nb_dtype)NB_FP8_E4M3)->to_float(q, y, n);
+    nb_qtype_get(NB_FP8_E4M3)->from_float(x, q, n);
+    nb_qtype_get(NB_FP8_E4M3)->to_float(q, y, n);
     float amax = 0;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     for (int64_t i = 0; i < n; i++) {
@@ -201,8 +201,8 @@ static void test_roundtrip(void **state) {
         float tol = fabsf(x[i]) * 0.0625f * 1.0001f + amax / 448 * ldexpf(1, -10);
         assert_true(fabsf(x[i] - y[i]) <= tol);
     }
-    nb_qtype_get((nb_dtype)NB_NF4)->from_float(x, q, n);
-    nb_qtype_get((nb_dtype)NB_NF4)->to_float(q, y, n);
+    nb_qtype_get(NB_NF4)->from_float(x, q, n);
+    nb_qtype_get(NB_NF4)->to_float(q, y, n);
     for (int64_t b = 0; b < n / 64; b++) {
         float am = 0;
         for (int j = 0; j < 64; j++) am = fmaxf(am, fabsf(x[64 * b + j]));
