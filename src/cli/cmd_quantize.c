@@ -12,6 +12,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/compare.h"
+#include "cli/quantize_calib.h"
+#include "quant/calib.h"
+#include "quant/imatrix.h"
 #include "quant/qtypes.h"
 #include "quant/rtn.h"
 
@@ -19,7 +22,8 @@
 #define TEXT_MAX (256u << 20)
 
 typedef struct q_opts {
-    const char *in, *out, *type, *check, *tokenizer;
+    const char *in, *out, *type, *check, *tokenizer, *imatrix;
+    nb_calib_opts cal;
     int64_t ctx, chunks, threads;
     bool json, pure, quiet;
 } q_opts;
@@ -42,7 +46,10 @@ static void usage(FILE *f) {
             "                     top-1 agreement, perplexity of both (llama-perplexity's chunking)\n"
             "  -c, --ctx-size N   chunk size for --check (default min(512, the model's context))\n"
             "  --chunks N         score at most N chunks (default all)\n"
-            "  --tokenizer FILE   tokenizer for --check when the input is not GGUF\n");
+            "  --tokenizer FILE   tokenizer for --check when the input is not GGUF\n"
+            "  --imatrix FILE     importance matrix (nibble imatrix / llama-imatrix, GGUF or .dat): K-quants and\n"
+            "                     Q4_0/Q4_1/Q5_0/Q5_1 use it exactly as llama-quantize --imatrix\n");
+    nb_calib_usage(f);
 }
 
 static void list_types(void) {
@@ -188,11 +195,12 @@ static int run_check(const q_opts *o, json_t *root) {
 
 int nb_cmd_quantize(int argc, char **argv) {
     q_opts o = {.threads = 0, .ctx = 0, .chunks = 0};
+    nb_calib_opts_default(&o.cal);
     nb_rtn_keep keep[NB_RTN_MAX_KEEP];
     int n_keep = 0;
     const char *pos[3];
     int n_pos = 0;
-    bool list = false;
+    bool list = false, takes = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -230,6 +238,15 @@ int nb_cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(a, "--chunks")) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, INT32_MAX, &o.chunks))
                 return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--imatrix")) {
+            if (!(o.imatrix = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (nb_calib_is_flag(a, &takes)) {
+            val = "";
+            if (takes && !(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+            if (nb_calib_parse_flag(&o.cal, a, val) != NB_OK) {
+                nb_cli_error(CMD);
+                return NB_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--tokenizer")) {
             if (!(o.tokenizer = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
@@ -273,10 +290,19 @@ int nb_cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "nibble %s: --check text file '%s' not found\n", CMD, o.check);
         return NB_EXIT_USAGE;
     }
+    nb_qcal *cc = NULL;
+    if (o.imatrix || o.cal.method != NB_CALIB_RTN) {
+        nb_status cst = nb_qcal_prepare(&o.cal, o.in, o.imatrix, o.json || o.quiet, &p, &cc);
+        if (cst != NB_OK) {
+            nb_cli_error(CMD);
+            return nb_cli_exit_code(cst);
+        }
+    }
     nb_rtn_report rep;
     if (!o.json && !o.quiet)
         printf("quantizing %s -> %s as %s%s\n", o.in, o.out, p.scheme.name, o.pure ? " (pure)" : "");
     nb_status st = nb_rtn_quantize(o.in, o.out, &p, &rep, progress, &o);
+    nb_qcal_free(cc);
     if (st != NB_OK) {
         nb_cli_error(CMD);
         nb_rtn_report_free(&rep);

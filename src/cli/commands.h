@@ -15,7 +15,8 @@
     X(logits, "teacher-forced top-K logits per position, as JSON lines")                    \
     X(tokenize, "show how a model's tokenizer splits a text")                               \
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
-    X(synth, "write a deterministic random-weight model of any shape")
+    X(synth, "write a deterministic random-weight model of any shape")                      \
+    X(imatrix, "llama.cpp-compatible importance matrix of a model over a text")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv);
 NB_COMMANDS(X)
