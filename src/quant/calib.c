@@ -384,23 +384,26 @@ typedef struct hjob {
     int64_t n;
 } hjob;
 
+/* First row of part k of nth when the rows of the upper triangle (row i
+ * costs d - i) are split into nth nearly equal amounts of work. */
+static int64_t tri_bound(int64_t d, int k, int nth) {
+    if (k <= 0) return 0;
+    if (k >= nth) return d;
+    double tot = (double)d * (double)(d + 1) / 2, target = tot * k / nth, acc = 0;
+    for (int64_t i = 0; i < d; i++) {
+        if (acc >= target) return i;
+        acc += (double)(d - i);
+    }
+    return d;
+}
+
 /* H[i][j] += sum_t x_ti x_tj for the rows i of this thread (upper triangle
  * j >= i, mirrored at the end by the reader). */
 static void h_worker(void *arg, int ith, int nth) {
     hjob *j = arg;
     const int64_t d = j->s->dim;
-    int64_t lo, hi;
-    /* balance the triangle: row i costs d - i */
-    double tot = (double)d * (double)(d + 1) / 2, a = tot * ith / nth, b = tot * (ith + 1) / nth, acc = 0;
-    lo = hi = -1;
-    for (int64_t i = 0; i < d; i++) {
-        double c = (double)(d - i);
-        if (lo < 0 && acc + c > a) lo = i;
-        acc += c;
-        if (acc >= b || i == d - 1) { hi = i + 1; break; }
-    }
-    if (lo < 0 || ith == nth - 1) hi = d;
-    if (lo < 0) return;
+    int64_t lo = tri_bound(d, ith, nth), hi = tri_bound(d, ith + 1, nth);
+    if (lo >= hi) return;
     for (int64_t t = 0; t < j->n; t++) {
         const float *x = j->x + j->rows[t] * d;
         for (int64_t i = lo; i < hi; i++) {
