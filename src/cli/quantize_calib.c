@@ -27,16 +27,14 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "nibble_status.h"
+#include "quant/awq.h"
 #include "quant/gptq.h"
 #include "quant/imatrix.h"
 #include "quant/qtypes.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-#define AWQ_GRID 20
 #define AWQ_SUB_ROWS 512   /* input rows kept per slot for AWQ's searches */
-#define CLIP_GRID 20
-#define CLIP_STEPS 10      /* shrink ratios 1 - i/20, i < 10 (down to 0.55) */
 
 typedef struct result {
     char name[NB_RTN_NAME_MAX];
@@ -128,7 +126,7 @@ static nb_status meta_fn(void *ud, nb_gguf_writer *w) {
             NB_TRY(nb_gguf_set_bool(w, "nibble.quantize.desc_act", q->o.desc_act));
             NB_TRY(nb_gguf_set_bool(w, "nibble.quantize.static_groups", q->o.static_groups || q->o.desc_act));
         }
-        if (q->o.method == NB_CALIB_AWQ) NB_TRY(nb_gguf_set_u32(w, "nibble.quantize.awq_grid", AWQ_GRID));
+        if (q->o.method == NB_CALIB_AWQ) NB_TRY(nb_gguf_set_u32(w, "nibble.quantize.awq_grid", NB_AWQ_GRID));
         if (q->o.method == NB_CALIB_SMOOTHQUANT) NB_TRY(nb_gguf_set_f32(w, "nibble.quantize.alpha", (float)q->o.alpha));
     }
     NB_TRY(nb_gguf_set_str(w, "nibble.quantize.version", NIBBLE_VERSION));
@@ -311,106 +309,6 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
     return NB_OK;
 }
 
-/* ---- AWQ / SmoothQuant scale searches ------------------------------------------ */
-
-/* Output error sum ||X Q(W s)/s ^T - X W^T||^2 over the subsampled rows. */
-static double awq_err(const float *X, int64_t nx, const float *W, int64_t rows, int64_t cols, const float *s,
-                      nb_dtype type, float *tmp, float *row) {
-    const nb_qtype *qt = nb_qtype_get(type);
-    uint64_t rb;
-    nb_dtype_row_bytes(type, (uint64_t)cols, &rb);
-    uint8_t *qb = malloc(rb);
-    double err = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *w = W + r * cols;
-        for (int64_t k = 0; k < cols; k++) row[k] = w[k] * s[k];
-        qt->from_float(row, qb, cols);
-        qt->to_float(qb, tmp, cols);
-        for (int64_t k = 0; k < cols; k++) tmp[k] = tmp[k] / s[k] - w[k];
-        for (int64_t t = 0; t < nx; t++) {
-            const float *x = X + t * cols;
-            double y = 0;
-            for (int64_t k = 0; k < cols; k++) y += (double)tmp[k] * x[k];
-            err += y * y;
-        }
-    }
-    free(qb);
-    return err;
-}
-
-/* The AWQ scales of one group of linears sharing an input: s = mean|x|^a
- * normalised by sqrt(max * min), a on a grid of AWQ_GRID points in [0, 1),
- * the one minimising the summed output error. */
-static nb_status awq_search(cal *c, int slot, float *const *Ws, const int64_t *rows, int nw, const nb_dtype *types,
-                            int64_t cols, float *s_out, double *alpha_out) {
-    const nb_calib_stats *st = &c->st[slot];
-    float *s = malloc((size_t)cols * sizeof(float)), *tmp = malloc((size_t)cols * sizeof(float)),
-          *row = malloc((size_t)cols * sizeof(float));
-    if (!s || !tmp || !row) {
-        free(s); free(tmp); free(row);
-        return NB_ERR_NOMEM;
-    }
-    double best = INFINITY;
-    for (int g = 0; g < AWQ_GRID; g++) {
-        double a = (double)g / AWQ_GRID, mx = 0, mn = INFINITY;
-        for (int64_t k = 0; k < cols; k++) {
-            double m = st->count > 0 ? st->sum_abs[k] / st->count : 0;
-            s[k] = (float)pow(fmax(m, 1e-4), a);
-            mx = fmax(mx, s[k]);
-            mn = fmin(mn, s[k]);
-        }
-        float norm = (float)sqrt(mx * mn);
-        for (int64_t k = 0; k < cols; k++) s[k] /= norm;
-        double err = 0;
-        for (int i = 0; i < nw; i++)
-            err += awq_err(c->sub[slot], c->n_sub[slot], Ws[i], rows[i], cols, s, types[i], tmp, row);
-        if (err < best) {
-            best = err;
-            *alpha_out = a;
-            memcpy(s_out, s, (size_t)cols * sizeof(float));
-        }
-    }
-    free(s);
-    free(tmp);
-    free(row);
-    return NB_OK;
-}
-
-/* AWQ's clipping: per row and per group of G inputs, the largest |w| shrunk
- * by 1 - i/20 (i < 10) when that lowers the group's output error. */
-static void awq_clip(const float *X, int64_t nx, float *W, int64_t rows, int64_t cols, int G, nb_dtype type) {
-    const nb_qtype *qt = nb_qtype_get(type);
-    if (!qt || G <= 0 || cols % G || (int)qt->block != G || qt->per_row) return;
-    float w[256], dq[256];
-    uint8_t qb[512];
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t g0 = 0; g0 < cols; g0 += G) {
-            float *wr = W + r * cols + g0, amax = 0;
-            for (int k = 0; k < G; k++) amax = fmaxf(amax, fabsf(wr[k]));
-            if (amax == 0) continue;
-            double best = INFINITY;
-            float best_m = amax;
-            for (int i = 0; i < CLIP_STEPS; i++) {
-                float mv = amax * (1.f - (float)i / CLIP_GRID);
-                for (int k = 0; k < G; k++) w[k] = fminf(fmaxf(wr[k], -mv), mv);
-                qt->from_float(w, qb, G);
-                qt->to_float(qb, dq, G);
-                double err = 0;
-                for (int64_t t = 0; t < nx; t++) {
-                    const float *x = X + t * cols + g0;
-                    double y = 0;
-                    for (int k = 0; k < G; k++) y += (double)(dq[k] - wr[k]) * x[k];
-                    err += y * y;
-                }
-                if (err < best) {
-                    best = err;
-                    best_m = mv;
-                }
-            }
-            for (int k = 0; k < G; k++) wr[k] = fminf(fmaxf(wr[k], -best_m), best_m);
-        }
-}
-
 /* ---- one block ----------------------------------------------------------------- */
 
 static nb_status norm_result(cal *c, int l, int which, const float *v, int64_t E) {
@@ -468,8 +366,13 @@ static nb_status do_block(cal *c, int l) {
             float *s = malloc((size_t)K * sizeof(float));
             double alpha = 0;
             if (!s) { st = NB_ERR_NOMEM; break; }
-            st = awq_search(c, grp[g].slot, W + grp[g].first, rows + grp[g].first, grp[g].n, types + grp[g].first, K,
-                            s, &alpha);
+            const nb_calib_stats *cs = &c->st[grp[g].slot];
+            double *mean = malloc((size_t)K * sizeof(double));
+            if (!mean) { free(s); st = NB_ERR_NOMEM; break; }
+            for (int64_t k = 0; k < K; k++) mean[k] = cs->count > 0 ? cs->sum_abs[k] / cs->count : 0;
+            st = nb_awq_search(c->sub[grp[g].slot], c->n_sub[grp[g].slot], mean, (const float *const *)(W + grp[g].first),
+                               rows + grp[g].first, types + grp[g].first, grp[g].n, K, s, &alpha);
+            free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
                     int w = grp[g].first + i;
@@ -492,33 +395,26 @@ static nb_status do_block(cal *c, int l) {
             free(s);
         }
         for (int w = 0; w < W_N && st == NB_OK; w++)
-            if (w != W_Q && w != W_K)
-                awq_clip(c->sub[w_slot[w]], c->n_sub[w_slot[w]], W[w], rows[w], cols[w],
-                         (int)(nb_qtype_get(types[w]) ? nb_qtype_get(types[w])->group : 0), types[w]);
+            if (w != W_Q && w != W_K) nb_awq_clip(c->sub[w_slot[w]], c->n_sub[w_slot[w]], W[w], rows[w], cols[w], types[w]);
     }
     if (st == NB_OK && c->o->method == NB_CALIB_SMOOTHQUANT) {
         /* s_j = max|x_j|^a / max|w_j|^(1-a) over the group's weights, for the
          * linears after a norm (q,k,v and gate,up) */
         struct { int slot, first, n; float *nv; } grp[2] = {{NB_FWD_CAP_ATTN_IN, W_Q, 3, an},
                                                              {NB_FWD_CAP_FFN_IN, W_GATE, 2, fn}};
-        for (int g = 0; g < 2; g++) {
-            const nb_calib_stats *s = &c->st[grp[g].slot];
-            for (int64_t k = 0; k < E; k++) {
-                float wmax = 0;
-                for (int i = 0; i < grp[g].n; i++) {
-                    int w = grp[g].first + i;
-                    for (int64_t r = 0; r < rows[w]; r++) wmax = fmaxf(wmax, fabsf(W[w][r * E + k]));
-                }
-                double xm = s->max_abs[k], sj = 1;
-                if (xm > 0 && wmax > 0) sj = pow(xm, c->o->alpha) / pow(wmax, 1 - c->o->alpha);
-                if (!(sj > 1e-5 && sj < 1e5)) sj = 1;
-                for (int i = 0; i < grp[g].n; i++) {
-                    int w = grp[g].first + i;
-                    for (int64_t r = 0; r < rows[w]; r++) W[w][r * E + k] *= (float)sj;
-                }
-                grp[g].nv[k] /= (float)sj;
+        float *sv = malloc((size_t)E * sizeof(float));
+        if (!sv) st = NB_ERR_NOMEM;
+        for (int g = 0; g < 2 && st == NB_OK; g++) {
+            nb_smoothquant_scales(c->st[grp[g].slot].max_abs, (const float *const *)(W + grp[g].first),
+                                  rows + grp[g].first, grp[g].n, E, c->o->alpha, sv);
+            for (int i = 0; i < grp[g].n; i++) {
+                int w = grp[g].first + i;
+                for (int64_t r = 0; r < rows[w]; r++)
+                    for (int64_t k = 0; k < E; k++) W[w][r * E + k] *= sv[k];
             }
+            for (int64_t k = 0; k < E; k++) grp[g].nv[k] /= sv[k];
         }
+        free(sv);
     }
     if (st == NB_OK && (c->o->method == NB_CALIB_AWQ || c->o->method == NB_CALIB_SMOOTHQUANT)) {
         st = norm_result(c, l, 0, an, E);
