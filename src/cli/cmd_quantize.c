@@ -282,6 +282,21 @@ int nb_cmd_quantize(int argc, char **argv) {
         nb_cli_error(CMD);
         return NB_EXIT_USAGE;
     }
+    if (o.cal.gguf_compat) {
+        /* the nearest llama.cpp type llama.cpp can load: W4G32S -> Q4_0, W4G32 -> Q4_1, other W4G -> Q4_K */
+        nb_dtype b = p.scheme.base;
+        const char *to = b == (nb_dtype)NB_W4G32S ? "Q4_0" : b == (nb_dtype)NB_W4G32 ? "Q4_1"
+                         : (b >= (nb_dtype)NB_W4G32 && b <= (nb_dtype)NB_W4G128S) ? "Q4_K" : NULL;
+        if (to && nb_rtn_scheme_parse(to, &p.scheme) != NB_OK) {
+            nb_cli_error(CMD);
+            return NB_EXIT_USAGE;
+        }
+        if (!to && (int)p.scheme.base >= NB_DTYPE_GGML_END) {
+            fprintf(stderr, "nibble %s: --format gguf-compat: %s has no llama.cpp equivalent (use W4G*, Q4_0, Q4_1 "
+                            "or Q4_K)\n", CMD, p.scheme.name);
+            return NB_EXIT_USAGE;
+        }
+    }
     if (!nb_file_exists(o.in) && !nb_is_dir(o.in)) {
         fprintf(stderr, "nibble %s: input '%s' not found\n", CMD, o.in);
         return NB_EXIT_USAGE;

@@ -195,10 +195,13 @@ nb_status nb_calib_read(const char *path, nb_calib_docs *out) {
                 st = parse_line(path, lineno, data + p, e - p, &doc);
                 if (st == NB_OK) st = add_doc(out, &doc);
                 else {
-                    nb_calib_docs d1 = {.d = &doc, .n = 1};
-                    nb_calib_doc *keep = out->d;
-                    (void)keep;
-                    nb_calib_docs_free(&d1);
+                    free(doc.text);
+                    for (int k = 0; k < doc.n_msgs; k++) {
+                        free(doc.roles[k]);
+                        free(doc.contents[k]);
+                    }
+                    free(doc.roles);
+                    free(doc.contents);
                 }
             }
             p = e + 1;
