@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "cli/args.h"
@@ -141,15 +142,15 @@ int nb_cmd_imatrix(int argc, char **argv) {
         for (int k = 0; k < NB_FWD_CAP_N; k++) c.slot[l * NB_FWD_CAP_N + k] = &m.e[l * NB_FWD_CAP_N + k];
     if (st == NB_OK) nb_fwd_set_capture(s->fwd, capture, &c);
     int32_t bos = nb_tokenizer_bos(s->tok);
-    bool add_bos = nb_tokenizer_add_bos(s->tok) && bos >= 0;
+    bool add_bos = nb_tokenizer_add_bos(s->tok) && bos >= 0, tty = isatty(2);
     for (int64_t ch = 0; st == NB_OK && ch < n_chunk; ch++) {
         int32_t *chunk = ids + ch * ctx;
         if (add_bos) chunk[0] = bos;
         nb_session_reset(s);
         st = nb_session_eval(s, chunk, (int32_t)ctx, false, s->logits);
-        fprintf(stderr, "\r[%lld/%lld] chunks", (long long)ch + 1, (long long)n_chunk);
+        if (tty) fprintf(stderr, "\r[%lld/%lld] chunks", (long long)ch + 1, (long long)n_chunk);
     }
-    fputc('\n', stderr);
+    if (tty) fputc('\n', stderr);
     if (st == NB_OK && c.bad)
         st = nb_fail(NB_ERR_INVALID, "%s: NaN or Inf in the %s: the model's weights are broken", model, c.bad_where);
     int64_t n_base = st == NB_OK ? m.n : 0;
