@@ -34,7 +34,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-#define AWQ_SUB_ROWS 512   /* input rows kept per slot for AWQ's searches */
+#define AWQ_SUB_ROWS 256   /* input rows kept per slot for AWQ's searches */
 
 typedef struct result {
     char name[NB_RTN_NAME_MAX];
@@ -371,7 +371,7 @@ static nb_status do_block(cal *c, int l) {
             if (!mean) { free(s); st = NB_ERR_NOMEM; break; }
             for (int64_t k = 0; k < K; k++) mean[k] = cs->count > 0 ? cs->sum_abs[k] / cs->count : 0;
             st = nb_awq_search(c->sub[grp[g].slot], c->n_sub[grp[g].slot], mean, (const float *const *)(W + grp[g].first),
-                               rows + grp[g].first, types + grp[g].first, grp[g].n, K, s, &alpha);
+                               rows + grp[g].first, types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
             free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
@@ -395,7 +395,7 @@ static nb_status do_block(cal *c, int l) {
             free(s);
         }
         for (int w = 0; w < W_N && st == NB_OK; w++)
-            if (w != W_Q && w != W_K) nb_awq_clip(c->sub[w_slot[w]], c->n_sub[w_slot[w]], W[w], rows[w], cols[w], types[w]);
+            if (w != W_Q && w != W_K) nb_awq_clip(c->sub[w_slot[w]], c->n_sub[w_slot[w]], W[w], rows[w], cols[w], types[w], c->pool);
     }
     if (st == NB_OK && c->o->method == NB_CALIB_SMOOTHQUANT) {
         /* s_j = max|x_j|^a / max|w_j|^(1-a) over the group's weights, for the

@@ -76,7 +76,7 @@ static void test_search_is_argmin(void **state) {
             double alpha = -1;
             const float *ws[1] = {W};
             int64_t rows[1] = {ROWS};
-            assert_int_equal(nb_awq_search(X, NX, mean_abs, ws, rows, &types[ti], 1, COLS, s, &alpha), NB_OK);
+            assert_int_equal(nb_awq_search(X, NX, mean_abs, ws, rows, &types[ti], 1, COLS, s, &alpha, NULL), NB_OK);
             double best = INFINITY, arg = -1;
             for (int g = 0; g < NB_AWQ_GRID; g++) {
                 double e = brute((double)g / NB_AWQ_GRID, types[ti]);
@@ -98,7 +98,7 @@ static void test_clip(void **state) {
     make(4.0);
     static float Wc[ROWS * COLS];
     memcpy(Wc, W, sizeof W);
-    nb_awq_clip(X, NX, Wc, ROWS, COLS, (nb_dtype)NB_W4G32);
+    nb_awq_clip(X, NX, Wc, ROWS, COLS, (nb_dtype)NB_W4G32, NULL);
     /* error of quantizing the clipped weights, measured against the original */
     const nb_qtype *q = nb_qtype_get((nb_dtype)NB_W4G32);
     uint8_t buf[COLS];
