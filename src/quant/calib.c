@@ -94,13 +94,15 @@ nb_status nb_calib_parse_flag(nb_calib_opts *o, const char *flag, const char *va
 
 void nb_calib_usage(FILE *f) {
     fprintf(f,
-            "  --method M         rtn (default), gptq (W4G*, Q4_0/Q4_1/Q4_K); see docs/quantize.md\n"
+            "  --method M         rtn (default), gptq (W4G*, Q4_0/Q4_1/Q4_K), awq (W4G*, ...), smoothquant (W8A8);\n"
+            "                     calibrated quantization, see docs/quantize.md\n"
             "  --calib FILE       calibration data: plain text, or JSONL with \"text\" or \"messages\" per line\n"
             "  --calib-samples N  samples (default 128); --calib-seq-len L tokens each (default 512); --seed S\n"
             "  --calib-report     print the sample length histogram and the duplicate rate\n"
             "  --damp F           GPTQ dampening, fraction of the mean Hessian diagonal (default 0.01)\n"
             "  --desc-act         GPTQ act order (columns by decreasing Hessian diagonal; implies --static-groups)\n"
             "  --static-groups    GPTQ group scales fitted on the original weights before any update\n"
+            "  --alpha A          SmoothQuant migration strength (default 0.5)\n"
             "  --format F         nibble (default) or gguf-compat (GPTQ into Q4_0 / Q4_1 / Q4_K)\n");
 }
 
