@@ -12,6 +12,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/compare.h"
+#include "cli/quantize_calib.h"
+#include "quant/calib.h"
+#include "quant/imatrix.h"
 #include "quant/qtypes.h"
 #include "quant/rtn.h"
 
@@ -19,7 +22,8 @@
 #define TEXT_MAX (256u << 20)
 
 typedef struct q_opts {
-    const char *in, *out, *type, *check, *tokenizer;
+    const char *in, *out, *type, *check, *tokenizer, *imatrix;
+    nb_calib_opts cal;
     int64_t ctx, chunks, threads;
     bool json, pure, quiet;
 } q_opts;
@@ -44,7 +48,10 @@ static void usage(FILE *f) {
             "                     top-1 agreement, perplexity of both (llama-perplexity's chunking)\n"
             "  -c, --ctx-size N   chunk size for --check (default min(512, the model's context))\n"
             "  --chunks N         score at most N chunks (default all)\n"
-            "  --tokenizer FILE   tokenizer for --check when the input is not GGUF\n");
+            "  --tokenizer FILE   tokenizer for --check when the input is not GGUF\n"
+            "  --imatrix FILE     importance matrix (nibble imatrix / llama-imatrix, GGUF or .dat): K-quants and\n"
+            "                     Q4_0/Q4_1/Q5_0/Q5_1 use it exactly as llama-quantize --imatrix\n");
+    nb_calib_usage(f);
 }
 
 static void list_types(void) {
@@ -190,12 +197,13 @@ static int run_check(const q_opts *o, json_t *root) {
 
 int nb_cmd_quantize(int argc, char **argv) {
     q_opts o = {.threads = 0, .ctx = 0, .chunks = 0};
+    nb_calib_opts_default(&o.cal);
     nb_rtn_keep keep[NB_RTN_MAX_KEEP];
     int n_keep = 0;
     const char *pos[3];
     const char *hf_format = NULL, *hf_layout = NULL; /* --format hf [--layout L] */
     int n_pos = 0;
-    bool list = false, force = false;
+    bool list = false, force = false, takes = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -235,6 +243,15 @@ int nb_cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(a, "--chunks")) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, INT32_MAX, &o.chunks))
                 return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--imatrix")) {
+            if (!(o.imatrix = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (nb_calib_is_flag(a, &takes)) {
+            val = "";
+            if (takes && !(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+            if (nb_calib_parse_flag(&o.cal, a, val) != NB_OK) {
+                nb_cli_error(CMD);
+                return NB_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--tokenizer")) {
             if (!(o.tokenizer = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--format") || !strcmp(a, "--layout")) { /* --format hf: cmd_export.c */
@@ -282,6 +299,21 @@ int nb_cmd_quantize(int argc, char **argv) {
         nb_cli_error(CMD);
         return NB_EXIT_USAGE;
     }
+    if (o.cal.gguf_compat) {
+        /* the nearest llama.cpp type llama.cpp can load: W4G32S -> Q4_0, W4G32 -> Q4_1, other W4G -> Q4_K */
+        nb_dtype b = p.scheme.base;
+        const char *to = b == (nb_dtype)NB_W4G32S ? "Q4_0" : b == (nb_dtype)NB_W4G32 ? "Q4_1"
+                         : (b >= (nb_dtype)NB_W4G32 && b <= (nb_dtype)NB_W4G128S) ? "Q4_K" : NULL;
+        if (to && nb_rtn_scheme_parse(to, &p.scheme) != NB_OK) {
+            nb_cli_error(CMD);
+            return NB_EXIT_USAGE;
+        }
+        if (!to && (int)p.scheme.base >= NB_DTYPE_GGML_END) {
+            fprintf(stderr, "nibble %s: --format gguf-compat: %s has no llama.cpp equivalent (use W4G*, Q4_0, Q4_1 "
+                            "or Q4_K)\n", CMD, p.scheme.name);
+            return NB_EXIT_USAGE;
+        }
+    }
     if (!nb_file_exists(o.in) && !nb_is_dir(o.in)) {
         fprintf(stderr, "nibble %s: input '%s' not found\n", CMD, o.in);
         return NB_EXIT_USAGE;
@@ -295,10 +327,19 @@ int nb_cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "nibble %s: --check text file '%s' not found\n", CMD, o.check);
         return NB_EXIT_USAGE;
     }
+    nb_qcal *cc = NULL;
+    if (o.imatrix || o.cal.method != NB_CALIB_RTN) {
+        nb_status cst = nb_qcal_prepare(&o.cal, o.in, o.imatrix, o.json || o.quiet, &p, &cc);
+        if (cst != NB_OK) {
+            nb_cli_error(CMD);
+            return nb_cli_exit_code(cst);
+        }
+    }
     nb_rtn_report rep;
     if (!o.json && !o.quiet)
         printf("quantizing %s -> %s as %s%s\n", o.in, o.out, p.scheme.name, o.pure ? " (pure)" : "");
     nb_status st = nb_rtn_quantize(o.in, o.out, &p, &rep, progress, &o);
+    nb_qcal_free(cc);
     if (st != NB_OK) {
         nb_cli_error(CMD);
         nb_rtn_report_free(&rep);

@@ -30,6 +30,9 @@ static void usage(FILE *f) {
             "  --rope-theta X    RoPE base (llama 10000, qwen2 1000000)\n"
             "  --eps X           RMSNorm epsilon (llama 1e-5, qwen2 1e-6)\n"
             "  --tied / --untied share token_embd as the output (qwen2 default tied)\n"
+            "  --outliers N      N residual channels get weight S in every attn_norm / ffn_norm: activation\n"
+            "                    outliers at the q/k/v and gate/up inputs, as real LLMs have (default 0)\n"
+            "  --outlier-scale S their norm weight (default 20)\n"
             "  --name S          general.name\n"
             "  -o, --output F    output path (required)\n"
             "  --force           write F even when it is the --vocab-from file or not a regular file\n");
@@ -104,6 +107,15 @@ int nb_cmd_synth(int argc, char **argv) {
             if (!(p.vocab_from = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--name")) {
             if (!(p.name = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--outliers")) {
+            int64_t nv;
+            if (!(v = nb_arg_value(cmd, argc, argv, &i)) || !nb_arg_int(cmd, a, v, 0, 1 << 16, &nv)) return NB_EXIT_USAGE;
+            p.outlier_channels = (int32_t)nv;
+            if (p.outlier_scale == 0) p.outlier_scale = 20.f;
+        } else if (!strcmp(a, "--outlier-scale")) {
+            if (!(v = nb_arg_value(cmd, argc, argv, &i)) || !nb_arg_float(cmd, a, v, 1e-3, 1000, &dv))
+                return NB_EXIT_USAGE;
+            p.outlier_scale = (float)dv;
         } else if (!strcmp(a, "--tied")) {
             p.tied = true;
         } else if (!strcmp(a, "--untied")) {

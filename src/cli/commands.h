@@ -17,7 +17,8 @@
     X(template, "render a chat template with a JSON context (debugging templates)")       \
     X(inspect, "architecture, parameters, dtypes, metadata of a model file")                \
     X(export, "write a model as a Hugging Face checkpoint (AWQ/GPTQ/compressed-tensors/NF4)") \
-    X(synth, "write a deterministic random-weight model of any shape")
+    X(synth, "write a deterministic random-weight model of any shape")                      \
+    X(imatrix, "llama.cpp-compatible importance matrix of a model over a text")
 
 #define X(name, help) int nb_cmd_##name(int argc, char **argv);
 NB_COMMANDS(X)

@@ -25,6 +25,8 @@ struct nb_fwd {
     float *att_scores;   /* [threads][att_cap] */
     int64_t att_cap;
     int32_t *out_rows;
+    nb_fwd_capture_fn cap;  /* calibration hook (NULL: none) */
+    void *cap_ud;
 };
 
 static float *alloc_f(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) & ~63)); }
@@ -185,13 +187,56 @@ static void add_bias(float *y, const float *bias, int64_t n, int64_t dim) {
         for (int64_t i = 0; i < dim; i++) y[t * dim + i] += bias[i];
 }
 
-nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
+/* One transformer block over the batch, on f->x (the residual stream). */
+static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     const nb_model *m = f->m;
     const nb_hparams *hp = &m->hp;
+    const nb_layer *L = &m->layers[l];
+    int64_t n = b->n, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
+            KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->norm_eps);
+    if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_ATTN_IN, f->xn, n, E);
+    const nb_tensor *qkv[3] = {L->wq, L->wk, L->wv};
+    float *qkv_out[3] = {f->q, f->kk, f->vv};
+    NB_TRY(nb_matmul_many(&f->k, 3, qkv, f->xn, n, qkv_out));
+    add_bias(f->q, L->bq, n, Q);
+    add_bias(f->kk, L->bk, n, KV);
+    add_bias(f->vv, L->bv, n, KV);
+    for (int64_t t = 0; t < n; t++) {
+        const float *r = f->rope + t * hp->rope_dim;
+        rope_apply(hp, f->q + t * Q, hp->n_head, r);
+        rope_apply(hp, f->kk + t * KV, hp->n_head_kv, r);
+        const nb_seq_view *s = &b->seqs[b->seq[t]];
+        int32_t p = b->pos[t];
+        int32_t blk = s->blocks[p / f->kv->block_size], slot = p % f->kv->block_size;
+        nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
+    }
+    att_job aj = {f, b, l};
+    nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head_kv, NB_MAX(1, hp->n_head_kv / 4));
+    if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_ATTN_OUT, f->att, n, Q);
+    NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
+    for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+
+    for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->norm_eps);
+    if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_FFN_IN, f->xn, n, E);
+    const nb_tensor *gate_up[2] = {L->w_gate, L->w_up};
+    float *gate_up_out[2] = {f->g, f->u};
+    NB_TRY(nb_matmul_many(&f->k, 2, gate_up, f->xn, n, gate_up_out));
+    for (int64_t i = 0; i < n * F; i++) {
+        float g = f->g[i];
+        f->g[i] = g / (1.0f + expf(-g)) * f->u[i];
+    }
+    if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_FFN_DOWN, f->g, n, F);
+    NB_TRY(nb_matmul(&f->k, L->w_down, f->g, n, f->xn));
+    for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+    return NB_OK;
+}
+
+/* Checks the batch and sizes the attention scratch for it. */
+static nb_status prepare(nb_fwd *f, const nb_batch *b) {
+    const nb_hparams *hp = &f->m->hp;
     int32_t max_pos = 0;
     NB_TRY(check_batch(f, b, &max_pos));
-    int64_t n = b->n, E = hp->n_embd, hd = hp->head_dim, Q = (int64_t)hp->n_head * hd,
-            KV = (int64_t)hp->n_head_kv * hd, F = hp->n_ff;
     int nth = nb_pool_size(f->k.pool);
     const int64_t group = hp->n_head / hp->n_head_kv; /* scores of a GQA group per thread */
     if ((max_pos + 1) * group > f->att_cap) {
@@ -202,43 +247,17 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
         f->att_scores = p;
         f->att_cap = cap;
     }
-    for (int64_t t = 0; t < n; t++) NB_TRY(nb_get_row(m->tok_embd, b->tokens[t], f->x + t * E));
     rope_table(f, b);
+    return NB_OK;
+}
 
-    for (int l = 0; l < hp->n_layer; l++) {
-        const nb_layer *L = &m->layers[l];
-        for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->norm_eps);
-        const nb_tensor *qkv[3] = {L->wq, L->wk, L->wv};
-        float *qkv_out[3] = {f->q, f->kk, f->vv};
-        NB_TRY(nb_matmul_many(&f->k, 3, qkv, f->xn, n, qkv_out));
-        add_bias(f->q, L->bq, n, Q);
-        add_bias(f->kk, L->bk, n, KV);
-        add_bias(f->vv, L->bv, n, KV);
-        for (int64_t t = 0; t < n; t++) {
-            const float *r = f->rope + t * hp->rope_dim;
-            rope_apply(hp, f->q + t * Q, hp->n_head, r);
-            rope_apply(hp, f->kk + t * KV, hp->n_head_kv, r);
-            const nb_seq_view *s = &b->seqs[b->seq[t]];
-            int32_t p = b->pos[t];
-            int32_t blk = s->blocks[p / f->kv->block_size], slot = p % f->kv->block_size;
-            nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
-        }
-        att_job aj = {f, b, l};
-        nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head_kv, NB_MAX(1, hp->n_head_kv / 4));
-        NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
-        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
-
-        for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->norm_eps);
-        const nb_tensor *gate_up[2] = {L->w_gate, L->w_up};
-        float *gate_up_out[2] = {f->g, f->u};
-        NB_TRY(nb_matmul_many(&f->k, 2, gate_up, f->xn, n, gate_up_out));
-        for (int64_t i = 0; i < n * F; i++) {
-            float g = f->g[i];
-            f->g[i] = g / (1.0f + expf(-g)) * f->u[i];
-        }
-        NB_TRY(nb_matmul(&f->k, L->w_down, f->g, n, f->xn));
-        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
-    }
+nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
+    const nb_model *m = f->m;
+    const nb_hparams *hp = &m->hp;
+    NB_TRY(prepare(f, b));
+    int64_t n = b->n, E = hp->n_embd;
+    for (int64_t t = 0; t < n; t++) NB_TRY(nb_get_row(m->tok_embd, b->tokens[t], f->x + t * E));
+    for (int l = 0; l < hp->n_layer; l++) NB_TRY(layer_step(f, b, l));
 
     if (!b->want || !logits) return NB_OK;
     int64_t n_out = 0;
@@ -248,5 +267,28 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
             n_out++;
         }
     if (n_out) NB_TRY(nb_matmul(&f->k, m->output, f->xn, n_out, logits));
+    return NB_OK;
+}
+
+/* ---- calibration support --------------------------------------------------- */
+
+void nb_fwd_set_capture(nb_fwd *f, nb_fwd_capture_fn fn, void *ud) {
+    f->cap = fn;
+    f->cap_ud = ud;
+}
+
+nb_status nb_fwd_run_layers(nb_fwd *f, const nb_batch *b, int l0, int l1, float *x) {
+    const nb_hparams *hp = &f->m->hp;
+    if (l0 < 0 || l1 > hp->n_layer || l0 > l1)
+        return nb_fail(NB_ERR_INVALID, "layer range %d..%d outside 0..%d", l0, l1, hp->n_layer);
+    NB_TRY(prepare(f, b));
+    int64_t n = b->n, E = hp->n_embd;
+    if (l0 == 0 && l1 == 0) { /* embeddings only */
+        for (int64_t t = 0; t < n; t++) NB_TRY(nb_get_row(f->m->tok_embd, b->tokens[t], x + t * E));
+        return NB_OK;
+    }
+    memcpy(f->x, x, (size_t)(n * E) * sizeof(float));
+    for (int l = l0; l < l1; l++) NB_TRY(layer_step(f, b, l));
+    memcpy(x, f->x, (size_t)(n * E) * sizeof(float));
     return NB_OK;
 }

@@ -46,4 +46,29 @@ const char *nb_fwd_attn_isa(const nb_fwd *f);
  * give NB_ERR_INVALID and leave the cache as it was for other sequences. */
 nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) __attribute__((warn_unused_result));
 
+/* ---- calibration hooks (nibble imatrix, calibrated quantize) -------------
+ * A capture callback sees the input of every linear layer of every block,
+ * as the matmul reads it: x is [n][dim] floats, n the batch's tokens.
+ *   ATTN_IN   the normed input of wq/wk/wv (dim n_embd)
+ *   ATTN_OUT  the attention output, input of wo (dim n_head*head_dim)
+ *   FFN_IN    the normed input of w_gate/w_up (dim n_embd)
+ *   FFN_DOWN  silu(gate)*up, input of w_down (dim n_ff)
+ * It runs on the calling thread between the kernels; it must not keep x. */
+typedef enum nb_fwd_cap {
+    NB_FWD_CAP_ATTN_IN = 0,
+    NB_FWD_CAP_ATTN_OUT,
+    NB_FWD_CAP_FFN_IN,
+    NB_FWD_CAP_FFN_DOWN,
+    NB_FWD_CAP_N,
+} nb_fwd_cap;
+typedef void (*nb_fwd_capture_fn)(void *ud, int layer, nb_fwd_cap where, const float *x, int64_t n, int64_t dim);
+/* fn NULL removes the hook. */
+void nb_fwd_set_capture(nb_fwd *f, nb_fwd_capture_fn fn, void *ud);
+/* Runs blocks l0..l1-1 of the batch on the residual stream x ([n][n_embd],
+ * read and overwritten), for layer-by-layer calibration; l0 == l1 == 0
+ * writes the token embeddings into x instead. K/V go to the pool as in
+ * nb_fwd_run. */
+nb_status nb_fwd_run_layers(nb_fwd *f, const nb_batch *b, int l0, int l1, float *x)
+    __attribute__((warn_unused_result));
+
 #endif

@@ -350,6 +350,10 @@ nb_status nb_synth_validate(const nb_synth_params *p) {
         return nb_fail(NB_ERR_RANGE, "synth: rope theta %g (allowed > 0)", (double)p->rope_theta);
     if (!(p->norm_eps > 0 && p->norm_eps < 1))
         return nb_fail(NB_ERR_RANGE, "synth: eps %g (allowed 0 < eps < 1)", (double)p->norm_eps);
+    if (p->outlier_channels < 0 || p->outlier_channels > p->n_embd)
+        return nb_fail(NB_ERR_RANGE, "synth: --outliers %d (allowed 0..n_embd = %d)", p->outlier_channels, p->n_embd);
+    if (p->outlier_channels > 0 && !(p->outlier_scale > 0 && p->outlier_scale <= 1000))
+        return nb_fail(NB_ERR_RANGE, "synth: --outlier-scale %g (allowed 0 < s <= 1000)", (double)p->outlier_scale);
     const float stds[4] = {p->std_embd, p->std_out, p->std_block, p->std_bias};
     for (int i = 0; i < 4; i++)
         if (!(stds[i] >= 0 && stds[i] <= 100))
@@ -359,7 +363,7 @@ nb_status nb_synth_validate(const nb_synth_params *p) {
 
 /* ---- tensors ---------------------------------------------------------------- */
 
-typedef enum { FILL_NORMAL, FILL_ONES } fill_kind;
+typedef enum { FILL_NORMAL, FILL_ONES, FILL_NORM } fill_kind;
 
 typedef struct {
     char name[64];
@@ -369,6 +373,8 @@ typedef struct {
     int64_t ne[2];
     double std;
     uint64_t seed;
+    int32_t n_out;      /* FILL_NORM: outlier channels and their weight */
+    float out_scale;
 } synth_tensor;
 
 static nb_status fill_tensor(void *ctx, const char *name, void *buf, uint64_t nbytes) {
@@ -382,8 +388,13 @@ static nb_status fill_tensor(void *ctx, const char *name, void *buf, uint64_t nb
     double z[CH];
     for (uint64_t i = 0; i < n; i += CH) {
         size_t k = (size_t)NB_MIN((uint64_t)CH, n - i);
-        if (t->kind == FILL_ONES)
+        if (t->kind == FILL_ONES || t->kind == FILL_NORM) {
             for (size_t j = 0; j < k; j++) z[j] = 1.0;
+            for (int32_t o = 0; t->kind == FILL_NORM && o < t->n_out; o++) {
+                uint64_t c = ((uint64_t)o * 7919u + 13u) % (uint64_t)t->ne[0];
+                if (c >= i && c < i + k) z[c - i] = t->out_scale;
+            }
+        }
         else {
             nb_synth_normals(&rng, z, k);
             for (size_t j = 0; j < k; j++) z[j] *= t->std;
@@ -416,7 +427,9 @@ static int plan_tensors(const nb_synth_params *p, int32_t n_vocab, synth_tensor 
     ADD(FILL_ONES, NB_F32, 1, E, 1, 0.0, "output_norm.weight");
     if (!p->tied) ADD(FILL_NORMAL, p->wtype, 2, E, n_vocab, p->std_out, "output.weight");
     for (int l = 0; l < p->n_layer; l++) {
-        ADD(FILL_ONES, NB_F32, 1, E, 1, 0.0, "blk.%d.attn_norm.weight", l);
+        ADD(p->outlier_channels > 0 ? FILL_NORM : FILL_ONES, NB_F32, 1, E, 1, 0.0, "blk.%d.attn_norm.weight", l);
+        ts[n - 1].n_out = p->outlier_channels;
+        ts[n - 1].out_scale = p->outlier_scale;
         ADD(FILL_NORMAL, p->wtype, 2, E, Q, p->std_block, "blk.%d.attn_q.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, E, KV, p->std_block, "blk.%d.attn_k.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, E, KV, p->std_block, "blk.%d.attn_v.weight", l);
@@ -426,7 +439,9 @@ static int plan_tensors(const nb_synth_params *p, int32_t n_vocab, synth_tensor 
             ADD(FILL_NORMAL, NB_F32, 1, KV, 1, p->std_bias, "blk.%d.attn_v.bias", l);
         }
         ADD(FILL_NORMAL, p->wtype, 2, Q, E, p->std_block, "blk.%d.attn_output.weight", l);
-        ADD(FILL_ONES, NB_F32, 1, E, 1, 0.0, "blk.%d.ffn_norm.weight", l);
+        ADD(p->outlier_channels > 0 ? FILL_NORM : FILL_ONES, NB_F32, 1, E, 1, 0.0, "blk.%d.ffn_norm.weight", l);
+        ts[n - 1].n_out = p->outlier_channels;
+        ts[n - 1].out_scale = p->outlier_scale;
         ADD(FILL_NORMAL, p->wtype, 2, E, p->n_ff, p->std_block, "blk.%d.ffn_gate.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, E, p->n_ff, p->std_block, "blk.%d.ffn_up.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, p->n_ff, E, p->std_block, "blk.%d.ffn_down.weight", l);

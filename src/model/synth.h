@@ -28,6 +28,12 @@ typedef struct nb_synth_params {
     bool tied;               /* no output.weight */
     const char *vocab_from;  /* GGUF to copy tokenizer.* from; NULL = built-in */
     float std_embd, std_out, std_block, std_bias;
+    /* Activation outliers, as real LLMs have (--outliers N --outlier-scale S):
+     * N residual channels (channel (7919 k + 13) mod n_embd for k < N) get the
+     * weight S instead of 1.0 in every attn_norm and ffn_norm, so the inputs
+     * of q/k/v and gate/up carry those channels S times larger. 0: none. */
+    int32_t outlier_channels;
+    float outlier_scale;
 } nb_synth_params;
 
 /* Built-in vocabulary size (the value of <arch>.vocab_size without vocab_from). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "quant/imatrix.h"
 #include "quant/quant_ref.h"
 
 #define H2F nb_fp16_to_fp32
@@ -221,9 +222,9 @@ static float largest_magnitude(const float *v, int n) {
 
 /* Symmetric fit of n values to levels -nmax..nmax-1 (returned offset by
  * nmax in L), trying 19 scales around nmax/max and keeping the one that
- * maximises (sum w x l)^2 / sum w l^2 with weights w = x^2 (rmse_type 1),
- * as llama.cpp's make_qx_quants. Returns the scale. */
-static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
+ * maximises (sum w x l)^2 / sum w l^2 with weights w = qw, or x^2 when qw
+ * is NULL (rmse_type 1), as llama.cpp's make_qx_quants. Returns the scale. */
+static float fit_sym(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     const float max = largest_magnitude(x, n);
     if (fabsf(max) < 1e-15f) {
         memset(L, 0, (size_t)n);
@@ -234,7 +235,7 @@ static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
         int l = imax(-nmax, imin(nmax - 1, nb_nearest_int(iscale * x[i])));
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -246,7 +247,7 @@ static float fit_sym(int n, int nmax, const float *x, int8_t *L) {
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
             int l = imax(-nmax, imin(nmax - 1, nb_nearest_int(iscale * x[i])));
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -399,6 +400,21 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
     }
 }
 
+/* Every weight of a Q2_K block re-quantized against its stored (fp16)
+ * d / dmin and 4-bit scales / mins, then packed. */
+static void q2_K_finish(const float *x, nb_block_q2_K *b, uint8_t *L) {
+    for (int j = 0; j < 16; j++) {
+        const float d = H2F(b->d) * (b->scales[j] & 0xF);
+        if (!d) continue;
+        const float dm = H2F(b->dmin) * (b->scales[j] >> 4);
+        for (int ii = 0; ii < 16; ii++) {
+            int l = nb_nearest_int((x[16 * j + ii] + dm) / d);
+            L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
+        }
+    }
+    pack_2bit(L, b->qs);
+}
+
 /* Q2_K (quantize_row_q2_K_ref): each group of 16 fitted with fit_asym
  * (levels 0..3, weights |x|, absolute error, trial scales (-0.5 + 0.1 is + 3)
  * / range for is = 0..15); scales and mins to 4 bits against the largest
@@ -435,16 +451,7 @@ void nb_quant_q2_K(const float *x, void *dst, int64_t n) {
         } else {
             y[i].dmin = F2H(0.f);
         }
-        for (int j = 0; j < 16; j++) {
-            const float d = H2F(y[i].d) * (y[i].scales[j] & 0xF);
-            if (!d) continue;
-            const float dm = H2F(y[i].dmin) * (y[i].scales[j] >> 4);
-            for (int ii = 0; ii < 16; ii++) {
-                int l = nb_nearest_int((x[16 * j + ii] + dm) / d);
-                L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
-            }
-        }
-        pack_2bit(L, y[i].qs);
+        q2_K_finish(x, &y[i], L);
     }
 }
 
@@ -460,6 +467,30 @@ void nb_dequant_q2_K(const void *src, float *y, int64_t n) {
             y[w] = d * (sc & 0xF) * q - dmin * (sc >> 4);
         }
     }
+}
+
+/* Every weight of a Q3_K block re-quantized against its stored d and 6-bit
+ * scales, clamped to -4..3, stored +4: low 2 bits in qs, bit 2 in hmask. */
+static void q3_K_finish(const float *x, nb_block_q3_K *b, int8_t *L) {
+    for (int j = 0; j < 16; j++) {
+        const float d = H2F(b->d) * (q3_scale6(b->scales, j) - 32);
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ii++) {
+            int l = nb_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+        }
+    }
+    uint8_t L2[256];
+    memset(b->hmask, 0, 32);
+    for (int w = 0; w < 256; w++) {
+        int l = L[w];
+        if (l > 3) {
+            b->hmask[w % 32] = (uint8_t)(b->hmask[w % 32] | (1u << (w / 32)));
+            l -= 4;
+        }
+        L2[w] = (uint8_t)l;
+    }
+    pack_2bit(L2, b->qs);
 }
 
 /* Q3_K (quantize_row_q3_K_ref): each group of 16 fitted with fit_q3
@@ -489,25 +520,7 @@ void nb_quant_q3_K(const float *x, void *dst, int64_t n) {
         } else {
             y[i].d = F2H(0.f);
         }
-        for (int j = 0; j < 16; j++) {
-            const float d = H2F(y[i].d) * (q3_scale6(y[i].scales, j) - 32);
-            if (!d) continue;
-            for (int ii = 0; ii < 16; ii++) {
-                int l = nb_nearest_int(x[16 * j + ii] / d);
-                L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-            }
-        }
-        uint8_t L2[256];
-        memset(y[i].hmask, 0, 32);
-        for (int w = 0; w < 256; w++) {
-            int l = L[w];
-            if (l > 3) {
-                y[i].hmask[w % 32] = (uint8_t)(y[i].hmask[w % 32] | (1u << (w / 32)));
-                l -= 4;
-            }
-            L2[w] = (uint8_t)l;
-        }
-        pack_2bit(L2, y[i].qs);
+        q3_K_finish(x, &y[i], L);
     }
 }
 
@@ -536,6 +549,37 @@ static inline void k4_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
     }
 }
 
+/* 6-bit scale ls and min lm of sub-block j (clamped to 63) into the
+ * 12-byte packing. */
+static void k45_put_scale(int j, uint8_t ls, uint8_t lm, uint8_t *scales) {
+    if (ls > 63) ls = 63;
+    if (lm > 63) lm = 63;
+    if (j < 4) {
+        scales[j] = ls;
+        scales[j + 4] = lm;
+    } else {
+        scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+        scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
+        scales[j] |= (uint8_t)((lm >> 4) << 6);
+    }
+}
+
+/* Every weight re-quantized against the stored (fp16) d / dmin and the
+ * 6-bit scales / mins, levels 0..nmax. */
+static void k45_requant(const float *x, int nmax, nb_half dh, nb_half dminh, const uint8_t *scales, uint8_t *L) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, m;
+        k4_scale_min(j, scales, &s, &m);
+        const float d = H2F(dh) * s;
+        if (!d) continue;
+        const float dm = H2F(dminh) * m;
+        for (int ii = 0; ii < 32; ii++) {
+            int l = nb_nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
+        }
+    }
+}
+
 /* Shared first half of Q4_K / Q5_K quantization: 8 sub-blocks of 32 fitted
  * with fit_asym, scales and mins quantized to 6 bits, then every weight
  * re-quantized against the stored (fp16-rounded) scales. */
@@ -559,29 +603,16 @@ static void k45_block(const float *x, int nmax, float rmin, float rdelta, int ns
     for (int j = 0; j < 8; j++) {
         uint8_t ls = (uint8_t)nb_nearest_int(inv_scale * sc[j]);
         uint8_t lm = (uint8_t)nb_nearest_int(inv_min * mins[j]);
-        if (ls > 63) ls = 63;
-        if (lm > 63) lm = 63;
-        if (j < 4) {
-            scales[j] = ls;
-            scales[j + 4] = lm;
-        } else {
-            scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        k45_put_scale(j, ls, lm, scales);
     }
     *dh = F2H(max_scale / 63.f);
     *dminh = F2H(max_min / 63.f);
-    for (int j = 0; j < 8; j++) {
-        uint8_t s, m;
-        k4_scale_min(j, scales, &s, &m);
-        const float d = H2F(*dh) * s;
-        if (!d) continue;
-        const float dm = H2F(*dminh) * m;
-        for (int ii = 0; ii < 32; ii++) {
-            int l = nb_nearest_int((x[32 * j + ii] + dm) / d);
-            L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
-        }
+    k45_requant(x, nmax, *dh, *dminh, scales, L);
+}
+
+static void q4_K_pack(const uint8_t *L, uint8_t *q) {
+    for (int j = 0; j < 256; j += 64, q += 32) {
+        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
     }
 }
 
@@ -595,10 +626,7 @@ void nb_quant_q4_K(const float *x, void *dst, int64_t n) {
         k45_block(x, 15, -1.f, 0.1f, 20, &d, &dmin, y[i].scales, L);
         y[i].d = d;
         y[i].dmin = dmin;
-        uint8_t *q = y[i].qs;
-        for (int j = 0; j < 256; j += 64, q += 32) {
-            for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
-        }
+        q4_K_pack(L, y[i].qs);
     }
 }
 
@@ -620,6 +648,21 @@ void nb_dequant_q4_K(const void *src, float *y, int64_t n) {
     }
 }
 
+static void q5_K_pack(const uint8_t *L, uint8_t *qh, uint8_t *ql) {
+    memset(qh, 0, 32);
+    uint8_t m1 = 1, m2 = 2;
+    for (int nn = 0; nn < 256; nn += 64, ql += 32) {
+        for (int j = 0; j < 32; j++) {
+            int l1 = L[nn + j], l2 = L[nn + j + 32];
+            if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+            if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+            ql[j] = (uint8_t)(l1 | (l2 << 4));
+        }
+        m1 = (uint8_t)(m1 << 2);
+        m2 = (uint8_t)(m2 << 2);
+    }
+}
+
 void nb_quant_q5_K(const float *x, void *dst, int64_t n) {
     nb_block_q5_K *y = dst;
     uint8_t L[256];
@@ -630,19 +673,7 @@ void nb_quant_q5_K(const float *x, void *dst, int64_t n) {
         k45_block(x, 31, -0.5f, 0.1f, 15, &d, &dmin, y[i].scales, L);
         y[i].d = d;
         y[i].dmin = dmin;
-        uint8_t *qh = y[i].qh, *ql = y[i].qs;
-        memset(qh, 0, 32);
-        uint8_t m1 = 1, m2 = 2;
-        for (int nn = 0; nn < 256; nn += 64, ql += 32) {
-            for (int j = 0; j < 32; j++) {
-                int l1 = L[nn + j], l2 = L[nn + j + 32];
-                if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
-                if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
-                ql[j] = (uint8_t)(l1 | (l2 << 4));
-            }
-            m1 = (uint8_t)(m1 << 2);
-            m2 = (uint8_t)(m2 << 2);
-        }
+        q5_K_pack(L, y[i].qh, y[i].qs);
     }
 }
 
@@ -667,13 +698,17 @@ void nb_dequant_q5_K(const void *src, float *y, int64_t n) {
     }
 }
 
-void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
+/* Q6_K: quantize_row_q6_K_ref when qw is NULL; with importance weights
+ * (one per weight of the row) quantize_row_q6_K_impl, which only changes
+ * the weights of the 16-value scale fits to qw. */
+static void q6_K_rows(const float *x, void *dst, int64_t n, const float *qw0) {
     nb_block_q6_K *y = dst;
     int8_t L[256];
     float scales[16];
     NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
-        for (int ib = 0; ib < 16; ib++) scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib);
+        const float *qw = qw0 ? qw0 + 256 * i : NULL;
+        for (int ib = 0; ib < 16; ib++) scales[ib] = fit_sym(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : NULL);
         const float max_scale = largest_magnitude(scales, 16);
         if (fabsf(max_scale) < 1e-15f) {
             memset(&y[i], 0, sizeof y[i]);
@@ -703,6 +738,8 @@ void nb_quant_q6_K(const float *x, void *dst, int64_t n) {
         }
     }
 }
+
+void nb_quant_q6_K(const float *x, void *dst, int64_t n) { q6_K_rows(x, dst, n, NULL); }
 
 void nb_dequant_q6_K(const void *src, float *y, int64_t n) {
     const nb_block_q6_K *x = src;
@@ -755,5 +792,258 @@ void nb_dequant_q8_K(const void *src, float *y, int64_t n) {
     NB_QBLOCKS(n, 256);
     for (int64_t i = 0; i < n / 256; i++, y += 256) {
         for (int j = 0; j < 256; j++) y[j] = x[i].d * x[i].qs[j];
+    }
+}
+
+/* ---- importance-weighted quantization (llama-quantize --imatrix) -----------
+ * llama.cpp's quantize_row_*_impl paths with quant_weights, one row at a
+ * time (qw: one importance value per weight of the row). Written from the
+ * published rules:
+ *   legacy types: sigma2 = mean x^2 over the ROW, weight = qw * sqrt(sigma2 + x^2);
+ *     Q4_0 / Q5_0 make_qx_quants(32, 8 / 16) with those weights (no re-rounding
+ *     of the levels against the fp16 scale); Q4_1 / Q5_1 make_qkx3_quants
+ *     (32, 15 / 31, rmin -0.9, rdelta 0.05, 36 steps), m = -min;
+ *   Q2_K: sigma2 = sum x^2 / 256 per super-block; groups of 16 fitted with
+ *     make_qkx3_quants(16, 3, -0.9, 0.05, 36); scales and mins to 4 bits with
+ *     make_qp_quants(16, 15, ., sum of each group's weights);
+ *   Q3_K: sigma2 = 2 sum x^2 / 256; groups make_qx_quants(16, 4) with the
+ *     weights; the 16 scales make_qx_quants(16, 32) weighted by group sums;
+ *   Q4_K / Q5_K: sigma2 = 2 sum x^2 / 256; sub-blocks of 32
+ *     make_qkx3_quants(32, 15 / 31, -0.9, 0.05, 36); 6-bit scales and mins
+ *     make_qp_quants(8, 63, ., sub-block weight sums);
+ *   Q6_K: the reference with make_qx_quants weights = qw itself;
+ * then each K-quant re-quantizes every weight against the stored scales. */
+
+/* make_qp_quants: positive values x to levels 0..nmax with one scale,
+ * minimising sum w (x - s l)^2: 9 trial scales around nmax/max, then up to
+ * 5 coordinate-descent passes. Returns the scale. */
+static float fit_qp(int n, int nmax, const float *x, uint8_t *L, const float *w) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
+    if (!max) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)nb_nearest_int(iscale * x[i]);
+    float scale = 1 / iscale, best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = x[i] - scale * L[i];
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (!is) continue;
+        float iscale_is = (0.1f * is + nmax) / max, scale_is = 1 / iscale_is, mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = imin(nmax, nb_nearest_int(iscale_is * x[i]));
+            float diff = x[i] - scale_is * l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = imin(nmax, nb_nearest_int(iscale * x[i]));
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * l;
+        suml2 += w[i] * l * l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float slx = sumlx - w[i] * x[i] * L[i], sl2 = suml2 - w[i] * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int nl = imin(nmax, nb_nearest_int(x[i] * sl2 / slx));
+                if (nl != L[i]) {
+                    slx += w[i] * x[i] * nl;
+                    sl2 += w[i] * nl * nl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed++;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return sumlx / suml2;
+}
+
+static float row_sigma2(const float *x, int64_t n) {
+    float s = 0;
+    for (int64_t j = 0; j < n; j++) s += x[j] * x[j];
+    return s / (float)n;
+}
+
+static void w_q4_0(const float *x, void *dst, int64_t n, const float *qw) {
+    nb_block_q4_0 *y = dst;
+    const float sigma2 = row_sigma2(x, n);
+    float w[32];
+    int8_t L[32];
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const float *xb = x + 32 * ib, *q = qw + 32 * ib;
+        for (int j = 0; j < 32; j++) w[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        y[ib].d = F2H(fit_sym(32, 8, xb, L, w));
+        for (int j = 0; j < 16; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+static void w_q5_0(const float *x, void *dst, int64_t n, const float *qw) {
+    nb_block_q5_0 *y = dst;
+    const float sigma2 = row_sigma2(x, n);
+    float w[32];
+    int8_t L[32];
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const float *xb = x + 32 * ib, *q = qw + 32 * ib;
+        for (int j = 0; j < 32; j++) w[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        y[ib].d = F2H(fit_sym(32, 16, xb, L, w));
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            const uint8_t a = (uint8_t)L[j], b = (uint8_t)L[j + 16];
+            y[ib].qs[j] = (uint8_t)((a & 0xF) | ((b & 0xF) << 4));
+            qh |= (uint32_t)((a & 0x10u) >> 4) << j;
+            qh |= (uint32_t)((b & 0x10u) >> 4) << (j + 16);
+        }
+        memcpy(y[ib].qh, &qh, 4);
+    }
+}
+
+/* Q4_1 (nmax 15) and Q5_1 (nmax 31) share the asymmetric fit. */
+static void w_q41_51(const float *x, void *dst, int64_t n, const float *qw, int nmax) {
+    const float sigma2 = row_sigma2(x, n);
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const float *xb = x + 32 * ib, *q = qw + 32 * ib;
+        for (int j = 0; j < 32; j++) w[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        float d = fit_asym(32, nmax, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        if (nmax == 15) {
+            nb_block_q4_1 *y = (nb_block_q4_1 *)dst + ib;
+            y->d = F2H(d);
+            y->m = F2H(-min);
+            for (int j = 0; j < 16; j++) y->qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+        } else {
+            nb_block_q5_1 *y = (nb_block_q5_1 *)dst + ib;
+            y->d = F2H(d);
+            y->m = F2H(-min);
+            uint32_t qh = 0;
+            for (int j = 0; j < 16; j++) {
+                const uint8_t a = L[j], b = L[j + 16];
+                y->qs[j] = (uint8_t)((a & 0xF) | ((b & 0xF) << 4));
+                qh |= (uint32_t)((a & 0x10u) >> 4) << j;
+                qh |= (uint32_t)((b & 0x10u) >> 4) << (j + 16);
+            }
+            memcpy(y->qh, &qh, 4);
+        }
+    }
+}
+
+static void w_q2_K(const float *x, void *dst, int64_t n, const float *qw) {
+    nb_block_q2_K *y = dst;
+    uint8_t L[256], Laux[16], Ls[16], Lm[16];
+    float mins[16], scales[16], sw[16], w[16];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float sumx2 = 0;
+        for (int j = 0; j < 256; j++) sumx2 += x[j] * x[j];
+        const float sigma2 = sumx2 / 256;
+        for (int j = 0; j < 16; j++) {
+            const float *q = qw + 256 * i + 16 * j;
+            sw[j] = 0;
+            for (int l = 0; l < 16; l++) w[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++) sw[j] += w[l];
+            scales[j] = fit_asym(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        float dm = fit_qp(16, 15, scales, Ls, sw), mm = fit_qp(16, 15, mins, Lm, sw);
+        y[i].d = F2H(dm);
+        y[i].dmin = F2H(mm);
+        for (int j = 0; j < 16; j++) y[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+        q2_K_finish(x, &y[i], L);
+    }
+}
+
+static void w_q3_K(const float *x, void *dst, int64_t n, const float *qw) {
+    nb_block_q3_K *y = dst;
+    int8_t L[256], Ls[16];
+    float scales[16], w[16], sw[16];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float sumx2 = 0;
+        for (int j = 0; j < 256; j++) sumx2 += x[j] * x[j];
+        const float sigma2 = 2 * sumx2 / 256;
+        for (int j = 0; j < 16; j++) {
+            const float *q = qw + 256 * i + 16 * j;
+            for (int l = 0; l < 16; l++) w[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 16; l++) sumw += w[l];
+            sw[j] = sumw;
+            scales[j] = fit_sym(16, 4, x + 16 * j, L + 16 * j, w);
+        }
+        memset(y[i].scales, 0, 12);
+        float d_block = fit_sym(16, 32, scales, Ls, sw);
+        for (int j = 0; j < 16; j++) {
+            int l = Ls[j];
+            if (j < 8) y[i].scales[j] = (uint8_t)(l & 0xF);
+            else y[i].scales[j - 8] = (uint8_t)(y[i].scales[j - 8] | ((l & 0xF) << 4));
+            y[i].scales[8 + j % 4] = (uint8_t)(y[i].scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+        }
+        y[i].d = F2H(d_block);
+        q3_K_finish(x, &y[i], L);
+    }
+}
+
+/* Q4_K (nmax 15) and Q5_K (nmax 31). */
+static void w_q45_K(const float *x, void *dst, int64_t n, const float *qw, int nmax) {
+    uint8_t L[256], Laux[32], Ls[8], Lm[8];
+    float w[32], sw[8], mins[8], scales[8];
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 256; l++) sum_x2 += x[l] * x[l];
+        const float sigma2 = 2 * sum_x2 / 256;
+        for (int j = 0; j < 8; j++) {
+            const float *q = qw + 256 * i + 32 * j;
+            for (int l = 0; l < 32; l++) w[l] = q[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 32; l++) sumw += w[l];
+            sw[j] = sumw;
+            scales[j] = fit_asym(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        float d_block = fit_qp(8, 63, scales, Ls, sw), m_block = fit_qp(8, 63, mins, Lm, sw);
+        uint8_t sc[12] = {0};
+        for (int j = 0; j < 8; j++) k45_put_scale(j, Ls[j], Lm[j], sc);
+        nb_half dh = F2H(d_block), dmh = F2H(m_block);
+        k45_requant(x, nmax, dh, dmh, sc, L);
+        if (nmax == 15) {
+            nb_block_q4_K *y = (nb_block_q4_K *)dst + i;
+            memcpy(y->scales, sc, 12);
+            y->d = dh;
+            y->dmin = dmh;
+            q4_K_pack(L, y->qs);
+        } else {
+            nb_block_q5_K *y = (nb_block_q5_K *)dst + i;
+            memcpy(y->scales, sc, 12);
+            y->d = dh;
+            y->dmin = dmh;
+            q5_K_pack(L, y->qh, y->qs);
+        }
+    }
+}
+
+bool nb_quant_row_weighted(nb_dtype t, const float *x, void *dst, int64_t n, const float *qw) {
+    if (!qw || n <= 0) return false;
+    switch ((int)t) {
+    case NB_Q4_0: if (n % 32) return false; w_q4_0(x, dst, n, qw); return true;
+    case NB_Q5_0: if (n % 32) return false; w_q5_0(x, dst, n, qw); return true;
+    case NB_Q4_1: if (n % 32) return false; w_q41_51(x, dst, n, qw, 15); return true;
+    case NB_Q5_1: if (n % 32) return false; w_q41_51(x, dst, n, qw, 31); return true;
+    case NB_Q2_K: if (n % 256) return false; w_q2_K(x, dst, n, qw); return true;
+    case NB_Q3_K: if (n % 256) return false; w_q3_K(x, dst, n, qw); return true;
+    case NB_Q4_K: if (n % 256) return false; w_q45_K(x, dst, n, qw, 15); return true;
+    case NB_Q5_K: if (n % 256) return false; w_q45_K(x, dst, n, qw, 31); return true;
+    case NB_Q6_K: if (n % 256) return false; q6_K_rows(x, dst, n, qw); return true;
+    default: return false;
     }
 }

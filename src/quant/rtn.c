@@ -565,6 +565,7 @@ typedef struct fill_ctx {
     int64_t next;
     nb_rtn_progress cb;
     void *ud;
+    const nb_rtn_params *p;
 } fill_ctx;
 
 static nb_status fill_tensor(void *vctx, const char *name, void *buf, uint64_t nbytes) {
@@ -575,7 +576,11 @@ static nb_status fill_tensor(void *vctx, const char *name, void *buf, uint64_t n
     nb_rtn_tensor *r = &c->rep->tensors[i];
     double t0 = now_s();
     int64_t hd = r->permute_qk ? c->src->hp.head_dim : 0;
-    nb_status st = convert_impl(&c->src->tensors[i], r->type, buf, nbytes, c->pool, hd, &r->rel_rms);
+    bool handled = false;
+    nb_status st = NB_OK;
+    if (c->p->tensor_fn)
+        st = c->p->tensor_fn(c->p->ud, &c->src->tensors[i], r, c->pool, buf, nbytes, &r->rel_rms, &handled);
+    if (st == NB_OK && !handled) st = convert_impl(&c->src->tensors[i], r->type, buf, nbytes, c->pool, hd, &r->rel_rms);
     if (st != NB_OK) return nb_fail_wrap(st, "%s: tensor '%s': ", c->src->path, name);
     r->seconds = now_s() - t0;
     if (c->cb) c->cb(c->ud, c->rep, i);
@@ -619,7 +624,8 @@ static nb_status write_hparams(nb_gguf_writer *w, const nb_source *src) {
     return NB_OK;
 }
 
-static nb_status write_meta(nb_gguf_writer *w, const nb_source *src, const nb_rtn_scheme *sc) {
+static nb_status write_meta(nb_gguf_writer *w, const nb_source *src, const nb_rtn_params *p) {
+    const nb_rtn_scheme *sc = &p->scheme;
     if (src->gguf) {
         const nb_gguf *g = src->gguf;
         for (int64_t i = 0; i < nb_gguf_n_kv(g); i++) {
@@ -646,7 +652,8 @@ static nb_status write_meta(nb_gguf_writer *w, const nb_source *src, const nb_rt
     NB_TRY(nb_gguf_set_u32(w, "general.quantization_version", 2));
     if (sc->file_type >= 0) NB_TRY(nb_gguf_set_u32(w, "general.file_type", (uint32_t)sc->file_type));
     NB_TRY(nb_gguf_set_str(w, "nibble.quantize.scheme", sc->name));
-    NB_TRY(nb_gguf_set_str(w, "nibble.quantize.method", "rtn"));
+    NB_TRY(nb_gguf_set_str(w, "nibble.quantize.method", p->method ? p->method : "rtn"));
+    if (p->meta_fn) NB_TRY(p->meta_fn(p->ud, w));
     return NB_OK;
 }
 
@@ -666,8 +673,8 @@ nb_status nb_rtn_quantize(const char *in_path, const char *out_path, const nb_rt
     if (st == NB_OK) st = nb_pool_create(p->n_threads, &pool);
     if (st == NB_OK) out->n_threads = nb_pool_size(pool);
     if (st == NB_OK) st = nb_gguf_writer_create(&w);
-    if (st == NB_OK) st = write_meta(w, &src, &p->scheme);
-    fill_ctx fc = {&src, out, pool, 0, cb, ud};
+    if (st == NB_OK) st = write_meta(w, &src, p);
+    fill_ctx fc = {&src, out, pool, 0, cb, ud, p};
     for (int64_t i = 0; st == NB_OK && i < src.n_tensors; i++) {
         const nb_rtn_tensor *r = &out->tensors[i];
         st = nb_gguf_writer_add_tensor_fn(w, r->name, r->type, r->n_dims, r->ne, fill_tensor, &fc);

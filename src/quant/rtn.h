@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "base/threadpool.h"
+#include "formats/gguf.h"
 #include "formats/source.h"
 
 /* Cap on --keep rules (a named limit, quoted in errors). */
@@ -120,12 +121,25 @@ typedef struct nb_rtn_keep {
 /* Parses "PATTERN=TYPE" (TYPE: F32, F16, BF16 or a registry weight format). */
 nb_status nb_rtn_keep_parse(const char *arg, nb_rtn_keep *out) __attribute__((warn_unused_result));
 
+struct nb_rtn_tensor;
+
 typedef struct nb_rtn_params {
     nb_rtn_scheme scheme;
     const nb_rtn_keep *keep;  /* first match wins */
     int n_keep;               /* 0 .. NB_RTN_MAX_KEEP */
     bool pure;                /* no recipe: every 2-D weight gets scheme.base (llama-quantize --pure) */
     int n_threads;            /* <= 0: one per core */
+    /* Calibrated quantization (imatrix, GPTQ, AWQ, SmoothQuant; quant/calib.h):
+     * tensor_fn is called for every tensor before it is converted; when it
+     * sets *handled it has written dst (nbytes of r->type) and *rel_rms
+     * itself, otherwise the tensor is converted by RTN. meta_fn adds keys
+     * after nibble.quantize.*; method names nibble.quantize.method (NULL:
+     * "rtn"). All NULL for plain RTN. */
+    nb_status (*tensor_fn)(void *ud, const nb_tensor *src, const struct nb_rtn_tensor *r, nb_pool *pool, void *dst,
+                           uint64_t nbytes, double *rel_rms, bool *handled);
+    nb_status (*meta_fn)(void *ud, nb_gguf_writer *w);
+    void *ud;
+    const char *method;
 } nb_rtn_params;
 
 #define NB_RTN_WHY_MAX 96

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Calibrated quantization end to end (docs/quantize.md "Calibrated methods"):
+#  - bad input: --method without --calib, an empty calibration file, an
+#    imatrix for another model, NaN weights: exit 2 with a message naming the
+#    problem and no output file;
+#  - nibble imatrix on aidreams260K (GGUF and legacy .dat), quantize --imatrix
+#    with both, and an imatrix of aidreams refused for synth-llama;
+#  - aidreams260K to W4G32 with rtn, gptq, gptq --desc-act and awq: every
+#    output loads and generates, carries its recipe metadata, and GPTQ and
+#    AWQ have a lower mean KLD than RTN on the sample text (the ordering is
+#    asserted, not a number);
+#  - SmoothQuant's folding written as F32 leaves the float logits unchanged
+#    (top-K logits of every position within 1e-4), and --format gguf-compat
+#    writes Q4_1 tensors.
+set -u
+BIN=$1
+SHARED=${2:-../shared}
+. "$(dirname "$0")/../lib/check.sh"
+export XDG_CACHE_HOME=$tmp/cache
+
+M=$SHARED/models/aidreams260K.gguf
+T=$SHARED/reference/aidreams-sample.txt
+if [ ! -f "$M" ] || [ ! -f "$T" ]; then
+  echo "SKIP: $M or $T not found"
+  exit 77
+fi
+
+# --- bad input ---
+"$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method gptq >/dev/null 2>"$tmp/e"; rc=$?
+check "--method gptq without --calib exits 2" '[ $rc -eq 2 ] && grep -q -- "--calib" "$tmp/e" && [ ! -e "$tmp/o.gguf" ]'
+: >"$tmp/empty.txt"
+"$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method gptq --calib "$tmp/empty.txt" >/dev/null 2>"$tmp/e"; rc=$?
+check "empty calibration text exits 2, no output" '[ $rc -eq 2 ] && grep -q "calib" "$tmp/e" && [ ! -e "$tmp/o.gguf" ]'
+printf '{"text": "hello"}\n{"nope": 1}\n' >"$tmp/bad.jsonl"
+"$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method awq --calib "$tmp/bad.jsonl" >/dev/null 2>"$tmp/e"; rc=$?
+check "bad JSONL line is named" '[ $rc -eq 2 ] && grep -q "bad.jsonl:2" "$tmp/e" && [ ! -e "$tmp/o.gguf" ]'
+"$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method smoothquant --calib "$T" >/dev/null 2>"$tmp/e"; rc=$?
+check "smoothquant refuses W4 types" '[ $rc -eq 2 ] && grep -q "W8A8" "$tmp/e"'
+
+# --- imatrix ---
+"$BIN" imatrix "$M" -f "$T" -o "$tmp/im.gguf" -c 128 >/dev/null 2>&1; rc1=$?
+"$BIN" imatrix "$M" -f "$T" -o "$tmp/im.dat" -c 128 >/dev/null 2>&1; rc2=$?
+check "imatrix writes GGUF and .dat" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ -s "$tmp/im.gguf" ] && [ -s "$tmp/im.dat" ]'
+"$BIN" inspect "$tmp/im.gguf" >"$tmp/i" 2>&1
+check "imatrix GGUF has llama.cpp's keys" 'grep -q "general.type.*imatrix" "$tmp/i" && grep -q "imatrix.chunk_count" "$tmp/i"'
+for f in gguf dat; do
+  "$BIN" quantize "$M" "$tmp/q-$f.gguf" --type Q4_K --pure --imatrix "$tmp/im.$f" -q --check "$T" -c 128 --json \
+    >"$tmp/j-$f" 2>/dev/null
+done
+"$BIN" quantize "$M" "$tmp/q-rtn.gguf" --type Q4_K --pure -q --check "$T" -c 128 --json >"$tmp/j-rtn" 2>/dev/null
+kld() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['check']['kld_mean'])" "$1" 2>/dev/null || echo 9; }
+k_rtn=$(kld "$tmp/j-rtn"); k_g=$(kld "$tmp/j-gguf"); k_d=$(kld "$tmp/j-dat")
+echo "Q4_K pure (Q5_0 fallbacks) mean KLD: rtn $k_rtn, imatrix gguf $k_g, imatrix dat $k_d"
+check "imatrix lowers KLD (GGUF and .dat)" "python3 -c 'import sys; sys.exit(not ($k_g < $k_rtn and $k_d < $k_rtn))'"
+"$BIN" inspect "$tmp/q-gguf.gguf" >"$tmp/i" 2>&1
+check "imatrix recipe metadata" 'grep -q "quantize.imatrix.entries_count" "$tmp/i" && grep -q "rtn+imatrix" "$tmp/i"'
+S=$SHARED/models/synth-llama-F16.gguf
+if [ -f "$S" ]; then
+  "$BIN" quantize "$S" "$tmp/o.gguf" --type Q4_K --imatrix "$tmp/im.gguf" >/dev/null 2>"$tmp/e"; rc=$?
+  check "imatrix for another model refused, no output" '[ $rc -eq 2 ] && grep -q "another model" "$tmp/e" && [ ! -e "$tmp/o.gguf" ]'
+fi
+
+# --- W4G32: rtn, gptq, awq ---
+C="--calib $T --calib-samples 64 --calib-seq-len 128 --seed 7"
+declare -A K
+for m in rtn gptq gptq-desc awq; do
+  case $m in
+    rtn) args="" ;;
+    gptq) args="--method gptq $C" ;;
+    gptq-desc) args="--method gptq --desc-act $C" ;;
+    awq) args="--method awq $C" ;;
+  esac
+  "$BIN" quantize "$M" "$tmp/$m.gguf" --type W4G32 $args -q --check "$T" -c 128 --json >"$tmp/j-$m" 2>"$tmp/e-$m"
+  K[$m]=$(kld "$tmp/j-$m")
+  "$BIN" generate -m "$tmp/$m.gguf" -p "Once upon a time" -n 16 --temp 0 >"$tmp/g-$m" 2>/dev/null; rc=$?
+  check "$m output loads and generates" '[ $rc -eq 0 ] && [ -s "$tmp/g-$m" ]'
+done
+echo "W4G32 mean KLD: rtn ${K[rtn]}, gptq ${K[gptq]}, gptq --desc-act ${K[gptq-desc]}, awq ${K[awq]}"
+for m in gptq gptq-desc awq; do
+  check "$m beats rtn on mean KLD" "python3 -c 'import sys; sys.exit(not (${K[$m]} < ${K[rtn]}))'"
+done
+"$BIN" inspect "$tmp/gptq-desc.gguf" >"$tmp/i" 2>&1
+check "GPTQ recipe metadata" 'grep -q "nibble.quantize.method.*gptq" "$tmp/i" && grep -q "nibble.quantize.desc_act.*true" "$tmp/i" && grep -q "nibble.quantize.calib_sha256" "$tmp/i" && grep -q "nibble.quantize.input_sha256" "$tmp/i" && grep -q "nibble.quantize.damp" "$tmp/i"'
+
+# --- SmoothQuant folding is exact in float; gguf-compat ---
+"$BIN" quantize "$M" "$tmp/sq.gguf" --type F32 --method smoothquant $C -q >/dev/null 2>&1; rc=$?
+check "smoothquant F32 (folding only) written" '[ $rc -eq 0 ]'
+"$BIN" logits -m "$M" -p "Once upon a time there was a little girl" --top 5 >"$tmp/l0" 2>/dev/null
+"$BIN" logits -m "$tmp/sq.gguf" -p "Once upon a time there was a little girl" --top 5 >"$tmp/l1" 2>/dev/null
+check "folded float model has the same logits (1e-4)" "python3 - \"$tmp/l0\" \"$tmp/l1\" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) > 0
+worst = 0
+for x, y in zip(a, b):
+    tx, ty = x['top5'], y['top5']
+    assert [t[0] for t in tx] == [t[0] for t in ty]
+    for s, t in zip(tx, ty):
+        worst = max(worst, abs(s[1] - t[1]))
+    worst = max(worst, abs(x['logsumexp'] - y['logsumexp']))
+print('largest logit difference', worst)
+sys.exit(0 if worst < 1e-4 else 1)
+PY"
+"$BIN" quantize "$M" "$tmp/gc.gguf" --type W4G32 --format gguf-compat --method gptq $C -q >/dev/null 2>&1; rc=$?
+"$BIN" inspect "$tmp/gc.gguf" >"$tmp/i" 2>&1
+check "--format gguf-compat writes Q4_1 (llama.cpp types only)" '[ $rc -eq 0 ] && grep -q "Q4_1" "$tmp/i" && ! grep -q "W4G" "$tmp/i"'
+finish
