@@ -245,6 +245,20 @@ int nb_cmd_quantize(int argc, char **argv) {
                 return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--imatrix")) {
             if (!(o.imatrix = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--format")) {
+            /* gguf (default) / nibble: a GGUF file; gguf-compat: the nearest llama.cpp types (calibrated
+             * methods); hf: a Hugging Face directory (cmd_export.c) */
+            if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+            if (!strcmp(val, "hf") || !strcmp(val, "gguf")) {
+                hf_format = val;
+            } else if (strcmp(val, "nibble") && strcmp(val, "gguf-compat")) {
+                fprintf(stderr, "nibble %s: --format: '%s' is not supported (allowed: gguf, nibble, gguf-compat, hf)\n",
+                        CMD, val);
+                return NB_EXIT_USAGE;
+            } else if (nb_calib_parse_flag(&o.cal, a, val) != NB_OK) {
+                nb_cli_error(CMD);
+                return NB_EXIT_USAGE;
+            }
         } else if (nb_calib_is_flag(a, &takes)) {
             val = "";
             if (takes && !(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
@@ -254,9 +268,8 @@ int nb_cmd_quantize(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--tokenizer")) {
             if (!(o.tokenizer = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
-        } else if (!strcmp(a, "--format") || !strcmp(a, "--layout")) { /* --format hf: cmd_export.c */
-            const char **dst = a[2] == 'f' ? &hf_format : &hf_layout;
-            if (!(*dst = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
+        } else if (!strcmp(a, "--layout")) { /* with --format hf: cmd_export.c */
+            if (!(hf_layout = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nibble %s: unknown option '%s' (see --help)\n", CMD, a);
             return NB_EXIT_USAGE;

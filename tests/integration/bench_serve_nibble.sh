@@ -64,7 +64,8 @@ for l in L:  # the bench's own server view agrees, level by level
     s = l["server"]
     assert s["available"] and s["flavor"] == "nibble", s
     assert (s["requests"], s["prompt_tokens"], s["generation_tokens"]) == (l["requests_ok"], l["prompt_tokens"], l["output_tokens"]), (s, l)
-    assert 1 <= s["running_peak"] <= l["concurrency"], s
+    # peaks are sampled (every 0.5 s): a level that ends between two samples shows 0, never more than its concurrency
+    assert 0 <= s["running_peak"] <= l["concurrency"], s
 rows = list(csv.DictReader(open(sys.argv[2])))
 assert len(rows) == 18
 assert all(r["output_tokens"] == "8" and r["max_tokens"] == "8" for r in rows), "ignore_eos: every request must generate max_tokens"
