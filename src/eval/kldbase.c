@@ -46,6 +46,18 @@ static uint64_t record_bytes(const nb_kldbase_hdr *h) {
 /* a ranks before b: higher logit, then lower id */
 static bool before(const float *l, int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); }
 
+/* Restores the heap (root = the worst kept) below p over ids[0..m). */
+static void sift_down(const float *l, int32_t *ids, int32_t m, int32_t p) {
+    for (;;) {
+        int32_t a = 2 * p + 1, b = a + 1, w = p;
+        if (a < m && before(l, ids[w], ids[a])) w = a;
+        if (b < m && before(l, ids[w], ids[b])) w = b;
+        if (w == p) return;
+        int32_t t = ids[p]; ids[p] = ids[w]; ids[w] = t;
+        p = w;
+    }
+}
+
 int32_t nb_kldbase_topk(const float *l, int32_t n, int32_t k, int32_t *ids) {
     /* min-heap of the best k so far, root = the worst of them */
     int32_t m = 0;
@@ -62,27 +74,13 @@ int32_t nb_kldbase_topk(const float *l, int32_t n, int32_t k, int32_t *ids) {
             }
         } else if (k > 0 && before(l, i, ids[0])) {
             ids[0] = i;
-            for (int32_t p = 0;;) {
-                int32_t a = 2 * p + 1, b = a + 1, w = p;
-                if (a < m && before(l, ids[w], ids[a])) w = a;
-                if (b < m && before(l, ids[w], ids[b])) w = b;
-                if (w == p) break;
-                int32_t t = ids[p]; ids[p] = ids[w]; ids[w] = t;
-                p = w;
-            }
+            sift_down(l, ids, m, 0);
         }
     }
     /* heap sort: repeatedly move the worst to the end */
     for (int32_t end = m - 1; end > 0; end--) {
         int32_t t = ids[0]; ids[0] = ids[end]; ids[end] = t;
-        for (int32_t p = 0;;) {
-            int32_t a = 2 * p + 1, b = a + 1, w = p;
-            if (a < end && before(l, ids[w], ids[a])) w = a;
-            if (b < end && before(l, ids[w], ids[b])) w = b;
-            if (w == p) break;
-            int32_t u = ids[p]; ids[p] = ids[w]; ids[w] = u;
-            p = w;
-        }
+        sift_down(l, ids, end, 0);
     }
     return m;
 }

@@ -943,6 +943,17 @@ static void w_q41_51(const float *x, void *dst, int64_t n, const float *qw, int 
     }
 }
 
+/* llama.cpp's K-quant importance weights for one super-block's sub-block
+ * of `len` values starting at x: qw * sqrt(sigma2 + x^2); returns their sum. */
+static float kq_weights(const float *x, const float *q, int len, float sigma2, float *w) {
+    float sumw = 0;
+    for (int l = 0; l < len; l++) {
+        w[l] = q[l] * sqrtf(sigma2 + x[l] * x[l]);
+        sumw += w[l];
+    }
+    return sumw;
+}
+
 static void w_q2_K(const float *x, void *dst, int64_t n, const float *qw) {
     nb_block_q2_K *y = dst;
     uint8_t L[256], Laux[16], Ls[16], Lm[16];
@@ -952,10 +963,7 @@ static void w_q2_K(const float *x, void *dst, int64_t n, const float *qw) {
         for (int j = 0; j < 256; j++) sumx2 += x[j] * x[j];
         const float sigma2 = sumx2 / 256;
         for (int j = 0; j < 16; j++) {
-            const float *q = qw + 256 * i + 16 * j;
-            sw[j] = 0;
-            for (int l = 0; l < 16; l++) w[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
-            for (int l = 0; l < 16; l++) sw[j] += w[l];
+            sw[j] = kq_weights(x + 16 * j, qw + 256 * i + 16 * j, 16, sigma2, w);
             scales[j] = fit_asym(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         }
         float dm = fit_qp(16, 15, scales, Ls, sw), mm = fit_qp(16, 15, mins, Lm, sw);
@@ -975,11 +983,7 @@ static void w_q3_K(const float *x, void *dst, int64_t n, const float *qw) {
         for (int j = 0; j < 256; j++) sumx2 += x[j] * x[j];
         const float sigma2 = 2 * sumx2 / 256;
         for (int j = 0; j < 16; j++) {
-            const float *q = qw + 256 * i + 16 * j;
-            for (int l = 0; l < 16; l++) w[l] = q[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
-            float sumw = 0;
-            for (int l = 0; l < 16; l++) sumw += w[l];
-            sw[j] = sumw;
+            sw[j] = kq_weights(x + 16 * j, qw + 256 * i + 16 * j, 16, sigma2, w);
             scales[j] = fit_sym(16, 4, x + 16 * j, L + 16 * j, w);
         }
         memset(y[i].scales, 0, 12);
@@ -1004,11 +1008,7 @@ static void w_q45_K(const float *x, void *dst, int64_t n, const float *qw, int n
         for (int l = 0; l < 256; l++) sum_x2 += x[l] * x[l];
         const float sigma2 = 2 * sum_x2 / 256;
         for (int j = 0; j < 8; j++) {
-            const float *q = qw + 256 * i + 32 * j;
-            for (int l = 0; l < 32; l++) w[l] = q[l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
-            float sumw = 0;
-            for (int l = 0; l < 32; l++) sumw += w[l];
-            sw[j] = sumw;
+            sw[j] = kq_weights(x + 32 * j, qw + 256 * i + 32 * j, 32, sigma2, w);
             scales[j] = fit_asym(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         }
         float d_block = fit_qp(8, 63, scales, Ls, sw), m_block = fit_qp(8, 63, mins, Lm, sw);
