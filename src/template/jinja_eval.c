@@ -1911,7 +1911,7 @@ static jv filter_seq(jctx *c, jframe *f, const char *name, jv seq, jargs *a) {
         need_str(c, a->pos[off], "test name");
         tname = cstr(c, a->pos[off]);
     }
-    jargs rest = {.pos = a->pos + off + 1, .npos = a->npos > off + 1 ? a->npos - off - 1 : 0,
+    jargs rest = {.pos = a->npos > off + 1 ? a->pos + off + 1 : NULL, .npos = a->npos > off + 1 ? a->npos - off - 1 : 0,
                   .kwn = a->kwn, .kwv = a->kwv, .nkw = a->nkw};
     for (size_t i = 0; i < l->n; i++) {
         step(c);
@@ -2435,6 +2435,9 @@ static jv eval(jctx *c, jframe *f, const jnode *n) {
         break;
     }
     case JN_SLICE: {
+        /* x[a:b, c] parses as a tuple holding a slice; Python refuses to
+         * index with it at run time, and so do we (the slice has no object). */
+        if (!n->a) fail(c, "TypeError: a slice inside a subscript tuple cannot be used as an index");
         jv o = eval(c, f, n->a);
         jv p[3];
         for (int i = 0; i < 3; i++) p[i] = n->args[i] ? eval(c, f, n->args[i]) : NONE;

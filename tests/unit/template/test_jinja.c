@@ -113,6 +113,20 @@ static void test_limits(void **state) {
     assert_null(out);
 }
 
+/* Inputs the fuzzer found (fuzz_template): each must fail with a message. */
+static void test_fuzz_regressions(void **state) {
+    (void)state;
+    char *out = NULL;
+    /* a slice inside a subscript tuple: the slice node has no object */
+    assert_int_equal(render("{{ 'a,b'.split(',')[::-1, x] }}", NULL, NULL, &out), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "TypeError"));
+    assert_null(out);
+    /* select with no test name and no extra arguments */
+    assert_int_equal(render("{{ [0, 1, 2]|select|list }}", NULL, NULL, &out), NB_OK);
+    assert_string_equal(out, "[1, 2]");
+    free(out);
+}
+
 static void test_context_and_api(void **state) {
     (void)state;
     char *out = NULL;
@@ -160,6 +174,7 @@ int main(void) {
         cmocka_unit_test(test_micro),
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_fuzz_regressions),
         cmocka_unit_test(test_context_and_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
