@@ -9,10 +9,10 @@ FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 # What runs under ThreadSanitizer: the three thread domains (kernel thread
 # pool, engine loop, HTTP server threads) and the public API's request queue.
-TSAN_TARGETS = nibble embed_example test_threadpool test_sched test_engine
-TSAN_TESTS = ^(unit.base.test_threadpool|unit.engine.test_sched|unit.engine.test_engine|integration.serve_openai|integration.embed)$$
+TSAN_TARGETS = nibble embed_example test_threadpool test_sched test_engine test_lifecycle
+TSAN_TESTS = ^(unit.base.test_threadpool|unit.engine.test_sched|unit.engine.test_engine|unit.server.test_lifecycle|integration.serve_openai|integration.embed)$$
 FUZZ_SECONDS ?= 20
-FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template fuzz_hfconfig fuzz_llama2c fuzz_http
+FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template fuzz_hfconfig fuzz_llama2c fuzz_http fuzz_golden
 
 .PHONY: all deps build demo test test-release test-asan test-tsan test-fuzz check-layers clean
 
@@ -54,8 +54,9 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
 	rm -f $(TSAN_BUILD)/tsan.*
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="log_path=$(CURDIR)/$(TSAN_BUILD)/tsan suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
-	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
-	@if ls $(TSAN_BUILD)/tsan.* >/dev/null 2>&1; then cat $(TSAN_BUILD)/tsan.*; echo "ThreadSanitizer reported the above"; exit 1; fi
+	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'; rc=$$?; \
+	if ls $(TSAN_BUILD)/tsan.* >/dev/null 2>&1; then cat $(TSAN_BUILD)/tsan.*; echo "ThreadSanitizer reported the above"; exit 1; fi; \
+	exit $$rc
 
 # libFuzzer over every parser of untrusted input (model files, tokenizer
 # files, HTTP request bodies), FUZZ_SECONDS each, seeded from tests/fuzz/corpus.

@@ -16,17 +16,26 @@
 # command works, else from `nibble quantize --check --json` (the same
 # llama-perplexity statistics, src/eval/compare.h).
 # --update-doc rewrites the table between the QUALITY markers of
-# docs/quantize.md. --tinyllama also times each method on a TinyLlama-1.1B-
-# shaped synthetic model (dim 2048, 32/4 heads, ffn 5632) with 2 layers and
-# reports time and peak RSS (GNU time); see the doc for the scaling.
+# docs/quantize.md. --tinyllama[=LAYERS] also times each method on a
+# TinyLlama-1.1B-shaped synthetic model (dim 2048, 32/4 heads, ffn 5632;
+# 2 layers by default, 22 for the whole model) and reports wall, CPU and
+# peak RSS (GNU time), niced; calibration: 16 samples of 256 tokens from the
+# repository's docs/*.md (aidreams-sample.txt is too short for 16 windows).
+# --tinyllama-only skips the quality table. See the doc for the scaling.
 set -u
 BIN=${1:-build/nibble}
 SHARED=${2:-../shared}
 shift $(( $# >= 2 ? 2 : $# ))
-UPDATE=0; TINY=0
+UPDATE=0; TINY=0; TINY_LAYERS=2; QUALITY=1
 for a in "$@"; do
-  case $a in --update-doc) UPDATE=1 ;; --tinyllama) TINY=1 ;; esac
+  case $a in
+    --update-doc) UPDATE=1 ;;
+    --tinyllama) TINY=1 ;;
+    --tinyllama=*) TINY=1; TINY_LAYERS=${a#--tinyllama=} ;;
+    --tinyllama-only) TINY=1; QUALITY=0 ;;
+  esac
 done
+DOCS=$(cd "$(dirname "$0")/.." && pwd)/docs
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 TEXT=$SHARED/reference/aidreams-sample.txt
@@ -37,7 +46,7 @@ CAL="--calib $W/calib.txt --calib-samples 128 --calib-seq-len 128 --seed 1"
 EVAL_KLD=0
 "$BIN" eval kld --help >/dev/null 2>&1 && EVAL_KLD=1
 
-"$BIN" synth --arch llama --dim 256 --layers 4 --heads 8 --kv-heads 8 --ffn 768 --outliers 4 --outlier-scale 20 \
+[ $QUALITY = 1 ] && "$BIN" synth --arch llama --dim 256 --layers 4 --heads 8 --kv-heads 8 --ffn 768 --outliers 4 --outlier-scale 20 \
   -o "$W/synth-outliers.gguf" >/dev/null || exit 1
 declare -A MODEL=([aidreams260K]=$SHARED/models/aidreams260K.gguf [synth-outliers]=$W/synth-outliers.gguf)
 
@@ -69,6 +78,7 @@ run() { # model type method-label args...
 }
 
 for m in aidreams260K synth-outliers; do
+  [ $QUALITY = 1 ] || break
   "$BIN" imatrix "${MODEL[$m]}" -f "$W/calib.txt" -o "$W/$m.imatrix.gguf" -c 128 >/dev/null 2>&1
   for g in 32 64 128; do
     run $m W4G$g rtn
@@ -91,21 +101,28 @@ done
   echo
   echo "Measured $(date -u +%Y-%m-%d) with \`bench/quant_quality.sh\` (metrics from $([ $EVAL_KLD = 1 ] && echo 'nibble eval kld' || echo 'nibble quantize --check'); seconds include the check; shared 2-core machine)."
 } >"$W/table.md"
-cat "$W/table.md"
+[ $QUALITY = 1 ] && cat "$W/table.md"
 
 if [ $TINY = 1 ]; then
-  "$BIN" synth --arch llama --dim 2048 --layers 2 --heads 32 --kv-heads 4 --ffn 5632 --outliers 8 \
-    -o "$W/tiny2.gguf" >/dev/null || exit 1
-  ls -l "$W/tiny2.gguf" | awk '{print "TinyLlama-shaped, 2 layers: F16 file", $5, "bytes"}'
-  TC="--calib $W/calib.txt --calib-samples 16 --calib-seq-len 256 --seed 1"
-  for args in "--type W4G128" "--type W4G128 --method awq $TC" "--type W4G128 --method gptq $TC" \
+  TM="$W/tiny$TINY_LAYERS.gguf"
+  "$BIN" synth --arch llama --dim 2048 --layers "$TINY_LAYERS" --heads 32 --kv-heads 4 --ffn 5632 --outliers 8 \
+    -o "$TM" >/dev/null || exit 1
+  ls -l "$TM" | awk -v l="$TINY_LAYERS" '{print "TinyLlama-shaped, " l " layers: F16 file", $5, "bytes"}'
+  cat "$DOCS"/*.md >"$W/tcalib.txt"
+  TC="--calib $W/tcalib.txt --calib-samples 16 --calib-seq-len 256 --seed 1"
+  for args in "--type W4G128" "--type W4G128 --method gptq $TC" "--type W4G128 --method awq $TC" \
               "--type W8A8 --method smoothquant $TC"; do
-    /usr/bin/time -f "%e s, peak RSS %M KiB" "$BIN" quantize "$W/tiny2.gguf" "$W/t.gguf" $args -q >/dev/null 2>"$W/terr"
-    echo "tiny2 $args: $(tail -1 "$W/terr")"
+    # no -q: the calibrated methods print their wall / CPU seconds per phase
+    /usr/bin/time -f "%e s wall, %U s user, %S s sys, peak RSS %M KiB" nice "$BIN" quantize "$TM" "$W/t.gguf" $args \
+      >/dev/null 2>"$W/terr"
+    echo "tiny$TINY_LAYERS $args:"
+    grep -E "^(gptq|awq|smoothquant): (wall|CPU)" "$W/terr" | sed 's/^/  /'
+    echo "  $(tail -1 "$W/terr")"
+    rm -f "$W/t.gguf"
   done
 fi
 
-if [ $UPDATE = 1 ]; then
+if [ $UPDATE = 1 ] && [ $QUALITY = 1 ]; then
   python3 - "$W/table.md" docs/quantize.md <<'PY'
 import sys
 table = open(sys.argv[1]).read()

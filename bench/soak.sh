@@ -10,7 +10,9 @@
 #   - KV blocks in use return to 0;
 #   - open fds and threads return to their baseline (before the load);
 #   - RSS at the end of the load grew by less than 1% over RSS after warm-up
-#     (the sample at max(60 s, DURATION/10));
+#     (the sample at max(60 s, DURATION/10)); the end of the load is the
+#     last sample at t <= DURATION, while every client is still running
+#     (later samples are taken while the clients drain);
 #   - no unexpected client error (a status other than the one asked for, a
 #     dropped connection that was not ours, a malformed stream).
 #
@@ -20,6 +22,9 @@
 # Prompts are 1..48 words, max_tokens 1..64 (short, so that a busy machine
 # still completes thousands of requests).
 # Run it niced on a shared machine: nice -n 19 bench/soak.sh build/nibble 1800
+# The CSV's last column counts glibc malloc arenas besides the main one
+# (64 MiB-aligned heaps in /proc/PID/maps; nibble serve caps them, see
+# docs/security.md "Soak"); empty where that cannot be read.
 set -u
 BIN=${1:?usage: bench/soak.sh NIBBLE [DURATION_S] [OUT_DIR]}
 DUR=${2:-1800}
@@ -47,10 +52,23 @@ sample() { # t phase -> CSV line
   fds=$(ls /proc/$PID/fd 2>/dev/null | wc -l)
   thr=$(ls /proc/$PID/task 2>/dev/null | wc -l)
   kv=$(curl -s -m 10 "http://127.0.0.1:$PORT/metrics" | awk '/^nibble:kv_cache_blocks_used/ {print $2}')
-  echo "$1,$2,${rss:-},${fds:-},${thr:-},${kv:-}"
+  echo "$1,$2,${rss:-},${fds:-},${thr:-},${kv:-},$(arenas)"
+}
+arenas() { # glibc heaps of non-main arenas: an anonymous rw-p mapping at a 64 MiB boundary, alone or followed by its ---p reserve, 64 MiB in all
+  python3 - "$PID" <<'AR' 2>/dev/null
+import sys
+m = []
+for l in open("/proc/%s/maps" % sys.argv[1]):
+    f = l.split()
+    a, b = (int(x, 16) for x in f[0].split("-"))
+    m.append((a, b, f[1], len(f) > 5))
+H = 64 << 20
+print(sum(1 for i, (a, b, p, named) in enumerate(m) if not named and p == "rw-p" and a % H == 0 and
+          (b - a == H or (i + 1 < len(m) and m[i + 1][0] == b and m[i + 1][2] == "---p" and m[i + 1][1] - a == H))))
+AR
 }
 CSV=$OUT/soak.csv
-echo "t_s,phase,rss_kib,fds,threads,kv_blocks_used" >"$CSV"
+echo "t_s,phase,rss_kib,fds,threads,kv_blocks_used,malloc_arenas_extra" >"$CSV"
 sleep 1
 base=$(sample 0 baseline)
 echo "$base" >>"$CSV"
@@ -199,14 +217,15 @@ final=$(tail -n 1 "$CSV")
 kill -TERM $PID; wait $PID; src=$?
 
 warm=$(( DUR / 10 > 60 ? DUR / 10 : 60 ))
-python3 - "$CSV" "$warm" "$crc" "$src" "$OUT/clients.log" <<'PY' | tee "$OUT/summary.txt"
+python3 - "$CSV" "$warm" "$crc" "$src" "$OUT/clients.log" "$DUR" <<'PY' | tee "$OUT/summary.txt"
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-warm, crc, src = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+warm, crc, src, dur = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[6])
 base, final = rows[0], rows[-1]
 load = [r for r in rows if r["phase"] == "load" and r["rss_kib"]]
 w = next((r for r in load if float(r["t_s"]) >= warm), load[0] if load else base)
-last = load[-1] if load else base
+full = [r for r in load if float(r["t_s"]) <= dur]  # every client still running
+last = full[-1] if full else (load[-1] if load else base)
 growth = (float(last["rss_kib"]) - float(w["rss_kib"])) / float(w["rss_kib"]) * 100
 stats = [l for l in open(sys.argv[5]) if l.startswith("final:")]
 print("clients:", stats[0].strip() if stats else "no final line", "(exit %d)" % crc)
@@ -216,6 +235,8 @@ print("after warm-up (t=%ss): rss %s KiB; end of load (t=%ss): rss %s KiB, growt
 print("peak during load: threads %s, fds %s, kv %s" % (max(int(r["threads"]) for r in load) if load else "-",
       max(int(r["fds"]) for r in load) if load else "-", max(int(float(r["kv_blocks_used"] or 0)) for r in load) if load else "-"))
 print("after 20 s idle: rss %s KiB, fds %s, threads %s, kv %s" % (final["rss_kib"], final["fds"], final["threads"], final["kv_blocks_used"]))
+print("malloc arenas besides the main one: %s at the end of the load, peak %s" % (last.get("malloc_arenas_extra") or "-",
+      max((int(r["malloc_arenas_extra"]) for r in load if r.get("malloc_arenas_extra")), default="-")))
 checks = [
     ("KV blocks back to 0", float(final["kv_blocks_used"] or -1) == 0),
     ("fds back to baseline", int(final["fds"]) <= int(base["fds"])),

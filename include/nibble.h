@@ -60,17 +60,23 @@ typedef struct nb_engine_options {
     bool use_mmap;                  /* compute from the file mapping instead of a private copy */
     int32_t max_model_len;          /* <= 0: the model's context length */
     int32_t max_num_seqs;           /* sequences decoded together */
-    int32_t max_num_batched_tokens; /* tokens per step (longer prompts are prefilled in chunks) */
+    int32_t max_num_batched_tokens; /* tokens per step (longer prompts are prefilled in chunks); <= 0 (the
+                                     * default): max(128, max_num_seqs) */
     int32_t block_size;             /* KV cache tokens per block */
     double memory_utilization;      /* share of host RAM the weights and the KV cache may use, (0, 1] */
     uint64_t kv_cache_bytes;        /* > 0: this many bytes of KV cache, overriding the account */
     nb_kv_dtype kv_cache_dtype;
     bool enable_prefix_caching;
     int32_t max_waiting;            /* queued requests beyond which submit returns NB_ERR_OVERLOADED */
+    int32_t max_prefill_tokens;     /* prompt tokens per step on top of the decodes (> 0: a step with
+                                     * prefill costs at most the decodes + this many tokens; with
+                                     * max_num_batched_tokens <= 0 the budget becomes max_num_seqs +
+                                     * this); <= 0 (the default): no separate share */
 } nb_engine_options;
 
-/* The defaults (vLLM's where it has one): 64 sequences, 512 tokens per
- * step, blocks of 16, 90% of RAM, prefix caching on, 1024 waiting. */
+/* The defaults (vLLM's where it has one): 64 sequences, max(128,
+ * max_num_seqs) tokens per step with no separate prefill share, blocks of
+ * 16, 90% of RAM, prefix caching on, 1024 waiting. */
 nb_engine_options nb_engine_options_default(void);
 
 /* Loads the model at `model_path` (GGUF, a Hugging Face directory or a

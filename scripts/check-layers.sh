@@ -6,11 +6,6 @@
 # (the public API) may use anything; include/nibble.h is for src/api.c and
 # src/cli only (nibble_status.h, its vocabulary part, is for everyone).
 # tests/unit/<subsystem>/ follows its subsystem's rule.
-# One known exception, to be removed by moving the block layouts below
-# quant: formats' HF quantized-checkpoint reader and writer (hf_quant.c,
-# hf_export.c) include quant/blocks.h and quant/qtypes.h for the block
-# structs and type constants only (they call no quant function; the formats
-# unit tests link without nb_quant).
 #   usage: scripts/check-layers.sh [REPO_ROOT]
 set -u
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -54,11 +49,6 @@ while IFS= read -r f; do
       [ "$dep" = cli ] && { echo "$f:$line: includes \"$inc\": only src/cli uses the CLI"; bad=$((bad + 1)); }
       continue # not a subsystem (a system header with a directory)
     fi
-    case "$f:$inc" in
-      src/formats/hf_quant.c:quant/blocks.h|src/formats/hf_quant.c:quant/qtypes.h|\
-      src/formats/hf_export.c:quant/blocks.h|src/formats/hf_export.c:quant/qtypes.h|\
-      tests/unit/formats/test_hf_quant.c:quant/blocks.h|tests/unit/formats/test_hf_quant.c:quant/qtypes.h) continue ;;
-    esac
     if [ "$d" -gt "$me" ]; then
       echo "$f:$line: includes \"$inc\": $sub (layer $me) may not use $dep (layer $d); order: ${LAYERS[*]}"
       bad=$((bad + 1))

@@ -14,6 +14,8 @@ PKGS=(
   gnuplot-nox                        # nibble bench serve/compare plots (PNG, SVG); skipped with a note when absent
   curl python3                       # integration-test clients
   jq                                 # golden / gate tests and make demo read JSON summaries
+  haproxy                            # deploy/: the fleet's balancer (tests/integration/fleet_*.sh; skipped when absent)
+  prometheus                         # promtool checks deploy/prometheus/alerts.yml (tests/integration/deploy_configs.sh)
 )
 # Node.js + npm run the official `openai` npm client in the server tests
 # (tests/integration/serve_openai.sh). NodeSource's nodejs package already

@@ -8,14 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/limits.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "formats/source.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-_Static_assert(NIBBLE_MAX_TOP_LOGPROBS == NB_MAX_TOP_LOGPROBS, "top logprobs");
-_Static_assert(NIBBLE_MAX_STOP_STRINGS == NB_MAX_STOP_STRINGS, "stop strings");
+_Static_assert(NIBBLE_MAX_TOP_LOGPROBS == NB_LIMIT_TOP_LOGPROBS, "top logprobs");
+_Static_assert(NIBBLE_MAX_STOP_STRINGS == NB_LIMIT_STOP_STRINGS, "stop strings");
 
 const char *nb_version(void) { return NIBBLE_VERSION; }
 
@@ -39,6 +40,7 @@ nb_engine_options nb_engine_options_default(void) {
         .kv_cache_dtype = c.kv_cache_dtype,
         .enable_prefix_caching = c.enable_prefix_caching,
         .max_waiting = c.max_waiting,
+        .max_prefill_tokens = c.max_prefill_tokens,
     };
     return o;
 }
@@ -64,6 +66,7 @@ nb_status nb_engine_load(const char *model_path, const nb_engine_options *opts, 
     c.kv_cache_dtype = o.kv_cache_dtype;
     c.enable_prefix_caching = o.enable_prefix_caching;
     c.max_waiting = o.max_waiting;
+    c.max_prefill_tokens = o.max_prefill_tokens;
     return nb_engine_create(model_path, &c, out);
 }
 
@@ -317,7 +320,7 @@ bool nb_tokenizer_is_end(const nb_tokenizer *t, int32_t id) { return nb_tokenize
 struct nb_model_info {
     char arch[32];
     char format[16];
-    nb_hparams hp;
+    nb_arch_desc hp;
     uint64_t n_params, weight_bytes;
 };
 

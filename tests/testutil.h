@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -15,6 +16,15 @@ const char *nb_test_shared(const char *rel);
 const char *nb_test_shared_or_exit(const char *rel);
 /* How many nb_test_shared() lookups found nothing so far. */
 extern int nb_test_missing;
+/* Skips the current test for something this machine lacks (an ISA): printed,
+ * listed by cmocka as SKIPPED, and the binary exits 77 (nb_test_exit). */
+#define NB_TEST_SKIP(...)                                                                                   \
+    do {                                                                                                    \
+        fprintf(stderr, "SKIP: " __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                                \
+        nb_test_missing++;                                                                                  \
+        skip();                                                                                             \
+    } while (0)
 /* The exit status of a test binary: `failed` (cmocka's count) when a test
  * failed, else 77 (ctest "skipped", SKIP_RETURN_CODE) when a test lacked
  * files of shared/ (such tests call skip(), so cmocka lists them as

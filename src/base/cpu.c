@@ -31,7 +31,32 @@ static void detect(void) {
     cpu.n_cores = n > 0 ? (int)n : 1;
 #if defined(__x86_64__)
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) {
+        char v[13];
+        memcpy(v, &b, 4);
+        memcpy(v + 4, &d, 4);
+        memcpy(v + 8, &c, 4);
+        v[12] = 0;
+        cpu.vendor = !strcmp(v, "GenuineIntel") ? NB_CPU_INTEL : !strcmp(v, "AuthenticAMD") ? NB_CPU_AMD : NB_CPU_OTHER;
+    }
+    if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
+        unsigned r[12];
+        for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        memcpy(cpu.name, r, 48);
+        cpu.name[48] = 0;
+        char *s = cpu.name;
+        while (*s == ' ') s++;
+        memmove(cpu.name, s, strlen(s) + 1);
+        for (size_t l = strlen(cpu.name); l > 0 && cpu.name[l - 1] == ' '; l--) cpu.name[l - 1] = 0;
+    }
     if (!__get_cpuid(1, &a, &b, &c, &d)) goto done;
+    {
+        int fam = (int)((a >> 8) & 15), mod = (int)((a >> 4) & 15);
+        if (fam == 15) fam += (int)((a >> 20) & 255);
+        if (fam == 6 || fam >= 15) mod += (int)((a >> 16) & 15) << 4;
+        cpu.family = fam;
+        cpu.model = mod;
+    }
     bool osxsave = c & (1u << 27);
     bool fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
     unsigned long long xcr0 = osxsave ? xgetbv0() : 0;
@@ -63,15 +88,15 @@ done:
 #endif
     {
         const char *e = getenv("NIBBLE_ISA");
-        if (e) {
-            if (!strcmp(e, "scalar")) isa_cap = NB_ISA_SCALAR;
-            else if (!strcmp(e, "avx2")) isa_cap = NB_ISA_AVX2;
-            else if (!strcmp(e, "avx512")) isa_cap = NB_ISA_AVX512;
-        }
+        nb_isa cap;
+        if (e && nb_isa_parse(e, &cap)) isa_cap = cap;
+        e = getenv("NIBBLE_AVXVNNI"); /* =0: take the plain AVX2 int8 kernels on an AVX-VNNI CPU */
+        if (e && !strcmp(e, "0")) cpu.avxvnni = false;
     }
-    snprintf(desc, sizeof desc, "cores=%d AVX2=%d FMA=%d F16C=%d AVX512F=%d AVX512BW=%d AVX512_VNNI=%d AVX512_BF16=%d AVX512_FP16=%d AMX_INT8=%d AMX_BF16=%d",
+    snprintf(desc, sizeof desc, "%s family %d model %d, cores=%d AVX2=%d FMA=%d F16C=%d AVX512F=%d AVX512BW=%d AVX512_VNNI=%d AVX512_BF16=%d AVX512_FP16=%d AMX_INT8=%d AMX_BF16=%d AVX_VNNI=%d",
+             cpu.vendor == NB_CPU_AMD ? "AMD" : cpu.vendor == NB_CPU_INTEL ? "Intel" : "other", cpu.family, cpu.model,
              cpu.n_cores, cpu.avx2, cpu.fma, cpu.f16c, cpu.avx512f, cpu.avx512bw, cpu.avx512vnni,
-             cpu.avx512bf16, cpu.avx512fp16, cpu.amx_int8, cpu.amx_bf16);
+             cpu.avx512bf16, cpu.avx512fp16, cpu.amx_int8, cpu.amx_bf16, cpu.avxvnni);
 }
 
 const nb_cpu *nb_cpu_get(void) {
@@ -85,12 +110,33 @@ nb_isa nb_cpu_isa(void) {
     if (c->avx2 && c->fma && c->f16c) best = NB_ISA_AVX2;
     if (best == NB_ISA_AVX2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq) best = NB_ISA_AVX512;
     if (best == NB_ISA_AVX512 && c->amx_int8 && c->amx_bf16) best = NB_ISA_AMX;
-    return best < isa_cap ? best : isa_cap;
+    nb_isa cap = __atomic_load_n(&isa_cap, __ATOMIC_RELAXED);
+    return best < cap ? best : cap;
 }
 
 const char *nb_isa_name(nb_isa isa) {
     static const char *n[] = {"scalar", "avx2", "avx512", "amx"};
     return (unsigned)isa <= NB_ISA_AMX ? n[isa] : "?";
+}
+
+void nb_cpu_cap_isa(nb_isa cap) {
+    nb_cpu_get();
+    __atomic_store_n(&isa_cap, cap, __ATOMIC_RELAXED);
+}
+
+bool nb_isa_parse(const char *name, nb_isa *out) {
+    static const char *n[] = {"scalar", "avx2", "avx512", "amx"};
+    for (int i = 0; i <= NB_ISA_AMX; i++)
+        if (!strcmp(name, n[i])) {
+            *out = (nb_isa)i;
+            return true;
+        }
+    return false;
+}
+
+const char *nb_cpu_name(void) {
+    nb_cpu_get();
+    return cpu.name[0] ? cpu.name : "unknown CPU";
 }
 
 const char *nb_cpu_describe(void) {

@@ -5,21 +5,33 @@
 
 #include <stdbool.h>
 
+typedef enum nb_cpu_vendor { NB_CPU_OTHER = 0, NB_CPU_INTEL, NB_CPU_AMD } nb_cpu_vendor;
+
 typedef struct nb_cpu {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512fp16;
-    bool avxvnni;
+    bool avxvnni;                       /* AVX-VNNI (256-bit vpdpbusd); NIBBLE_AVXVNNI=0 hides it */
     bool amx_tile, amx_int8, amx_bf16; /* usable: OS granted the tile state */
     int n_cores;                        /* online logical CPUs */
+    nb_cpu_vendor vendor;
+    int family, model;                  /* display family / model (CPUID leaf 1, extended fields folded in) */
+    char name[49];                      /* brand string (CPUID 0x80000002-4), trimmed; "" if none */
 } nb_cpu;
 
 typedef enum nb_isa { NB_ISA_SCALAR = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2, NB_ISA_AMX = 3 } nb_isa;
 
 const nb_cpu *nb_cpu_get(void);
-/* Best ISA level available, capped by NIBBLE_ISA. */
+/* Best ISA level available, capped by NIBBLE_ISA (read once) or nb_cpu_cap_isa. */
 nb_isa nb_cpu_isa(void);
+/* Lowers (or raises back up to what the CPU has) the cap nb_cpu_isa applies:
+ * the kernels' --isa option (kernels/dispatch.h), set once at startup. */
+void nb_cpu_cap_isa(nb_isa cap);
 const char *nb_isa_name(nb_isa isa);
 /* One line listing the features, for logs and `nibble bench`. */
 const char *nb_cpu_describe(void);
+/* The brand string ("AMD EPYC 9R14 ...") or "unknown CPU", for benchmark output. */
+const char *nb_cpu_name(void);
+/* The ISA named "scalar", "avx2", "avx512" or "amx"; false for other names. */
+bool nb_isa_parse(const char *name, nb_isa *out);
 
 #endif

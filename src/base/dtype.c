@@ -1,7 +1,7 @@
 /* The element-type traits table: constant, complete, no registration.
  * Block sizes and bytes per block of the ggml types are those of
  * ggml-common.h (the GGUF on-disk sizes); nibble's formats are documented in
- * src/quant/blocks.h and the repacked layouts in src/kernels/repack.h (which
+ * src/base/blocks.h and the repacked layouts in src/kernels/repack.h (which
  * checks these sizes against its structs at compile time). */
 #include "base/dtype.h"
 
@@ -24,7 +24,7 @@ static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_F64] = {"F64", 1, 8, false},         [NB_IQ1_M] = {"IQ1_M", 256, 56, false},
     [NB_BF16] = {"BF16", 1, 2, false},       [NB_TQ1_0] = {"TQ1_0", 256, 54, false},
     [NB_TQ2_0] = {"TQ2_0", 256, 66, false},  [NB_MXFP4] = {"MXFP4", 32, 17, false},
-    /* nibble's formats (src/quant/blocks.h) */
+    /* nibble's formats (src/base/blocks.h) */
     [NB_W8] = {"W8", 32, 36, false},         [NB_W8A8] = {"W8A8", 32, 36, false},
     [NB_Q8_T] = {"Q8_T", 32, 36, false},
     [NB_W4G32] = {"W4G32", 32, 20, false},   [NB_W4G64] = {"W4G64", 64, 36, false},

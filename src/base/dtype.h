@@ -51,7 +51,7 @@ typedef enum nb_dtype {
     NB_DTYPE_EXT_END = NB_DTYPE_EXT_BASE + 12,
 
     /* In-memory-only layouts (src/kernels/repack.h): what the loader turns
-     * GGUF weights into for the AVX-512 kernels. No file holds them. */
+     * GGUF weights into for the AVX2 and AVX-512 int8 kernels. No file holds them. */
     NB_DTYPE_MEM_BASE = 2048,
     NB_Q4_0R = NB_DTYPE_MEM_BASE + 0,
     NB_Q8_0R = NB_DTYPE_MEM_BASE + 1,

@@ -116,6 +116,7 @@ static const char *node_kind(mode_t m) {
     if (S_ISBLK(m)) return "a block device";
     if (S_ISFIFO(m)) return "a FIFO";
     if (S_ISSOCK(m)) return "a socket";
+    if (S_ISREG(m)) return "a regular file";
     return "not a regular file";
 }
 
@@ -149,6 +150,37 @@ static nb_status fsync_path(const char *path, int flags, const char *what) {
     /* Some file systems cannot fsync a directory (EINVAL); the data is synced. */
     if (rc != 0 && !(e == EINVAL && (flags & O_DIRECTORY)))
         return nb_fail(NB_ERR_IO, "%s: fsync of %s failed: %s", path, what, strerror(e));
+    return NB_OK;
+}
+
+nb_status nb_out_dir_check(const char *dir, const char *const *names, size_t n_names, const char *const *inputs,
+                           size_t n_inputs, bool force, const char *what) {
+    struct stat sd;
+    if (stat(dir, &sd) != 0) return NB_OK; /* created anew, empty */
+    if (!S_ISDIR(sd.st_mode))
+        return nb_fail(NB_ERR_INVALID, "%s '%s' is %s, not a directory: the files cannot be written into it (refused)",
+                       what, dir, node_kind(sd.st_mode));
+    for (size_t i = 0; i < n_inputs && !force; i++) {
+        struct stat si;
+        if (!inputs[i] || stat(inputs[i], &si) != 0) continue;
+        if (si.st_dev == sd.st_dev && si.st_ino == sd.st_ino)
+            return nb_fail(NB_ERR_INVALID,
+                           "%s '%s' is the same directory as the input '%s' (device %llu, inode %llu); writing into it "
+                           "would replace the input's files (refused; choose another directory, or --force)",
+                           what, dir, inputs[i], (unsigned long long)sd.st_dev, (unsigned long long)sd.st_ino);
+    }
+    size_t dl = strlen(dir);
+    for (size_t k = 0; k < n_names; k++) {
+        size_t nl = strlen(names[k]);
+        char *path = nb_malloc(dl + nl + 2);
+        if (!path) return NB_ERR_NOMEM;
+        memcpy(path, dir, dl);
+        path[dl] = '/';
+        memcpy(path + dl + 1, names[k], nl + 1);
+        nb_status st = nb_out_check(path, inputs, n_inputs, force, what);
+        free(path);
+        if (st != NB_OK) return st;
+    }
     return NB_OK;
 }
 

@@ -22,7 +22,7 @@ nb_status nb_read_file(const char *path, size_t max_bytes, char **data, size_t *
 nb_status nb_write_file(const char *path, const void *data, size_t len) __attribute__((warn_unused_result));
 
 /* The rule for every command that writes an output file (quantize, synth,
- * export; docs/security.md): refuses `out` when it already exists and is
+ * export, imatrix -o, eval kld --save-base; docs/security.md): refuses `out` when it already exists and is
  * not a regular file (a device, FIFO, directory: renaming over it would
  * replace the node), or when it is the same file as one of `inputs` (same
  * device and inode, so also through a symlink or hard link), unless force.
@@ -30,6 +30,15 @@ nb_status nb_write_file(const char *path, const void *data, size_t len) __attrib
  * with the reason. */
 nb_status nb_out_check(const char *out, const char *const *inputs, size_t n_inputs, bool force, const char *what)
     __attribute__((warn_unused_result));
+
+/* The same rule for a command that writes into a directory (export's
+ * OUT_DIR, eval golden / bench --out): refuses `dir` when it exists and is
+ * not a directory (always: nothing could be written into it), or when it
+ * is the same directory as one of `inputs` (unless force); then applies
+ * nb_out_check to each of the n_names files the command will write in it
+ * (dir/name). `what` names the argument ("OUT_DIR", "--out"). */
+nb_status nb_out_dir_check(const char *dir, const char *const *names, size_t n_names, const char *const *inputs,
+                           size_t n_inputs, bool force, const char *what) __attribute__((warn_unused_result));
 
 /* Moves a fully written temporary file into place durably: fsync(tmp),
  * rename(tmp, path), fsync(path's directory). The caller has closed tmp and

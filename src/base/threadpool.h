@@ -2,9 +2,15 @@
  *
  * nb_pool_run(p, fn, arg) calls fn(arg, ith, nth) once for every ith in
  * [0, nth) - ith 0 on the calling thread, the others on the pool's workers -
- * and returns when all have returned. Workers spin briefly after each job
- * (the forward pass issues hundreds of jobs per token), then sleep on a
- * condition variable, so an idle pool costs no CPU.
+ * and returns when all have returned. Workers spin for at most ~100 us
+ * after each job (the forward pass issues hundreds of jobs per token, a few
+ * microseconds apart), then sleep on a futex, so a pool idle between engine
+ * steps costs no CPU; the caller likewise spins at most ~100 us for late
+ * workers (one descheduled by a busy neighbour) and then sleeps until the
+ * last one finishes, instead of burning the core that worker needs.
+ * NIBBLE_PIN=1 (read when a pool is created) pins worker i to the i-th CPU
+ * the process may use; where the OS refuses, workers run unpinned. The
+ * caller's thread is never pinned.
  *
  * Not reentrant: one thread at a time may call nb_pool_run on a pool (the
  * engine loop owns its pool). */

@@ -27,13 +27,21 @@
 #include "engine/budget.h"
 #include "engine/engine.h"
 #include "engine/session.h"
-#include "eval/membw.h"
+#include "cli/bench_bw.h"
 
 #define CMD "bench"
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the process (all threads): on a busy host the decode phase's
+ * CPU seconds measure its work where wall time measures the neighbours. */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -49,7 +57,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
                "  pp: P prompt tokens in batches of B; tg: N tokens one at a time after a 1-token prompt.\n"
                "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight bytes read per\n"
-               "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth.\n"
+               "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth\n"
+               "  (the best of the probe's access patterns, each printed; see 'nibble bench bw --help').\n"
                "\n"
                "usage: nibble bench model [MODEL] --concurrency 1,8,32 [--input-len 128] [--output-len 128]\n"
                "       [--shared-prefix P] [--max-num-seqs N] [--max-num-batched-tokens T] [--max-model-len L]\n"
@@ -78,6 +87,7 @@ typedef struct cstate {
     int64_t live_tokens; /* prompt + generated of requests in flight */
     double t_all;        /* when the last request got its first token: all decode from then on */
     int64_t after_all;   /* tokens generated after t_all */
+    double cpu_all, cpu_last; /* process CPU seconds at t_all and at the last token */
 } cstate;
 
 typedef struct csink {
@@ -93,9 +103,13 @@ static void conc_sink(void *ud, const nb_token_event *ev) {
         if (k->r->n_gen == 0) {
             k->r->t_first = t;
             k->r->ttft = ev->ttft_s;
-            if (++k->cs->started == k->cs->n) k->cs->t_all = t;
+            if (++k->cs->started == k->cs->n) {
+                k->cs->t_all = t;
+                k->cs->cpu_all = cpu_s();
+            }
         } else if (k->cs->started == k->cs->n) {
             k->cs->after_all++;
+            k->cs->cpu_last = cpu_s();
         }
         k->r->n_gen++;
         k->r->t_last = t;
@@ -115,6 +129,7 @@ typedef struct clevel {
     int n;
     bool prefix_caching;
     double wall, prompt_tps, decode_tps, ttft, tpot, kv_fill, kv_static;
+    double decode_cpu_tps; /* decode tokens per CPU-second of the process (same phase as decode_tps) */
     uint64_t preemptions, prefix_hits;
     int64_t max_blocks_used;
 } clevel;
@@ -205,6 +220,7 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
      * first token on), so other requests' prefill is not counted against it */
     (void)dec;
     L->decode_tps = (double)cs.after_all / (end - cs.t_all > 0 ? end - cs.t_all : 1e-9);
+    L->decode_cpu_tps = (double)cs.after_all / (cs.cpu_last - cs.cpu_all > 0 ? cs.cpu_last - cs.cpu_all : 1e-9);
     L->ttft = ttft / n;
     L->tpot = ntp ? tpot / ntp : 0;
     L->kv_fill = samples ? fill / samples : 0;
@@ -276,11 +292,12 @@ static int bench_concurrency(const char *model, const char *levels, int n_thread
         for (int pass = 0; pass < passes; pass++)
             for (int i = 0; i < nl; i++) {
                 clevel *L = &res[pass][i];
-                json_array_append_new(arr, json_pack("{s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I}", "concurrency", L->n,
+                json_array_append_new(arr, json_pack("{s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f}", "concurrency", L->n,
                     "prefix_caching", L->prefix_caching, "wall_s", L->wall, "prompt_tok_s", L->prompt_tps,
                     "decode_tok_s", L->decode_tps, "mean_ttft_s", L->ttft, "mean_tpot_s", L->tpot,
                     "kv_used_blocks_fill", L->kv_fill, "kv_static_slots_fill", L->kv_static,
-                    "preemptions", (json_int_t)L->preemptions, "prefix_hit_tokens", (json_int_t)L->prefix_hits));
+                    "preemptions", (json_int_t)L->preemptions, "prefix_hit_tokens", (json_int_t)L->prefix_hits,
+                    "decode_tok_per_cpu_s", L->decode_cpu_tps));
             }
         json_t *o = json_pack("{s:s?, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "model", model, "input_len", (json_int_t)in_len,
                               "output_len", (json_int_t)out_len, "shared_prefix", (json_int_t)prefix_len,
@@ -325,9 +342,10 @@ static int bench_concurrency(const char *model, const char *levels, int n_thread
 int nb_cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "serve")) return nb_cmd_bench_serve(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare")) return nb_cmd_bench_compare(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "bw")) return nb_cmd_bench_bw(argc, argv);
     if (argc < 2 || strcmp(argv[1], "model") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) { usage(stdout); return 0; }
-        fprintf(stderr, "nibble %s: expected 'nibble bench model [MODEL] ...', 'nibble bench serve ...' or 'nibble bench compare A.json B.json'\n", CMD);
+        fprintf(stderr, "nibble %s: expected 'nibble bench model [MODEL] ...', 'nibble bench serve ...', 'nibble bench bw ...' or 'nibble bench compare A.json B.json'\n", CMD);
         usage(stderr);
         return NB_EXIT_USAGE;
     }
@@ -405,8 +423,14 @@ int nb_cmd_bench(int argc, char **argv) {
     stats(tg_r, (int)reps, &tg_m, &tg_sd);
     uint64_t bpt = nb_model_bytes_per_token(s->model);
     nb_pool *pool = NULL;
+    nb_membw_result bwr = {0};
+    char bw_best[96] = "";
     if (bw && st == NB_OK && nb_pool_create(nb_fwd_threads(s->fwd), &pool) == NB_OK) {
-        if (nb_measure_read_bandwidth(pool, (size_t)1 << 30, 5, &gbps) != NB_OK) gbps = 0;
+        /* the best of several access patterns (kernels/membw.h): the roofline */
+        if (nb_membw_measure(pool, (size_t)512 << 20, 3, nb_cpu_isa(), &bwr) == NB_OK) {
+            gbps = bwr.gbps;
+            nb_membw_pattern_name(&bwr.p[bwr.best], bw_best, sizeof bw_best);
+        }
         nb_pool_free(pool);
     }
     double achieved = tg_m * (double)bpt / 1e9, roof = gbps > 0 ? gbps * 1e9 / (double)bpt : 0;
@@ -417,13 +441,20 @@ int nb_cmd_bench(int argc, char **argv) {
                               "pp_tok_s_sd", pp_sd, "tg_tok_s", tg_m, "tg_tok_s_sd", tg_sd, "weight_bytes_per_token",
                               (json_int_t)bpt, "decode_gb_s", achieved, "read_bandwidth_gb_s", gbps,
                               "tg_roofline_tok_s", roof);
+        json_object_set_new(o, "cpu", json_string(nb_cpu_name()));
+        json_object_set_new(o, "kernels", json_string(nb_dispatch_default()->desc));
+        if (bwr.n) {
+            json_object_set_new(o, "read_bandwidth_pattern", json_string(bw_best));
+            json_object_set_new(o, "read_bandwidth_patterns", nb_bench_bw_json(&bwr));
+        }
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(o);
     } else if (st == NB_OK) {
-        printf("model: %s\nthreads: %d  isa: %s  params: %.3f B  weights: %.2f GB\n\n", s->model_path,
+        printf("cpu: %s\nmodel: %s\nthreads: %d  isa: %s  params: %.3f B  weights: %.2f GB\n\n", nb_cpu_name(), s->model_path,
                nb_fwd_threads(s->fwd), nb_fwd_isa(s->fwd), (double)s->model->n_params / 1e9,
                (double)s->model->weight_bytes / 1e9);
+        printf("kernels: %s\n\n", nb_dispatch_default()->desc);
         printf("| test | t/s |\n|---|---|\n");
         if (pp > 0) printf("| pp%lld | %.2f +/- %.2f |\n", (long long)pp, pp_m, pp_sd);
         if (tg > 0) printf("| tg%lld | %.2f +/- %.2f |\n", (long long)tg, tg_m, tg_sd);
@@ -431,9 +462,10 @@ int nb_cmd_bench(int argc, char **argv) {
             printf("\ndecode roofline: %.3f GB of weights read per token -> %.1f GB/s achieved", (double)bpt / 1e9,
                    achieved);
             if (gbps > 0)
-                printf("; measured read bandwidth %.1f GB/s -> roofline %.1f tok/s, decode at %.0f%% of it", gbps,
-                       roof, 100 * tg_m / roof);
+                printf("; measured read bandwidth %.1f GB/s (max over patterns, set by: %s) -> roofline %.1f tok/s, "
+                       "decode at %.0f%% of it", gbps, bw_best, roof, 100 * tg_m / roof);
             printf("\n");
+            if (bwr.n) nb_bench_bw_print(stdout, &bwr);
         }
     }
     free(ids); free(logits); free(pp_r); free(tg_r);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/file.h"
 #include "bench/client.h"
 #include "bench/report.h"
 #include "cli/args.h"
@@ -131,10 +132,13 @@ static bool mkdir_p(const char *dir) {
 static bool write_json(const char *dir, const char *name, const json_t *o) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (json_dump_file(o, p, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0) {
-        fprintf(stderr, "nibble bench: cannot write %s\n", p);
+    char *t = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    if (!t || nb_write_file(p, t, strlen(t)) != NB_OK) { /* temporary file, fsync, rename */
+        fprintf(stderr, "nibble bench: cannot write %s%s%s\n", p, t ? ": " : "", t ? nb_errmsg() : "");
+        free(t);
         return false;
     }
+    free(t);
     return true;
 }
 
@@ -216,6 +220,15 @@ int nb_cmd_bench_serve(int argc, char **argv) {
     if (!parse_list(rate_mode ? "--request-rate" : "--concurrency", rate_mode ? rate_s : conc_s ? conc_s : "1,2,4,8,16,32",
                     !rate_mode, rate_mode, &ladder, &n_levels))
         return NB_EXIT_USAGE;
+    if (out_dir) { /* the output rule (base/file.h) before the run */
+        static const char *const names[] = {"results.json", "requests.csv", "plots.gp"};
+        const char *ins[] = {prompts};
+        if (nb_out_dir_check(out_dir, names, 3, ins, 1, false, "--out") != NB_OK) {
+            nb_cli_error(CMD);
+            free(ladder);
+            return NB_EXIT_USAGE;
+        }
+    }
     wl.seed = (uint64_t)seed;
     if (prompts && nb_bench_workload_load(&wl, prompts) != NB_OK) {
         nb_cli_error(CMD);
@@ -385,6 +398,11 @@ int nb_cmd_bench_compare(int argc, char **argv) {
     }
     if (nf != 2) {
         fprintf(stderr, "nibble bench compare: expected two results.json files (A = baseline, B = candidate)\n");
+        return NB_EXIT_USAGE;
+    }
+    static const char *const out_names[] = {"compare.json", "compare.gp"};
+    if (out_dir && nb_out_dir_check(out_dir, out_names, 2, files, 2, false, "--out") != NB_OK) {
+        nb_cli_error("bench compare");
         return NB_EXIT_USAGE;
     }
     json_t *r[2];

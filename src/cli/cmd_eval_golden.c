@@ -29,6 +29,8 @@ static void usage(FILE *f) {
             "      --api-key KEY     Bearer token for the endpoint (default: $OPENAI_API_KEY if set)\n"
             "      --set FILE        the golden set, one JSON item per line (docs/golden.md)\n"
             "      --out DIR         write DIR/items.jsonl and DIR/summary.json (all or nothing)\n"
+            "      --force           write --out even when it is the model's directory, or its files are inputs\n"
+            "                        or not regular files (refused by default)\n"
             "      --json            print summary.json to stdout instead of the table\n"
             "      --parallel N      items in flight: engine sequences or HTTP requests (default 8)\n"
             "      --seed S          sampling seed sent with every request (default 0; decoding is greedy)\n"
@@ -53,6 +55,37 @@ static json_t *utf8_json(const char *s, size_t n) {
 static int fail_st(nb_status st) {
     nb_cli_error(CMD);
     return nb_cli_exit_code(st);
+}
+
+/* dir holds nothing but a previous run's items.jsonl and summary.json. */
+static bool dir_is_ours(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool ours = d != NULL;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "items.jsonl") &&
+            strcmp(e->d_name, "summary.json"))
+            ours = false;
+    if (d) closedir(d);
+    return ours;
+}
+
+/* The output rule (base/file.h) before anything runs: --out is not a
+ * device, a FIFO or a regular file, not the model's directory, and its
+ * items.jsonl / summary.json are not inputs; an existing --out holds
+ * nothing else (it is replaced as a whole). */
+static int check_out(const char *dir, const char *set_path, const char *model, bool force) {
+    static const char *const names[] = {"items.jsonl", "summary.json"};
+    const char *ins[] = {set_path, model};
+    if (nb_out_dir_check(dir, names, 2, ins, 2, force, "--out") != NB_OK) {
+        nb_cli_error(CMD);
+        return NB_EXIT_USAGE;
+    }
+    if (nb_is_dir(dir) && !dir_is_ours(dir)) {
+        fprintf(stderr, "nibble %s: --out %s exists and holds other files; not replacing it\n", CMD, dir);
+        return NB_EXIT_USAGE;
+    }
+    return NB_EXIT_OK;
 }
 
 /* Writes both files into a fresh sibling of dir, then renames it into place
@@ -84,15 +117,7 @@ static int write_out(const char *dir, const char *items, size_t items_len, const
     snprintf(target, sizeof target, "%.*s", (int)dl, dir);
     if (nb_is_dir(target)) {
         /* replace a previous output directory, but only one that holds nothing else */
-        DIR *d = opendir(target);
-        struct dirent *e;
-        bool ours = d != NULL;
-        while (d && (e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "items.jsonl") &&
-                strcmp(e->d_name, "summary.json"))
-                ours = false;
-        if (d) closedir(d);
-        if (!ours) {
+        if (!dir_is_ours(target)) {
             fprintf(stderr, "nibble %s: --out %s exists and holds other files; not replacing it\n", CMD, target);
             unlink(f1);
             unlink(f2);
@@ -106,8 +131,8 @@ static int write_out(const char *dir, const char *items, size_t items_len, const
         unlink(old2);
         rmdir(target);
     }
-    if (rename(tmp, target) != 0) {
-        fprintf(stderr, "nibble %s: --out %s: %s\n", CMD, target, strerror(errno));
+    if (nb_file_commit(tmp, target) != NB_OK) { /* fsync, rename, fsync the parent directory */
+        nb_cli_error(CMD);
         unlink(f1);
         unlink(f2);
         rmdir(tmp);
@@ -119,7 +144,7 @@ static int write_out(const char *dir, const char *items, size_t items_len, const
 int nb_cmd_eval_golden(int argc, char **argv) {
     nb_golden_run_params rp = {0};
     const char *set_path = NULL, *out_dir = NULL;
-    bool json_out = false;
+    bool json_out = false, force = false;
     int64_t v;
     double d;
     for (int i = 1; i < argc; i++) {
@@ -132,6 +157,7 @@ int nb_cmd_eval_golden(int argc, char **argv) {
         else if (!strcmp(a, "--set")) { VAL(); set_path = val; }
         else if (!strcmp(a, "--out")) { VAL(); out_dir = val; }
         else if (!strcmp(a, "--json")) json_out = true;
+        else if (!strcmp(a, "--force")) force = true;
         else if (!strcmp(a, "--tokenizer")) { VAL(); rp.tokenizer_path = val; }
         else if (!strcmp(a, "--parallel")) {
             VAL();
@@ -167,6 +193,7 @@ int nb_cmd_eval_golden(int argc, char **argv) {
         fprintf(stderr, "nibble %s: --set FILE.jsonl is required (see nibble eval golden --help)\n", CMD);
         return NB_EXIT_USAGE;
     }
+    if (out_dir && check_out(out_dir, set_path, rp.model_path, force) != NB_EXIT_OK) return NB_EXIT_USAGE;
     if (rp.endpoint && rp.model_path) {
         fprintf(stderr, "nibble %s: give a MODEL or --endpoint, not both (--model NAME names the endpoint's model)\n",
                 CMD);

@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/budget.h"
 #include "eval/kld.h"
 
 #define CMD "eval kld"
-#define TEXT_MAX (256u << 20)
+#define TEXT_MAX NB_LIMIT_TEXT_FILE_BYTES
 
 static void usage(void) {
     printf("usage: nibble eval kld BASE CAND -f TEXT [-c CTX] [--json] [--class NAME=REGEX ...]\n"
@@ -31,6 +32,7 @@ static void usage(void) {
            "  --save-topk K      store only the top K log-probs + tail mass (smaller; KLD becomes a\n"
            "                     lower bound, top-1 and perplexities stay exact; docs/eval.md)\n"
            "  --base-logits FILE read the baseline from FILE (same text, -c and vocabulary, or refused)\n"
+           "  --force            write --save-base FILE even when it is an input or not a regular file\n"
            "  --chunks N         score only the first N chunks\n"
            "  -t N               threads;  --keep-newline  keep the file's trailing newline\n"
            "Models: GGUF, HF directory, llama2.c .bin; both must have the same vocabulary (exit 2).\n",
@@ -123,7 +125,7 @@ int nb_cmd_eval_kld(int argc, char **argv) {
     int n_models = 0;
     int64_t ctx = 0, v, chunks = 0, topk = 0;
     int threads = 0;
-    bool json = false, keep_newline = false;
+    bool json = false, keep_newline = false, force = false;
     nb_tokclass_set classes;
     if (nb_tokclass_init(&classes) != NB_OK) {
         nb_cli_error(CMD);
@@ -159,6 +161,8 @@ int nb_cmd_eval_kld(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--force")) {
+            force = true;
         } else if (!strcmp(a, "--keep-newline")) {
             keep_newline = true;
         } else if (a[0] != '-' && n_models < 2) {
@@ -186,6 +190,13 @@ int nb_cmd_eval_kld(int argc, char **argv) {
                           : "give BASE and CAND (or only BASE with --save-base)",
                 n_models, n_models == 1 ? "" : "s");
         goto out;
+    }
+    if (save) {
+        const char *ins[] = {models[0], models[1], file};
+        if (nb_out_check(save, ins, 3, force, "--save-base") != NB_OK) {
+            nb_cli_error(CMD);
+            goto out;
+        }
     }
     if (base_file && !ctx) {
         nb_kldbase_reader *r;

@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/budget.h"
 #include "eval/model_id.h"
 #include "eval/ppl.h"
 
-#define TEXT_MAX (256u << 20)
+#define TEXT_MAX NB_LIMIT_TEXT_FILE_BYTES
 
 static void progress(void *ud, const nb_ppl *r) {
     if (*(bool *)ud) return;

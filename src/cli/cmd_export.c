@@ -1,7 +1,7 @@
 /* nibble export: write a model as a Hugging Face checkpoint directory.
  *
  *   nibble export IN OUT_DIR --format hf [--layout awq|gptq|compressed-tensors|bitsandbytes]
- *                 [--dtype F32|F16|BF16] [--max-shard-size 5GB] [--tokenizer FILE|DIR]
+ *                 [--dtype F32|F16|BF16] [--max-shard-size 5GB] [--tokenizer FILE|DIR] [--force]
  *
  * Quantized tensors of nibble's types go into the layout's tensors with a
  * matching quantization_config (formats/hf_export.h); the result loads back
@@ -30,17 +30,39 @@ static void usage(FILE *f) {
             "                      bitsandbytes for NF4\n"
             "  --dtype T           convert float tensors to F32, F16 or BF16 (default: keep each tensor's type)\n"
             "  --max-shard-size S  split the weights into shards of at most S (default 5GB)\n"
-            "  --tokenizer PATH    copy tokenizer files from this directory or file (default: an HF input's own)\n");
+            "  --tokenizer PATH    copy tokenizer files from this directory or file (default: an HF input's own)\n"
+            "  --force             write even when OUT_DIR is the input directory or one of the files to\n"
+            "                      write in it is an input or not a regular file (refused by default)\n");
+}
+
+/* The files an HF export may write in OUT_DIR (formats/hf_export.c): each
+ * must not be an input nor a device / FIFO (the shards are named
+ * model-0000N-of-0000M.safetensors; those are new names in practice). */
+static const char *const OUT_NAMES[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+                                        "tokenizer.model", "special_tokens_map.json"};
+
+int nb_cmd_export_check_out(const char *cmd, const char *dir, const char *in, const char *tokenizer, int force,
+                            const char *what) {
+    const char *ins[] = {in, tokenizer};
+    if (nb_out_dir_check(dir, OUT_NAMES, sizeof OUT_NAMES / sizeof *OUT_NAMES, ins, 2, force != 0, what) != NB_OK) {
+        nb_cli_error(cmd);
+        return NB_EXIT_USAGE;
+    }
+    return NB_EXIT_OK;
 }
 
 int nb_cmd_export(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *format = NULL;
     nb_hf_export_opts o = {0};
+    bool force = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return NB_EXIT_OK;
+        } else if (!strcmp(a, "--force")) {
+            force = true;
         } else if (!strcmp(a, "--format")) {
             if (!(format = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "--layout")) {
@@ -88,6 +110,7 @@ int nb_cmd_export(int argc, char **argv) {
         fprintf(stderr, "nibble %s: --dtype: '%s' is not supported (supported: F32, F16, BF16)\n", CMD, o.dtype);
         return NB_EXIT_USAGE;
     }
+    if (nb_cmd_export_check_out(CMD, out, in, o.tokenizer, force, "OUT_DIR") != NB_EXIT_OK) return NB_EXIT_USAGE;
     nb_source src;
     nb_status st = nb_source_open(in, &src);
     if (st != NB_OK) {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/file.h"
+#include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
@@ -19,7 +20,7 @@
 
 #define CMD "generate"
 #define GEN_EOPTS (NB_EOPT_MODEL | NB_EOPT_THREADS | NB_EOPT_MMAP | NB_EOPT_KV_DTYPE)
-#define PROMPT_FILE_MAX (64u << 20)
+#define PROMPT_FILE_MAX NB_LIMIT_PROMPT_FILE_BYTES
 
 static void usage(FILE *f) {
     fprintf(f,

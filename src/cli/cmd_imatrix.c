@@ -11,13 +11,14 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/session.h"
 #include "quant/imatrix.h"
 
 #define CMD "imatrix"
-#define TEXT_MAX (256u << 20)
+#define TEXT_MAX NB_LIMIT_TEXT_FILE_BYTES
 
 static const char *const slot_names[NB_FWD_CAP_N][3] = {
     {"attn_q", "attn_k", "attn_v"}, {"attn_output", NULL, NULL}, {"ffn_gate", "ffn_up", NULL}, {"ffn_down", NULL, NULL}};
@@ -43,23 +44,27 @@ static void capture(void *ud, int layer, nb_fwd_cap where, const float *x, int64
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: nibble imatrix MODEL -f TEXT -o FILE [--chunks N] [-c CTX] [--output-format gguf|dat] [-t N]\n"
+    fprintf(f, "usage: nibble imatrix MODEL -f TEXT -o FILE [--chunks N] [-c CTX] [--output-format gguf|dat] [-t N] [--force]\n"
                "  computes llama.cpp's importance matrix (mean x^2 per input column of every linear weight)\n"
                "  -f, --file TEXT         calibration text\n"
                "  -o, --output FILE       output (default imatrix.gguf); --output-format dat writes the legacy binary\n"
                "  -c, --ctx-size N        tokens per chunk (default 512)\n"
                "  --chunks N              use at most N chunks (default all)\n"
-               "  -t, --threads N         threads (default one per core)\n");
+               "  -t, --threads N         threads (default one per core)\n"
+               "  --force                 write FILE even when it is the model or the text, or not a regular file\n");
 }
 
 int nb_cmd_imatrix(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *out = "imatrix.gguf", *fmt = NULL;
     int64_t ctx = 512, chunks = 0, threads = 0;
+    bool force = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return NB_EXIT_OK;
+        } else if (!strcmp(a, "--force")) {
+            force = true;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!(text_path = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -96,6 +101,11 @@ int nb_cmd_imatrix(int argc, char **argv) {
         usage(stderr);
         return NB_EXIT_USAGE;
     }
+    const char *ins[] = {model, text_path};
+    if (nb_out_check(out, ins, 2, force, "-o") != NB_OK) {
+        nb_cli_error(CMD);
+        return NB_EXIT_USAGE;
+    }
     if (!fmt) {
         size_t n = strlen(out);
         fmt = n > 4 && !strcmp(out + n - 4, ".dat") ? "dat" : "gguf";
@@ -128,7 +138,7 @@ int nb_cmd_imatrix(int argc, char **argv) {
     collector c = {.m = &m, .n_layer = s->model->hp.n_layer};
     c.slot = calloc((size_t)c.n_layer * NB_FWD_CAP_N, sizeof *c.slot);
     if (!c.slot) st = NB_ERR_NOMEM;
-    const nb_hparams *hp = &s->model->hp;
+    const nb_arch_desc *hp = &s->model->hp;
     int64_t dims[NB_FWD_CAP_N] = {hp->n_embd, (int64_t)hp->n_head * hp->head_dim, hp->n_embd, hp->n_ff};
     for (int l = 0; st == NB_OK && l < c.n_layer; l++)
         for (int k = 0; k < NB_FWD_CAP_N; k++) {

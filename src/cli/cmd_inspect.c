@@ -551,7 +551,7 @@ static int inspect_source(const char *path, const opts *o) {
     census c;
     memset(&c, 0, sizeof c);
     for (int64_t i = 0; i < s.n_tensors; i++) census_add(&c, &s.tensors[i]);
-    const nb_hparams *hp = &s.hp;
+    const nb_arch_desc *hp = &s.hp;
     json_t *qc = !strcmp(s.format ? s.format : "", "safetensors") ? hf_quant_config(path) : NULL;
     int rc = NB_EXIT_OK;
     json_t *h = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:s, s:b, s:b}", "n_vocab",

@@ -336,6 +336,8 @@ int nb_cmd_quantize(int argc, char **argv) {
         nb_cli_error(CMD);
         return NB_EXIT_USAGE;
     }
+    if (o.out != pos[1] && nb_cmd_export_check_out(CMD, pos[1], o.in, o.tokenizer, force, "OUT") != NB_EXIT_OK)
+        return NB_EXIT_USAGE; /* --format hf: OUT is a directory */
     if (o.check && !nb_file_exists(o.check)) {
         fprintf(stderr, "nibble %s: --check text file '%s' not found\n", CMD, o.check);
         return NB_EXIT_USAGE;

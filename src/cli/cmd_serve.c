@@ -2,23 +2,29 @@
  *
  * Startup order: parse flags -> listen (so /health answers 503 while the
  * model loads) -> create the engine (logs the memory account) -> ready.
- * SIGTERM / SIGINT: stop accepting, let in-flight requests finish within
- * --shutdown-timeout, abort the rest, free, exit 0. A second signal aborts
- * at once. Signals are blocked in every thread and taken with sigtimedwait
+ * SIGTERM / SIGINT / POST /admin/drain: drain (/health 503 at once, what
+ * still arrives is served) until nothing is in flight or --shutdown-timeout
+ * passed, then stop accepting, abort the rest, free, exit 0. A second
+ * signal aborts at once (docs/operations.md). Signals are blocked in every thread and taken with sigtimedwait
  * in the main thread. */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/limits.h"
 #include "base/log.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_opts.h"
 #include "engine/engine.h"
 #include "eval/golden_score.h"
+#include "server/admin.h"
 #include "server/server.h"
 #include "tokenizer/chat_template.h"
 
@@ -42,12 +48,19 @@ static void usage(FILE *f) {
             "      --protect-metrics            /health and /metrics need the key too\n"
             "      --max-request-bytes SIZE     largest request body (default 8MiB; 413 above)\n"
             "      --max-connections N          concurrent connections (default 1024)\n"
-            "      --shutdown-timeout S         seconds in-flight requests get after SIGTERM (default 30)\n"
+            "      --shutdown-timeout S         seconds in-flight requests get after SIGTERM or POST /admin/drain\n"
+            "                                   (default 30; /health answers 503 at once, docs/operations.md)\n"
+            "      --drain-quiet S              the drain ends once nothing is in flight and no request came\n"
+            "                                   for S seconds (default 1; >= the balancer's detection time)\n"
+            "      --warmup N                   run N decode steps before reporting ready (default 0)\n"
+            "      --log-stats-interval S       log running/waiting/KV/throughput every S seconds (default 0: off)\n"
             "      --request-timeout S          seconds a client gets to send request line, headers and body\n"
             "                                   (default 30; the connection is closed after that)\n"
             "      --allowed-origins LIST       CORS: '*' or comma-separated origins (default: none)\n"
             "      --access-log PATH            one line per request (method, path, status, tokens,\n"
             "                                   latency; never prompt text) appended to PATH; '-' = stderr\n"
+            "environment: NIBBLE_API_KEY (see --api-key); MALLOC_ARENA_MAX=N (glibc malloc arenas;\n"
+            "                                   default 2 here, keeping RSS flat under many connections)\n"
             "engine options (MODEL may also be given with -m):\n");
     nb_engine_opts_usage(f, NB_EOPT_ALL);
 }
@@ -101,6 +114,21 @@ static long env_ms(const char *name) {
 static void be_abort(void *ctx, uint64_t id) { nb_engine_abort(ctx, id); }
 static void be_stats(void *ctx, struct nb_engine_stats *out) { nb_engine_get_stats(ctx, out); }
 
+/* glibc gives each thread that contends for malloc a new arena, up to 8 per
+ * core; with one libmicrohttpd thread per connection every arena grows to
+ * its own high-water mark, so RSS under steady load creeps up for many
+ * minutes (docs/security.md "Soak"). Two arenas keep it flat. An operator's
+ * MALLOC_ARENA_MAX (or GLIBC_TUNABLES glibc.malloc.arena_max) wins. Called
+ * before any thread exists. */
+#define SERVE_ARENA_MAX 2
+static void cap_malloc_arenas(void) {
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+    const char *tun = getenv("GLIBC_TUNABLES");
+    if (getenv("MALLOC_ARENA_MAX") || (tun && strstr(tun, "glibc.malloc.arena_max"))) return;
+    if (mallopt(M_ARENA_MAX, SERVE_ARENA_MAX) != 1) NB_WARN("serve: mallopt(M_ARENA_MAX) failed; malloc arenas not capped");
+#endif
+}
+
 static double mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -122,11 +150,14 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
 }
 
 int nb_cmd_serve(int argc, char **argv) {
+    cap_malloc_arenas();
     nb_engine_opts eo;
     nb_engine_opts_init(&eo);
     nb_server_config sc = {.host = "127.0.0.1", .port = 8080};
     const char *name = NULL, *chat_template = NULL;
-    int64_t v, shutdown_timeout = 30;
+    int64_t v, shutdown_timeout = 30, warmup = 0, log_stats_interval = 0;
+    double drain_quiet = 1.0;
+    double t_process = mono_s();
     uint64_t bytes;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
@@ -145,15 +176,21 @@ int nb_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-request-bytes")) {
             VAL();
             if (!nb_arg_bytes(CMD, a, val, &bytes)) return NB_EXIT_USAGE;
-            if (bytes < 1024 || bytes > (1ull << 30)) {
+            if (bytes < NB_LIMIT_REQUEST_BYTES_MIN || bytes > NB_LIMIT_REQUEST_BYTES_MAX) {
                 fprintf(stderr, "nibble %s: --max-request-bytes: '%s' is out of range (allowed 1KiB..1GiB)\n", CMD,
                         val);
                 return NB_EXIT_USAGE;
             }
             sc.max_request_bytes = (size_t)bytes;
         }
-        else if (!strcmp(a, "--max-connections")) { INT(1, 1 << 16); sc.max_connections = (unsigned)v; }
+        else if (!strcmp(a, "--max-connections")) { INT(1, NB_LIMIT_CONNECTIONS_MAX); sc.max_connections = (unsigned)v; }
         else if (!strcmp(a, "--shutdown-timeout")) { INT(0, 86400); shutdown_timeout = v; }
+        else if (!strcmp(a, "--warmup")) { INT(0, 1 << 20); warmup = v; }
+        else if (!strcmp(a, "--drain-quiet")) {
+            VAL();
+            if (!nb_arg_float(CMD, a, val, 0, 3600, &drain_quiet)) return NB_EXIT_USAGE;
+        }
+        else if (!strcmp(a, "--log-stats-interval")) { INT(0, 86400); log_stats_interval = v; }
         else if (!strcmp(a, "--request-timeout")) { INT(1, 86400); sc.request_timeout_s = (unsigned)v; }
         else if (!strcmp(a, "--allowed-origins")) { VAL(); sc.allowed_origins = val; }
         else if (!strcmp(a, "--access-log")) { VAL(); sc.access_log = val; }
@@ -225,25 +262,42 @@ int nb_cmd_serve(int argc, char **argv) {
                             .stats = be_stats, .tok = nb_engine_tokenizer(eng), .max_model_len = es.max_model_len,
                             .score = nb_gscore_engine_run,
                             .chat_template = ct ? nb_chat_template_text(ct) : NULL};
+    double t_warm = mono_s(), phases[NB_PHASE_COUNT];
+    if ((st = nb_admin_warmup(eng, (int32_t)warmup)) != NB_OK) {
+        nb_cli_error(CMD);
+        nb_engine_free(eng);
+        nb_server_free(srv);
+        nb_chat_template_free(ct);
+        return nb_cli_exit_code(st);
+    }
+    nb_engine_get_stats(eng, &es);
+    nb_admin_startup_phases(&es, mono_s() - t_warm, mono_s() - t_process, phases);
+    nb_metrics_set_startup(nb_server_metrics(srv), phases);
+    char sline[256];
+    nb_admin_startup_line(phases, sline, sizeof sline);
+    fprintf(stderr, "nibble serve: %s\n", sline);
     nb_server_set_ready(srv, &be);
     fprintf(stderr, "nibble serve: ready: model '%s', max_model_len %d, max_num_seqs %d, on http://%s%s%s:%d\n",
             sc.served_model_name, es.max_model_len, es.max_num_seqs, strchr(sc.host, ':') ? "[" : "", sc.host,
             strchr(sc.host, ':') ? "]" : "", nb_server_port(srv));
 
-    int sig = sigwaitinfo(&sigs, NULL);
-    while (sig < 0 && errno == EINTR) sig = sigwaitinfo(&sigs, NULL);
-    fprintf(stderr, "nibble serve: %s: shutting down (%d requests in flight, up to %llds to finish)\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", nb_server_in_flight(srv), (long long)shutdown_timeout);
-    nb_server_begin_shutdown(srv);
+    int sig = nb_admin_wait(srv, eng, &sigs, (double)log_stats_interval);
+    fprintf(stderr, "nibble serve: %s: draining, then shutting down (%d requests in flight, up to %llds to finish)\n",
+            sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "POST /admin/drain", nb_server_in_flight(srv),
+            (long long)shutdown_timeout);
+    nb_server_drain(srv); /* /health 503 at once; what still arrives is served */
     double deadline = mono_s() + (double)shutdown_timeout;
     bool forced = false;
     struct timespec tick = {0, 50 * 1000000L};
-    while (nb_server_in_flight(srv) > 0 && mono_s() < deadline) {
+    /* until nothing is in flight and no request arrived for --drain-quiet
+     * seconds (the balancer has seen /health 503 and stopped sending) */
+    while ((nb_server_in_flight(srv) > 0 || nb_server_idle_s(srv) < drain_quiet) && mono_s() < deadline) {
         if (sigtimedwait(&sigs, NULL, &tick) > 0) {
             forced = true;
             break;
         }
     }
+    nb_server_begin_shutdown(srv); /* close the listener; later requests on open connections get 503 */
     int left = nb_server_in_flight(srv);
     if (left > 0) {
         fprintf(stderr, "nibble serve: aborting %d requests still in flight%s\n", left,

@@ -56,8 +56,9 @@ int nb_cmd_synth(int argc, char **argv) {
         usage(stderr);
         return NB_EXIT_USAGE;
     }
-    if (!strcmp(arch, "llama")) nb_synth_defaults(&p, NB_ARCH_LLAMA);
-    else if (!strcmp(arch, "qwen2")) nb_synth_defaults(&p, NB_ARCH_QWEN2);
+    const nb_arch_info *row = nb_arch_find_gguf(arch);
+    if (row && row->runs != NB_ARCH_NONE && nb_arch_info_of(row->runs) == row) /* one name per forward pass */
+        nb_synth_defaults(&p, row->runs);
     else {
         fprintf(stderr, "nibble synth: --arch: '%s' is not supported (allowed llama, qwen2)\n", arch);
         return NB_EXIT_USAGE;

@@ -30,6 +30,9 @@ int nb_cmd_eval_kld(int argc, char **argv);
 int nb_cmd_eval_golden(int argc, char **argv);
 /* `nibble quantize ... --format hf` (cmd_export.c): GGUF just written -> HF directory. */
 int nb_cmd_export_quantized(const char *gguf, const char *in, const char *dir, const char *layout, const char *tokenizer);
+/* The output rule for an HF directory (nb_out_dir_check): prints the refusal as `cmd`, returns 0 or 2. */
+int nb_cmd_export_check_out(const char *cmd, const char *dir, const char *in, const char *tokenizer, int force,
+                            const char *what);
 
 /* `nibble bench serve|compare`: cmd_bench_serve.c, dispatched by cmd_bench.c. */
 int nb_cmd_bench_serve(int argc, char **argv);

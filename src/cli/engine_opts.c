@@ -11,6 +11,68 @@
 void nb_engine_opts_init(nb_engine_opts *o) {
     memset(o, 0, sizeof *o);
     nb_engine_config_defaults(&o->ec);
+    nb_kernel_opts_defaults(&o->kopts);
+    if (nb_kernel_opts_from_env(&o->kopts) != NB_OK) {
+        fprintf(stderr, "nibble: warning: %s; using the defaults\n", nb_errmsg());
+        nb_kernel_opts_defaults(&o->kopts);
+    }
+    /* the table's options from here on (the flags update them): the environment is read once */
+    if (nb_dispatch_configure(&o->kopts) != NB_OK) fprintf(stderr, "nibble: warning: %s\n", nb_errmsg());
+}
+
+/* The kernel flags: each one updates the options and hands them to the
+ * dispatch table, which is built later, when the model loads. */
+static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *val;
+    nb_kernel_opts *k = &o->kopts;
+    int64_t v;
+    if (!strcmp(a, "--no-int8-gemm")) {
+        k->int8_gemm = false;
+    } else if (!strcmp(a, "--no-small-batch-dots")) {
+        k->small_batch = false;
+    } else if (!strcmp(a, "--isa")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (!nb_isa_parse(val, &k->max_isa)) {
+            fprintf(stderr, "nibble %s: --isa: '%s' is not allowed (allowed scalar, avx2, avx512, amx)\n", cmd, val);
+            return -1;
+        }
+    } else if (!strcmp(a, "--repack")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
+            fprintf(stderr, "nibble %s: --repack: '%s' is not allowed (allowed on, off)\n", cmd, val);
+            return -1;
+        }
+        k->repack = !strcmp(val, "on");
+    } else if (!strcmp(a, "--decode-dot")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (!strcmp(val, "auto")) k->decode_dot = NB_DECODE_DOT_AUTO;
+        else if (!strcmp(val, "avx2")) k->decode_dot = NB_DECODE_DOT_AVX2;
+        else if (!strcmp(val, "avx512")) k->decode_dot = NB_DECODE_DOT_AVX512;
+        else {
+            fprintf(stderr, "nibble %s: --decode-dot: '%s' is not allowed (allowed auto, avx2, avx512)\n", cmd, val);
+            return -1;
+        }
+    } else if (!strcmp(a, "--qgemm-min")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 2, 1 << 30, &v)) return -1;
+        k->qgemm_min = v;
+    } else if (!strcmp(a, "--int8-gemm-min")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 2, 1 << 30, &v)) return -1;
+        k->rgemm_min = v;
+    } else if (!strcmp(a, "--sgemm-max")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, 1 << 30, &v)) return -1;
+        k->sgemm_max = v;
+    } else if (!strcmp(a, "--decode-prefetch")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, 4096, &v)) return -1;
+        k->decode_prefetch = (int)v;
+        k->decode_prefetch_set = true;
+    } else {
+        return 0;
+    }
+    if (nb_dispatch_configure(k) != NB_OK) {
+        fprintf(stderr, "nibble %s: %s: %s\n", cmd, a, nb_errmsg());
+        return -1;
+    }
+    return 1;
 }
 
 static bool is(const char *a, const char *s1, const char *s2) { return !strcmp(a, s1) || (s2 && !strcmp(a, s2)); }
@@ -19,6 +81,10 @@ int nb_engine_opts_parse(nb_engine_opts *o, unsigned groups, const char *cmd, in
     const char *a = argv[*i], *val;
     int64_t v;
     nb_engine_config *c = &o->ec;
+    if (groups & NB_EOPT_KERNELS) {
+        int r = kernel_opt(o, cmd, argc, argv, i);
+        if (r) return r;
+    }
 #define VAL() do { if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1; } while (0)
 #define INT(lo, hi) do { VAL(); if (!nb_arg_int(cmd, a, val, lo, hi, &v)) return -1; } while (0)
     if (groups & NB_EOPT_MODEL) {
@@ -39,6 +105,11 @@ int nb_engine_opts_parse(nb_engine_opts *o, unsigned groups, const char *cmd, in
     if (is(a, "--max-model-len", NULL)) { INT(1, 1 << 24); c->max_model_len = (int32_t)v; return 1; }
     if (is(a, "--max-num-seqs", NULL)) { INT(1, 1 << 16); c->max_num_seqs = (int32_t)v; return 1; }
     if (is(a, "--max-num-batched-tokens", NULL)) { INT(1, 1 << 20); c->max_num_batched_tokens = (int32_t)v; return 1; }
+    if (is(a, "--max-prefill-tokens-per-step", NULL)) {
+        INT(0, 1 << 20);
+        c->max_prefill_tokens = v ? (int32_t)v : -1; /* -1: no separate share */
+        return 1;
+    }
     if (is(a, "--max-waiting", NULL)) { INT(1, 1 << 20); c->max_waiting = (int32_t)v; return 1; }
     if (is(a, "--block-size", NULL)) {
         INT(1, 1024);
@@ -82,13 +153,35 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
     if (groups & NB_EOPT_SERVING)
         fputs("      --max-model-len N            max prompt + completion tokens (default: the model's context)\n"
               "      --max-num-seqs N             sequences in one batch (default 64)\n"
-              "      --max-num-batched-tokens N   tokens per engine step (default 512)\n"
+              "      --max-num-batched-tokens N   tokens per engine step: decodes first, then prompt chunks\n"
+              "                                   (default max(128, --max-num-seqs), or --max-num-seqs + the\n"
+              "                                   prefill share when that is set)\n"
+              "      --max-prefill-tokens-per-step N  prompt tokens per step on top of the decodes, so a step with\n"
+              "                                   prefill costs at most the decodes + N tokens (default 0: none,\n"
+              "                                   prompt chunks take what the decodes leave of the budget)\n"
               "      --memory-utilization F       fraction of host memory for weights + KV (default 0.90);\n"
               "                                   alias --gpu-memory-utilization\n"
               "      --kv-cache-bytes SIZE        KV pool size (e.g. 64MiB), overriding the memory account\n"
               "      --block-size N               tokens per KV block, a power of two 1..1024 (default 16)\n"
               "      --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
               "      --max-waiting N              waiting-queue length before requests are refused (default 1024)\n",
+              f);
+    if (groups & NB_EOPT_KERNELS)
+        fputs("kernel options (chosen once, when the model loads; docs/performance.md):\n"
+              "      --isa scalar|avx2|avx512|amx highest instruction set the kernels use (default: the CPU's best;\n"
+              "                                   env NIBBLE_ISA)\n"
+              "      --repack on|off              repack Q4_0/Q8_0/Q4_K/Q6_K at load for the AVX2/AVX-512 kernels (default on;\n"
+              "                                   env NIBBLE_REPACK=0)\n"
+              "      --no-int8-gemm               no int8 GEMM for batches of repacked weights (env NIBBLE_NO_INT8_GEMM=1)\n"
+              "      --int8-gemm-min N            batch size from which the int8 GEMM is used (default 8)\n"
+              "      --sgemm-max N                batches up to N tokens take the small-batch int8 GEMMs (default 32;\n"
+              "                                   0 = the 16-token GEMM; env NIBBLE_SGEMM_MAX)\n"
+              "      --no-small-batch-dots        smaller batches one token at a time, not the multi-token dots\n"
+              "      --qgemm-min N                batch size from which other quantized weights are dequantized into\n"
+              "                                   the float GEMM (default 16; env NIBBLE_QGEMM_MIN)\n"
+              "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"
+              "      --decode-prefetch BYTES      their software prefetch distance, 0 (none), 1024, 2048 or 4096\n"
+              "                                   (default: per CPU)\n",
               f);
 }
 

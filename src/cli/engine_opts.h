@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "kernels/dispatch.h"
 
 /* Option groups a command accepts (OR them). */
 enum {
@@ -22,12 +23,15 @@ enum {
     NB_EOPT_SERVING = 1 << 4,  /* --max-model-len, --max-num-seqs, --max-num-batched-tokens, --block-size,
                                   --memory-utilization, --kv-cache-bytes, --[no-]enable-prefix-caching,
                                   --max-waiting */
-    NB_EOPT_ALL = (1 << 5) - 1,
+    NB_EOPT_KERNELS = 1 << 5,  /* --isa, --repack, --qgemm-min, --no-int8-gemm, --decode-dot, --decode-prefetch
+                                  (kernels/dispatch.h; each one sets the process's dispatch options) */
+    NB_EOPT_ALL = (1 << 6) - 1,
 };
 
 typedef struct nb_engine_opts {
     const char *model;   /* -m/--model; NULL: not given */
     nb_engine_config ec; /* the rest, starting from nb_engine_config_defaults */
+    nb_kernel_opts kopts; /* the kernel options: defaults, then the NIBBLE_* environment, then the flags */
 } nb_engine_opts;
 
 void nb_engine_opts_init(nb_engine_opts *o);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/half.h"
@@ -36,6 +37,7 @@
 #include "tokenizer/tokenizer.h"
 
 #define AWQ_SUB_ROWS 256   /* input rows kept per slot for AWQ's searches */
+#define AWQ_MOD_TOKENS 512 /* AWQ module-output search: whole samples up to this many tokens */
 
 typedef struct result {
     char name[NB_RTN_NAME_MAX];
@@ -163,7 +165,14 @@ typedef struct cal {
     float *sub[NB_FWD_CAP_N];       /* AWQ: subsampled input rows [AWQ_SUB_ROWS][dim] */
     int64_t n_sub[NB_FWD_CAP_N], sub_stride;
     bool capture_on;
+    float *probe;                   /* AWQ module search: rows of probe_slot go here, not to the statistics */
+    int probe_slot;
+    int64_t probe_n, mod_ns;        /* rows written; samples the module search runs on */
+    unsigned cap_mask;              /* slots whose statistics are taken (bit per nb_fwd_cap) */
     int64_t nonfinite;
+    nb_gptq_hinv *hinv[NB_FWD_CAP_N]; /* GPTQ: one factorisation per input, shared by its linears */
+    double t_fwd, t_stats, t_factor, t_quant; /* seconds per phase (the report) */
+    double u_fwd, u_stats, u_factor, u_quant; /* CPU seconds per phase */
     /* dequantized weights of the finished blocks, in the model's place */
     nb_tensor *own;                 /* [n_layer][W_N] */
     float **own_data;
@@ -172,16 +181,40 @@ typedef struct cal {
     bool quiet, tty;
 } cal;
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the process (all threads), for the per-phase report on a
+ * shared machine where wall time depends on the load */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void capture(void *ud, int layer, nb_fwd_cap where, const float *x, int64_t n, int64_t dim) {
     (void)layer;
     cal *c = ud;
-    if (!c->capture_on) return;
+    if (c->probe) {
+        if ((int)where == c->probe_slot) {
+            memcpy(c->probe + c->probe_n * dim, x, (size_t)(n * dim) * sizeof(float));
+            c->probe_n += n;
+        }
+        return;
+    }
+    if (!c->capture_on || !(c->cap_mask & (1u << where))) return;
+    double t0 = now_s(), u0 = cpu_s();
     int64_t before = c->st[where].n_nonfinite;
     nb_calib_stats_add(&c->st[where], x, n, c->o->method == NB_CALIB_GPTQ ? c->pool : NULL);
     c->nonfinite += c->st[where].n_nonfinite - before;
     if (c->sub[where])
         for (int64_t t = 0; t < n && c->n_sub[where] < AWQ_SUB_ROWS; t += c->sub_stride)
             memcpy(c->sub[where] + c->n_sub[where]++ * dim, x + t * dim, (size_t)dim * sizeof(float));
+    c->t_stats += now_s() - t0;
+    c->u_stats += cpu_s() - u0;
 }
 
 static const nb_tensor **wslot(nb_layer *L, int w) {
@@ -204,7 +237,7 @@ static const nb_rtn_tensor *planned(const cal *c, const char *name) {
 
 /* Runs block l on every sample; capture says whether statistics are taken;
  * update whether the residual streams advance. */
-static nb_status run_block(cal *c, int l, bool cap, bool update) {
+static nb_status run_block_n(cal *c, int l, bool cap, bool update, int64_t ns) {
     const int64_t E = c->m->hp.n_embd;
     int32_t *pos = NULL, *seq = NULL;
     nb_status st = NB_OK;
@@ -220,17 +253,72 @@ static nb_status run_block(cal *c, int l, bool cap, bool update) {
     for (int32_t i = 0; st == NB_OK && i < maxlen; i++) pos[i] = i;
     nb_seq_view sv = {blocks, nblk};
     c->capture_on = cap;
-    for (int64_t s = 0; st == NB_OK && s < c->set.n; s++) {
+    const double t0 = now_s(), ts0 = c->t_stats, u0 = cpu_s(), us0 = c->u_stats;
+    for (int64_t s = 0; st == NB_OK && s < ns; s++) {
         nb_batch b = {.n = c->set.len[s], .tokens = c->set.ids[s], .pos = pos, .seq = seq, .n_seqs = 1, .seqs = &sv};
         float *x = update ? c->x[s] : c->scratch;
         if (!update) memcpy(x, c->x[s], (size_t)(c->set.len[s] * E) * sizeof(float));
         st = nb_fwd_run_layers(c->fwd, &b, l, l + 1, x);
     }
     c->capture_on = false;
+    c->t_fwd += now_s() - t0 - (c->t_stats - ts0);
+    c->u_fwd += cpu_s() - u0 - (c->u_stats - us0);
     free(pos);
     free(seq);
     free(blocks);
     return st;
+}
+
+static nb_status run_block(cal *c, int l, bool cap, bool update) { return run_block_n(c, l, cap, update, c->set.n); }
+
+/* Runs block l on the module search's samples (residual streams unchanged)
+ * and collects the inputs of `slot` into out ([tokens][dim]). */
+static nb_status run_probe(cal *c, int l, int slot, float *out) {
+    c->probe = out;
+    c->probe_slot = slot;
+    c->probe_n = 0;
+    nb_status st = run_block_n(c, l, false, false, c->mod_ns);
+    c->probe = NULL;
+    return st;
+}
+
+/* AWQ's module: block l with the group's linears replaced by deq[i]; its
+ * activations before the module's last linear (attention output before o,
+ * or silu(gate) up before down) */
+typedef struct awq_mod {
+    cal *c;
+    int l, first, n, slot;
+    int64_t rows[3], cols;
+} awq_mod;
+
+static nb_status awq_mod_run(void *ud, const float *const *deq, float *act) {
+    awq_mod *am = ud;
+    nb_layer *L = &am->c->m->layers[am->l];
+    nb_tensor tmp[3];
+    const nb_tensor *saved[3];
+    for (int i = 0; i < am->n; i++) {
+        const nb_tensor **slot = wslot(L, am->first + i);
+        saved[i] = *slot;
+        tmp[i] = (nb_tensor){.name = saved[i]->name, .type = NB_F32, .n_dims = 2, .ne = {am->cols, am->rows[i], 1, 1},
+                             .data = (void *)deq[i], .nbytes = (uint64_t)(am->rows[i] * am->cols) * 4};
+        *slot = &tmp[i];
+    }
+    nb_status st = run_probe(am->c, am->l, am->slot, act);
+    for (int i = 0; i < am->n; i++) *wslot(L, am->first + i) = saved[i];
+    return st;
+}
+
+/* The input file's pages of a finished block's weight are not read again
+ * during calibration (the writer reads the file through its own mapping):
+ * drop them from the resident set, so that peak RSS does not grow with the
+ * depth of the model. Only for tensors that are the read-only file mapping
+ * itself (the GGUF source's data, never a converted copy). */
+static void drop_pages(const nb_model *m, const nb_tensor *t) {
+    const nb_tensor *s = nb_source_find(&m->src, t->name);
+    if (!s || s->data != t->data || !t->data) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data, e = a + t->nbytes;
+    const uintptr_t a2 = (a + pg - 1) / pg * pg, e2 = e / pg * pg;
+    if (e2 > a2) (void)madvise((void *)a2, e2 - a2, MADV_DONTNEED);
 }
 
 static nb_status embed_all(cal *c) {
@@ -278,16 +366,20 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
     bool done = false;
     if (c->o->method == NB_CALIB_GPTQ && nb_gptq_supports(type, cols)) {
         nb_calib_stats *s = &c->st[slot];
-        double *H = malloc((size_t)(cols * cols) * sizeof(double));
-        if (!H) return nb_fail(NB_ERR_NOMEM, "out of memory for the %lld x %lld Hessian of '%s'", (long long)cols,
-                               (long long)cols, name);
-        memcpy(H, s->H, (size_t)(cols * cols) * sizeof(double));
         nb_gptq_params gp = {.type = type, .damp = c->o->damp, .desc_act = c->o->desc_act,
                              .static_groups = c->o->static_groups};
         nb_gptq_result gr;
-        nb_status st = s->count > 0 ? nb_gptq_quantize(W, rows, cols, H, s->count, &gp, r->bytes, c->pool, &gr)
-                                    : nb_fail(NB_ERR_INVALID, "no calibration tokens reached '%s'", name);
-        free(H);
+        nb_status st = NB_OK;
+        double t0 = now_s(), u0 = cpu_s();
+        if (!c->hinv[slot])
+            st = s->count > 0 ? nb_gptq_hinv_create(s->H, s->count, cols, &gp, c->pool, &c->hinv[slot])
+                              : nb_fail(NB_ERR_INVALID, "no calibration tokens reached '%s'", name);
+        double t1 = now_s(), u1 = cpu_s();
+        c->t_factor += t1 - t0;
+        c->u_factor += u1 - u0;
+        if (st == NB_OK) st = nb_gptq_quantize_hinv(W, rows, cols, c->hinv[slot], &gp, r->bytes, c->pool, &gr);
+        c->t_quant += now_s() - t1;
+        c->u_quant += cpu_s() - u1;
         if (st != NB_OK) return nb_fail_wrap(st, "tensor '%s': ", name);
         if (gr.damp_used > c->o->damp * 1.0001)
             NB_WARN("GPTQ: '%s': the Cholesky factorisation needed damp %g (asked %g)", name, gr.damp_used, c->o->damp);
@@ -324,17 +416,20 @@ static nb_status norm_result(cal *c, int l, int which, const float *v, int64_t E
     return NB_OK;
 }
 
-static nb_status do_block(cal *c, int l) {
+/* Transforms and quantizes the linears w0..w1-1 of block l (all of them
+ * for RTN, AWQ and SmoothQuant; one input's group per call for GPTQ's true
+ * sequential order) and puts their dequantized values in the model. */
+static nb_status do_block(cal *c, int l, int w0, int w1) {
     nb_model *m = c->m;
     nb_layer *L = &m->layers[l];
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     const int64_t E = hp->n_embd;
     float *W[W_N] = {0}, *orig[W_N] = {0};
     int64_t rows[W_N], cols[W_N];
     nb_dtype types[W_N];
     const char *names[W_N];
     nb_status st = NB_OK;
-    for (int w = 0; w < W_N && st == NB_OK; w++) {
+    for (int w = w0; w < w1 && st == NB_OK; w++) {
         const nb_tensor *t = *wslot(L, w);
         names[w] = t->name;
         rows[w] = nb_tensor_rows(t);
@@ -349,7 +444,7 @@ static nb_status do_block(cal *c, int l) {
         memcpy(orig[w], W[w], (size_t)(rows[w] * cols[w]) * sizeof(float));
     }
     float *an = c->norms + (int64_t)l * 2 * E, *fn = an + E;
-    if (st == NB_OK) {
+    if (st == NB_OK && w0 == 0) {
         memcpy(an, L->attn_norm, (size_t)E * 4);
         memcpy(fn, L->ffn_norm, (size_t)E * 4);
     }
@@ -371,8 +466,28 @@ static nb_status do_block(cal *c, int l) {
             double *mean = malloc((size_t)K * sizeof(double));
             if (!mean) { free(s); st = NB_ERR_NOMEM; break; }
             for (int64_t k = 0; k < K; k++) mean[k] = cs->count > 0 ? cs->sum_abs[k] / cs->count : 0;
-            st = nb_awq_search(c->sub[grp[g].slot], c->n_sub[grp[g].slot], mean, (const float *const *)(W + grp[g].first),
-                               rows + grp[g].first, types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
+            if (grp[g].prev < 0) {
+                /* (q,k,v) / (gate,up): the error at the output of the attention block / MLP (module2inspect) */
+                const int mslot = grp[g].slot == NB_FWD_CAP_ATTN_IN ? NB_FWD_CAP_ATTN_OUT : NB_FWD_CAP_FFN_DOWN;
+                const int pw = mslot == NB_FWD_CAP_ATTN_OUT ? W_O : W_DOWN;
+                awq_mod am = {.c = c, .l = l, .first = grp[g].first, .n = grp[g].n, .slot = mslot, .cols = K};
+                for (int i = 0; i < grp[g].n; i++) am.rows[i] = rows[grp[g].first + i];
+                nb_awq_module mod = {.run = awq_mod_run, .ud = &am, .dim = cols[pw], .proj = orig[pw],
+                                     .proj_rows = rows[pw]};
+                for (int64_t i = 0; i < c->mod_ns; i++) mod.n += c->set.len[i];
+                float *ref = malloc((size_t)(mod.n * mod.dim) * sizeof(float));
+                if (!ref) st = NB_ERR_NOMEM;
+                if (st == NB_OK) st = run_probe(c, l, mslot, ref);
+                mod.ref = ref;
+                if (st == NB_OK)
+                    st = nb_awq_search_module(mean, (const float *const *)(W + grp[g].first), rows + grp[g].first,
+                                              types + grp[g].first, grp[g].n, K, &mod, s, &alpha, NULL, c->pool);
+                free(ref);
+            } else {
+                st = nb_awq_search(c->sub[grp[g].slot], c->n_sub[grp[g].slot], mean,
+                                   (const float *const *)(W + grp[g].first), rows + grp[g].first,
+                                   types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
+            }
             free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
@@ -423,7 +538,7 @@ static nb_status do_block(cal *c, int l) {
         L->attn_norm = an;
         L->ffn_norm = fn;
     }
-    for (int w = 0; w < W_N && st == NB_OK; w++) {
+    for (int w = w0; w < w1 && st == NB_OK; w++) {
         nb_tensor *t = &c->own[(int64_t)l * W_N + w];
         float *deq = c->own_data[(int64_t)l * W_N + w] = malloc((size_t)(rows[w] * cols[w]) * sizeof(float));
         if (!deq) { st = NB_ERR_NOMEM; break; }
@@ -437,18 +552,16 @@ static nb_status do_block(cal *c, int l) {
         *t = (nb_tensor){.name = src->name, .type = NB_F32, .n_dims = 2, .ne = {cols[w], rows[w], 1, 1},
                          .data = deq, .nbytes = (uint64_t)(rows[w] * cols[w]) * 4};
     }
-    for (int w = 0; w < W_N && st == NB_OK; w++) *wslot(L, w) = &c->own[(int64_t)l * W_N + w];
+    for (int w = w0; w < w1 && st == NB_OK; w++) *wslot(L, w) = &c->own[(int64_t)l * W_N + w];
+    for (int k = 0; k < NB_FWD_CAP_N; k++) {
+        nb_gptq_hinv_free(c->hinv[k]);
+        c->hinv[k] = NULL;
+    }
     for (int w = 0; w < W_N; w++) {
         free(W[w]);
         free(orig[w]);
     }
     return st;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Tokenizes the documents and draws the samples. */
@@ -526,7 +639,7 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
         q->n_tokens = c.set.n_tokens;
         nb_calib_set_report(&c.set, o->seq_len, o->report, stderr);
     }
-    const nb_hparams *hp = c.m ? &c.m->hp : NULL;
+    const nb_arch_desc *hp = c.m ? &c.m->hp : NULL;
     int32_t maxlen = 0;
     for (int64_t s = 0; s < c.set.n; s++) maxlen = NB_MAX(maxlen, c.set.len[s]);
     const int32_t bsz = 16;
@@ -547,6 +660,11 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
             }
         }
         c.sub_stride = NB_MAX(1, c.set.n_tokens / AWQ_SUB_ROWS);
+        /* the module search runs whole samples (attention needs every earlier position): the first ones of the
+         * seeded draw, up to AWQ_MOD_TOKENS tokens, at least one */
+        int64_t mt = 0;
+        while (c.mod_ns < c.set.n && (c.mod_ns == 0 || mt + c.set.len[c.mod_ns] <= AWQ_MOD_TOKENS))
+            mt += c.set.len[c.mod_ns++];
         c.x = calloc((size_t)c.set.n, sizeof(float *));
         c.scratch = malloc((size_t)maxlen * (size_t)hp->n_embd * sizeof(float));
         c.own = calloc((size_t)hp->n_layer * W_N, sizeof(nb_tensor));
@@ -556,26 +674,67 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
     }
     if (st == NB_OK) st = embed_all(&c);
     if (st == NB_OK) nb_fwd_set_capture(c.fwd, capture, &c);
-    double t0 = now_s();
+    const nb_tensor **orig_w = hp ? calloc((size_t)hp->n_layer * W_N, sizeof *orig_w) : NULL;
+    if (st == NB_OK && !orig_w) st = NB_ERR_NOMEM;
+    for (int l = 0; st == NB_OK && l < hp->n_layer; l++)
+        for (int w = 0; w < W_N; w++) orig_w[(int64_t)l * W_N + w] = *wslot(&c.m->layers[l], w);
+    double t0 = now_s(), u0 = cpu_s();
     for (int l = 0; st == NB_OK && hp && l < hp->n_layer; l++) {
-        for (int k = 0; k < NB_FWD_CAP_N; k++) {
-            nb_calib_stats_reset(&c.st[k]);
-            c.n_sub[k] = 0;
+        /* GPTQ, "true sequential": each input's statistics are taken after
+         * the linears before it in the block were quantized - (q,k,v), then
+         * o, then (gate,up), then down, one block run each. The others take
+         * every input in one run of the float block. */
+        static const int stage_w[][2] = {{W_Q, W_O}, {W_O, W_GATE}, {W_GATE, W_DOWN}, {W_DOWN, W_N}};
+        const bool seq = o->method == NB_CALIB_GPTQ;
+        for (int sg = 0; sg < (seq ? 4 : 1) && st == NB_OK; sg++) {
+            for (int k = 0; k < NB_FWD_CAP_N; k++) {
+                nb_calib_stats_reset(&c.st[k]);
+                c.n_sub[k] = 0;
+            }
+            c.cap_mask = seq ? 1u << w_slot[stage_w[sg][0]] : (1u << NB_FWD_CAP_N) - 1;
+            st = run_block(&c, l, true, false);
+            double tf = now_s(), uf = cpu_s();
+            for (int k = 0; k < NB_FWD_CAP_N; k++) nb_calib_stats_flush(&c.st[k], c.pool);
+            c.t_stats += now_s() - tf;
+            c.u_stats += cpu_s() - uf;
+            if (st == NB_OK && c.nonfinite)
+                st = nb_fail(NB_ERR_INVALID, "%s: NaN or Inf in the inputs of block %d's linears (%lld tokens): the "
+                             "model or the calibration data is broken", in, l, (long long)c.nonfinite);
+            if (st == NB_OK) st = seq ? do_block(&c, l, stage_w[sg][0], stage_w[sg][1]) : do_block(&c, l, 0, W_N);
         }
-        st = run_block(&c, l, true, false);
-        if (st == NB_OK && c.nonfinite)
-            st = nb_fail(NB_ERR_INVALID, "%s: NaN or Inf in the inputs of block %d's linears (%lld tokens): the model "
-                         "or the calibration data is broken", in, l, (long long)c.nonfinite);
-        if (st == NB_OK) st = do_block(&c, l);
         if (st == NB_OK && l + 1 < hp->n_layer) st = run_block(&c, l, false, true);
+        /* block l is not run again: its dequantized copies can go (memory
+         * stays near one block of float weights), and the model's own
+         * tensors come back in their place */
+        for (int w = 0; w < W_N && c.own_data; w++) {
+            nb_tensor *t = &c.own[(int64_t)l * W_N + w];
+            if (t->data && *wslot(&c.m->layers[l], w) == t) *wslot(&c.m->layers[l], w) = orig_w[(int64_t)l * W_N + w];
+            free(c.own_data[(int64_t)l * W_N + w]);
+            c.own_data[(int64_t)l * W_N + w] = NULL;
+            t->data = NULL;
+            drop_pages(c.m, orig_w[(int64_t)l * W_N + w]);
+        }
         if (st == NB_OK && !quiet) {
             double el = now_s() - t0, eta = el / (l + 1) * (hp->n_layer - l - 1);
             if (c.tty)
                 fprintf(stderr, "\r%s: block %d/%d done, %.1f s, ETA %.0f s   ", nb_calib_method_name(o->method), l + 1,
                         hp->n_layer, el, eta);
+            else
+                fprintf(stderr, "%s: block %d/%d done, %.1f s (CPU %.1f s)\n", nb_calib_method_name(o->method), l + 1,
+                        hp->n_layer, el, cpu_s() - u0);
         }
     }
     if (!quiet && c.tty) fputc('\n', stderr);
+    if (st == NB_OK && !quiet) {
+        const double tw = now_s() - t0, tu = cpu_s() - u0;
+        fprintf(stderr, "%s: wall %.1f s: forward %.1f, statistics %.1f, factorisation %.1f, quantization %.1f, rest %.1f\n",
+                nb_calib_method_name(o->method), tw, c.t_fwd, c.t_stats, c.t_factor, c.t_quant,
+                tw - c.t_fwd - c.t_stats - c.t_factor - c.t_quant);
+        fprintf(stderr, "%s: CPU %.1f s: forward %.1f, statistics %.1f, factorisation %.1f, quantization %.1f, rest %.1f\n",
+                nb_calib_method_name(o->method), tu, c.u_fwd, c.u_stats, c.u_factor, c.u_quant,
+                tu - c.u_fwd - c.u_stats - c.u_factor - c.u_quant);
+    }
+    free(orig_w);
     for (int k = 0; k < NB_FWD_CAP_N; k++) {
         nb_calib_stats_free(&c.st[k]);
         free(c.sub[k]);

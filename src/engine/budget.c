@@ -37,7 +37,7 @@ nb_status nb_engine_kv_dtype_parse(const char *s, nb_kv_dtype *out) {
  * and KV: the plan's formula for this engine, so `nibble plan --engine
  * nibble` and this account agree to the byte. */
 static uint64_t activation_reserve(const nb_model *m, const nb_engine_config *c) {
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     return nb_plan_nibble_activation(hp->n_embd, hp->n_head, hp->head_dim, hp->n_head_kv, hp->n_ff, hp->rope_dim,
                                      hp->n_vocab, c->max_num_batched_tokens, c->max_num_seqs, c->max_model_len);
 }

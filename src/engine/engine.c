@@ -21,6 +21,7 @@
 #include "engine/sched.h"
 #include "engine/stop.h"
 #include "model/forward.h"
+#include "plan/plan.h"
 
 typedef struct req {
     nb_seq seq;
@@ -36,6 +37,7 @@ typedef struct req {
     nb_grammar *grammar;        /* output constraint, owned */
     nb_gmatch *gm;              /* its matcher */
     nb_detok dt;
+    bool render_special;        /* control tokens' text is output (and fed to the constraint) */
     nb_stop stop;
     int32_t n_gen;
     bool added, counted_waiting;
@@ -75,6 +77,7 @@ struct nb_engine {
     nb_seq_view *b_views;
     float *logits, *row_copy;
     nb_vtrie *vtrie;            /* the vocabulary as a byte trie, built for the first constrained request */
+    nb_vtrie *vtrie_special;    /* the same with control tokens, for the first one with render_special */
     int32_t *eog;               /* end-of-generation ids */
     size_t n_eog;
     uint8_t *allowed;           /* the constraint's mask of this step */
@@ -95,7 +98,17 @@ static double now_s(void) {
 void nb_engine_config_defaults(nb_engine_config *c) {
     memset(c, 0, sizeof *c);
     c->max_num_seqs = 64;
-    c->max_num_batched_tokens = 512;
+    /* The step's token budget: running decodes first, then prompt chunks
+     * (sched.h). Left 0 here, nb_engine_create resolves it: max(128,
+     * max_num_seqs) with no separate prefill share (prompt chunks take what
+     * the decodes leave), or max_num_seqs + the share when one is set. A
+     * 128-token step keeps TPOT short while prompts arrive and costs a long
+     * prompt one extra weight read per 128 tokens; with 32 streams and
+     * 80-token prompts a share of 128 on top of the decodes measured lower
+     * throughput and higher TPOT p99 (docs/speed.md, "Serving 32 clients";
+     * docs/serve.md, "Chunked prefill"). */
+    c->max_num_batched_tokens = 0;
+    c->max_prefill_tokens = 0;
     c->block_size = 16;
     c->memory_utilization = 0.90;
     c->kv_cache_dtype = NB_KV_AUTO;
@@ -190,8 +203,8 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
         return nb_fail(NB_ERR_RANGE, "prompt (%zu tokens) + max_tokens (%d) = %llu exceeds max_model_len %d",
                        p->n_prompt, p->max_tokens, (unsigned long long)(p->n_prompt + (uint64_t)p->max_tokens),
                        c->max_model_len);
-    if (p->logprobs < -1 || p->logprobs > NB_MAX_TOP_LOGPROBS)
-        return nb_fail(NB_ERR_RANGE, "logprobs %d: allowed 0..%d (or none)", p->logprobs, NB_MAX_TOP_LOGPROBS);
+    if (p->logprobs < -1 || p->logprobs > NB_LIMIT_TOP_LOGPROBS)
+        return nb_fail(NB_ERR_RANGE, "logprobs %d: allowed 0..%d (or none)", p->logprobs, NB_LIMIT_TOP_LOGPROBS);
     for (size_t i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= e->n_vocab)
             return nb_fail(NB_ERR_RANGE, "prompt[%zu]: token id %d outside 0..%d", i, p->prompt[i], e->n_vocab - 1);
@@ -220,6 +233,7 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
     }
     nb_sampler_set_prompt(r->sampler, p->prompt, p->n_prompt);
     nb_detok_init(&r->dt, e->tok);
+    r->dt.render_special = r->render_special = p->render_special;
     r->sampling = p->sampling;
     r->max_tokens = p->max_tokens;
     r->min_tokens = p->min_tokens;
@@ -313,11 +327,12 @@ static bool text_reserve(nb_engine *e, size_t n) {
 /* Masks r's logits row to the tokens its output constraint allows (grammar.h);
  * false when none is allowed (the request has been finished with an error). */
 static bool constrain(nb_engine *e, req *r, float *row) {
-    if (!e->vtrie) {
-        if (nb_vtrie_create(e->tok, &e->vtrie) != NB_OK) {
-            finish(e, r, NB_FINISH_ERROR, "out of memory building the vocabulary trie for the output constraint", true);
-            return false;
-        }
+    nb_vtrie **vt = r->render_special ? &e->vtrie_special : &e->vtrie;
+    if (!*vt && (r->render_special ? nb_vtrie_create_special(e->tok, vt) : nb_vtrie_create(e->tok, vt)) != NB_OK) {
+        finish(e, r, NB_FINISH_ERROR, "out of memory building the vocabulary trie for the output constraint", true);
+        return false;
+    }
+    if (!e->allowed) {
         e->eog = nb_malloc((size_t)e->n_vocab * sizeof *e->eog);
         e->allowed = nb_malloc((size_t)e->n_vocab);
         if (!e->eog || !e->allowed) {
@@ -329,7 +344,7 @@ static bool constrain(nb_engine *e, req *r, float *row) {
     }
     int32_t left = r->max_tokens - r->n_gen, room = e->cfg.max_model_len - r->seq.n_tokens;
     int32_t budget = left < room ? left : room;
-    if (nb_grammar_mask(e->vtrie, r->gm, budget, e->eog, e->n_eog, e->allowed, e->n_vocab) == 0) {
+    if (nb_grammar_mask(*vt, r->gm, budget, e->eog, e->n_eog, e->allowed, e->n_vocab) == 0) {
         finish(e, r, NB_FINISH_ERROR, "the output constraint admits no token here (a pattern that cannot be completed?)",
                true);
         return false;
@@ -375,7 +390,7 @@ static void on_logits(nb_engine *e, req *r, float *row) {
     bool closed = false;
     if (r->gm && !eog) {
         size_t len;
-        const char *piece = nb_token_piece_ref(e->tok, tok, false, &len);
+        const char *piece = nb_token_piece_ref(e->tok, tok, r->render_special, &len);
         if (piece && len) nb_gmatch_feed(r->gm, piece, len); /* the mask allowed it, so it fits */
         closed = nb_gmatch_closed(r->gm);
     }
@@ -562,7 +577,9 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     nb_engine_config dflt;
     nb_engine_config_defaults(&dflt);
     if (c.max_num_seqs <= 0) c.max_num_seqs = dflt.max_num_seqs;
-    if (c.max_num_batched_tokens <= 0) c.max_num_batched_tokens = dflt.max_num_batched_tokens;
+    if (c.max_prefill_tokens == 0) c.max_prefill_tokens = -1; /* no share: prefill takes what the decodes leave */
+    c.max_num_batched_tokens =
+        (int32_t)nb_plan_nibble_step_tokens(c.max_num_batched_tokens, c.max_num_seqs, c.max_prefill_tokens);
     if (c.block_size <= 0) c.block_size = dflt.block_size;
     if (c.memory_utilization <= 0) c.memory_utilization = dflt.memory_utilization;
     if (c.max_waiting <= 0) c.max_waiting = dflt.max_waiting;
@@ -585,7 +602,10 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     snprintf(path, sizeof path, "%s", model_path);
     nb_model_params mp = {.use_mmap = c.use_mmap};
     if ((st = nb_model_load_ex(path, &mp, &e->model)) != NB_OK) goto fail;
+    double t_tok = now_s();
     if ((st = nb_tokenizer_load(path, c.tokenizer_path, &e->tok)) != NB_OK) goto fail;
+    e->stats.startup_read_s = e->model->load_read_s + (now_s() - t_tok);
+    e->stats.startup_repack_s = e->model->load_repack_s;
     c.tokenizer_path = NULL;
     e->n_vocab = e->model->hp.n_vocab;
     if (nb_tokenizer_n_vocab(e->tok) > e->n_vocab) {
@@ -618,10 +638,11 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     int64_t n_blocks = bud.n_blocks;
     e->kv_pool_bytes = (uint64_t)n_blocks * (uint64_t)c.block_size * e->kv_bytes_per_token;
     e->cfg = c;
+    double t_kv = now_s();
     if ((st = nb_kv_pool_init_type(&e->kv, &e->model->hp, c.block_size, n_blocks, kt)) != NB_OK) goto fail;
     if ((st = nb_kvcache_create(n_blocks, c.block_size, c.enable_prefix_caching, &e->kvc)) != NB_OK) goto fail;
     nb_kvcache_set_copy(e->kvc, copy_block, &e->kv);
-    nb_sched_config sc = {c.max_num_seqs, c.max_num_batched_tokens};
+    nb_sched_config sc = {c.max_num_seqs, c.max_num_batched_tokens, c.max_prefill_tokens};
     if ((st = nb_sched_create(&sc, e->kvc, &e->sched)) != NB_OK) goto fail;
     if ((st = nb_fwd_create(e->model, &e->kv, c.n_threads, c.max_num_batched_tokens, &e->fwd)) != NB_OK) goto fail;
     size_t T = (size_t)c.max_num_batched_tokens, S = (size_t)c.max_num_seqs;
@@ -653,6 +674,9 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
         goto fail;
     }
     e->thread_started = true;
+    pthread_mutex_lock(&e->mu);
+    e->stats.startup_kv_s = now_s() - t_kv;
+    pthread_mutex_unlock(&e->mu);
     *out = e;
     return NB_OK;
 fail:
@@ -677,7 +701,7 @@ void nb_engine_free(nb_engine *e) {
     nb_model_free(e->model);
     free(e->aborts);
     free(e->b_tokens); free(e->b_pos); free(e->b_seq); free(e->b_want); free(e->b_views);
-    free(e->logits); free(e->row_copy); nb_vtrie_free(e->vtrie); free(e->eog); free(e->allowed); free(e->to_sample); free(e->text); free(e->piece);
+    free(e->logits); free(e->row_copy); nb_vtrie_free(e->vtrie); nb_vtrie_free(e->vtrie_special); free(e->eog); free(e->allowed); free(e->to_sample); free(e->text); free(e->piece);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

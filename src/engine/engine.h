@@ -19,6 +19,7 @@
 #ifndef NB_ENGINE_ENGINE_H
 #define NB_ENGINE_ENGINE_H
 
+#include "base/limits.h"
 #include "base/status.h"
 #include "engine/sampler.h"
 #include "model/model.h"
@@ -33,7 +34,10 @@ typedef struct nb_engine_config {
     bool use_mmap;                   /* see nb_model_params */
     int32_t max_model_len;           /* <= 0: the model's context length */
     int32_t max_num_seqs;            /* <= 0: 64 */
-    int32_t max_num_batched_tokens;  /* <= 0: 512 (chunked prefill splits longer prompts) */
+    int32_t max_num_batched_tokens;  /* <= 0: max(128, max_num_seqs), or max_num_seqs + max_prefill_tokens
+                                      * when that is set (nb_plan_nibble_step_tokens) */
+    int32_t max_prefill_tokens;      /* prompt tokens per step (sched.h); <= 0: no separate share (prompt
+                                      * chunks take what the decodes leave of the budget) */
     int32_t block_size;              /* <= 0: 16 */
     double memory_utilization;       /* <= 0: 0.90 (of host RAM) */
     uint64_t kv_cache_bytes;         /* > 0: this many bytes of KV pool, overriding the account */
@@ -44,7 +48,7 @@ typedef struct nb_engine_config {
 
 void nb_engine_config_defaults(nb_engine_config *c);
 
-#define NB_MAX_TOP_LOGPROBS 20
+#define NB_MAX_TOP_LOGPROBS NB_LIMIT_TOP_LOGPROBS /* old name (base/limits.h) */
 
 /* One event per generated token, and a final one with finish != NONE (which
  * may also carry the last token). `text` is the new UTF-8-complete text
@@ -57,8 +61,8 @@ typedef struct nb_token_event {
     size_t text_len;
     float logprob;             /* of `token` under the raw model distribution (requests with logprobs >= 0) */
     int32_t n_top;             /* top logprobs (request's `logprobs` value) */
-    int32_t top_ids[NB_MAX_TOP_LOGPROBS];
-    float top_logprobs[NB_MAX_TOP_LOGPROBS];
+    int32_t top_ids[NB_LIMIT_TOP_LOGPROBS];
+    float top_logprobs[NB_LIMIT_TOP_LOGPROBS];
     nb_finish_reason finish;
     const char *error;         /* NB_FINISH_ERROR only */
     int32_t n_prompt_tokens;
@@ -70,8 +74,9 @@ typedef struct nb_token_event {
 
 typedef void (*nb_sink_fn)(void *ud, const nb_token_event *ev);
 
-#define NB_MAX_STOP_STRINGS 16
-#define NB_MAX_STOP_LEN 256
+/* old names (base/limits.h), kept for code written before it */
+#define NB_MAX_STOP_STRINGS NB_LIMIT_STOP_STRINGS
+#define NB_MAX_STOP_LEN NB_LIMIT_STOP_LEN
 
 typedef struct nb_request_params {
     const int32_t *prompt;     /* copied by submit */
@@ -80,11 +85,12 @@ typedef struct nb_request_params {
     int32_t max_tokens;        /* >= 1; prompt + max_tokens must fit max_model_len */
     int32_t min_tokens;        /* EOS/stop tokens banned and stop strings unchecked until this many were generated */
     bool ignore_eos;
-    const char *const *stop;   /* stop strings (copied), at most NB_MAX_STOP_STRINGS of NB_MAX_STOP_LEN bytes */
+    const char *const *stop;   /* stop strings (copied), at most NB_LIMIT_STOP_STRINGS of NB_LIMIT_STOP_LEN bytes */
     size_t n_stop;
     const int32_t *stop_ids;   /* extra stop token ids (copied) */
     size_t n_stop_ids;
-    int32_t logprobs;          /* -1: none; 0..NB_MAX_TOP_LOGPROBS: logprob of the token + that many top ones */
+    int32_t logprobs;          /* -1: none; 0..NB_LIMIT_TOP_LOGPROBS: logprob of the token + that many top ones */
+    bool render_special;       /* control tokens' text goes into the output (default false: left out) */
     struct nb_grammar *grammar; /* output constraint (engine/grammar.h) or NULL; the engine takes it over
                                  * when submit succeeds (and frees it), the caller keeps it otherwise */
     nb_sink_fn sink;
@@ -104,6 +110,10 @@ typedef struct nb_engine_stats {
     double last_step_s;                      /* wall time of the last step */
     int32_t max_model_len, max_num_seqs, max_num_batched_tokens, block_size;
     uint64_t kv_bytes_per_token, kv_pool_bytes, weight_bytes;
+    /* nb_engine_create's phases, seconds: model + tokenizer open/parse/map,
+     * weight copy/repack into resident memory (0 with mmap), KV pool +
+     * scheduler + forward buffers + engine thread */
+    double startup_read_s, startup_repack_s, startup_kv_s;
 } nb_engine_stats;
 
 typedef struct nb_engine nb_engine;

@@ -25,6 +25,8 @@ typedef enum {
     K_LITERALS, /* enum / const / boolean / null / guided_choice: one of these byte strings */
     K_ANYOF,
     K_REF,      /* resolved to `ref` after compiling */
+    K_SEQ,      /* items one after the other (alt[]); literal items are raw bytes (bit i of `required`), and
+                 * item `switch_at` is chosen by which literal of item switch_at - 1 matched (sel[]) */
 } kind;
 
 #define MAX_PROPS 64
@@ -57,6 +59,9 @@ typedef struct node {
     /* anyOf */
     int32_t n_alts;
     int32_t alt[MAX_ALTS];
+    /* sequence */
+    int32_t switch_at;
+    int32_t *sel;
     /* $ref */
     char *ref;
     int32_t target;
@@ -91,6 +96,7 @@ static int32_t new_node(nb_grammar *g, kind k) {
     n->max_items = NO_LIMIT;
     n->max_len = NO_LIMIT;
     n->target = -1;
+    n->switch_at = -1;
     return g->n_nodes++;
 }
 
@@ -104,6 +110,7 @@ static void free_node(node *n) {
     free(n->lit_len);
     if (n->pattern) pcre2_code_free(n->pattern);
     free(n->ref);
+    free(n->sel);
 }
 
 void nb_grammar_free(nb_grammar *g) {
@@ -151,6 +158,9 @@ static nb_status compile_pattern(const char *pat, bool schema, pcre2_code **out,
         pcre2_get_error_message(err, msg, sizeof msg);
         return nb_fail(NB_ERR_INVALID, "%s: pattern '%s' does not compile: %s", where, pat, (const char *)msg);
     }
+    /* the mask checks hundreds of short subjects a step: JIT-compiled when PCRE2 can (whole and partial
+     * matching); otherwise, or when a match needs more JIT stack, the interpreter (re_match) */
+    (void)pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
     return NB_OK;
 }
 
@@ -168,13 +178,14 @@ static int32_t builtin_literals(nb_grammar *g, const char *const *lits, int n) {
  * budget rule uses it as the room a pattern string still needs. */
 #define PAT_SEARCH_DEPTH 48
 #define PAT_BEAM 16
+static int re_run(pcre2_code *re, pcre2_match_data *md, const char *s, size_t v, uint32_t opts);
 static int32_t shortest_match(pcre2_code *re) {
     pcre2_match_data *md = pcre2_match_data_create(16, NULL);
     if (!md) return -1;
     char beam[PAT_BEAM][PAT_SEARCH_DEPTH + 1], next[PAT_BEAM][PAT_SEARCH_DEPTH + 1];
     int nb = 1, found = -1;
     beam[0][0] = 0;
-    if (pcre2_match(re, (PCRE2_SPTR) "", 0, 0, 0, md, NULL) >= 0) found = 0;
+    if (re_run(re, md, "", 0, 0) >= 0) found = 0;
     for (int d = 1; d <= PAT_SEARCH_DEPTH && found < 0 && nb > 0; d++) {
         int nn = 0;
         for (int i = 0; i < nb && found < 0; i++)
@@ -183,11 +194,11 @@ static int32_t shortest_match(pcre2_code *re) {
                 char cand[PAT_SEARCH_DEPTH + 1];
                 memcpy(cand, beam[i], (size_t)(d - 1));
                 cand[d - 1] = (char)c;
-                if (pcre2_match(re, (PCRE2_SPTR)cand, (size_t)d, 0, 0, md, NULL) >= 0) {
+                if (re_run(re, md, cand, (size_t)d, 0) >= 0) { /* ASCII: the UTF check re_run skips is moot */
                     found = d;
                     break;
                 }
-                int rc = pcre2_match(re, (PCRE2_SPTR)cand, (size_t)d, 0, PCRE2_PARTIAL_HARD, md, NULL);
+                int rc = re_run(re, md, cand, (size_t)d, PCRE2_PARTIAL_HARD);
                 if (rc == PCRE2_ERROR_PARTIAL && nn < PAT_BEAM) memcpy(next[nn++], cand, (size_t)d);
             }
         memcpy(beam, next, sizeof next);
@@ -446,15 +457,15 @@ static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, 
     return NB_OK;
 }
 
-static nb_status resolve_refs(nb_grammar *g, json_t *root) {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
+static nb_status resolve_refs(nb_grammar *g, json_t *root, int32_t root_node, int32_t from) {
+    for (int32_t i = from; i < g->n_nodes; i++) {
         node *n = &g->nodes[i];
         if (n->k != K_REF || n->target >= 0) continue;
         const char *ref = n->ref;
         const char *name = NULL;
         json_t *defs = NULL;
         if (!strcmp(ref, "#")) {
-            n->target = g->root;
+            n->target = root_node;
             continue;
         }
         if (!strncmp(ref, "#/$defs/", 8)) name = ref + 8, defs = json_object_get(root, "$defs");
@@ -465,7 +476,7 @@ static nb_status resolve_refs(nb_grammar *g, json_t *root) {
                            "schema are resolved", ref);
         /* one compiled node per definition: reuse a K_REF already resolved to the same name */
         int32_t found = -1;
-        for (int32_t j = 0; j < i; j++)
+        for (int32_t j = from; j < i; j++)
             if (g->nodes[j].k == K_REF && g->nodes[j].target >= 0 && !strcmp(g->nodes[j].ref, ref)) found = g->nodes[j].target;
         if (found < 0) {
             char path[300];
@@ -520,6 +531,23 @@ static size_t node_minlen(const nb_grammar *g, int32_t i) {
         }
         return best;
     case K_REF: return g->nodes[deref(g, i)].minlen;
+    case K_SEQ:
+        s = 0;
+        for (int32_t k = 0; k < n->n_alts; k++) {
+            if (k + 1 == n->switch_at) { /* the literal and the item it selects, together */
+                const node *l = &g->nodes[n->alt[k]];
+                best = INF_LEN;
+                for (int32_t j = 0; j < l->n_lits; j++) {
+                    size_t m = sat_add(l->lit_len[j], g->nodes[deref(g, n->sel[j])].minlen);
+                    if (m < best) best = m;
+                }
+                s = sat_add(s, best);
+                k++;
+                continue;
+            }
+            s = sat_add(s, g->nodes[deref(g, n->alt[k])].minlen);
+        }
+        return s;
     }
     return INF_LEN;
 }
@@ -552,7 +580,7 @@ nb_status nb_grammar_json_schema(const char *schema, size_t len, nb_grammar **ou
     nb_grammar *g = grammar_new("json_schema");
     nb_status st = g ? make_any_nodes(g) : nb_fail(NB_ERR_NOMEM, "out of memory");
     if (st == NB_OK) st = compile(g, s, "#", 0, &g->root);
-    if (st == NB_OK) st = resolve_refs(g, s);
+    if (st == NB_OK) st = resolve_refs(g, s, g->root, 0);
     json_decref(s);
     if (st != NB_OK) {
         nb_grammar_free(g);
@@ -618,9 +646,71 @@ nb_status nb_grammar_choice(const char *const *choices, size_t n, nb_grammar **o
     return NB_OK;
 }
 
+nb_status nb_grammar_tagged(const char *const *prefix, const char *const *schemas, size_t n, const char *suffix,
+                            nb_grammar **out) {
+    *out = NULL;
+    if (n == 0 || n > MAX_LITS) return nb_fail(NB_ERR_UNSUPPORTED, "tool call grammar: 1..%d alternatives", MAX_LITS);
+    for (size_t i = 0; i < n; i++) {
+        if (!prefix[i][0]) return nb_fail(NB_ERR_INVALID, "tool call grammar: alternative %zu has an empty prefix", i);
+        for (size_t j = 0; j < n; j++)
+            if (i != j && !strncmp(prefix[i], prefix[j], strlen(prefix[i])))
+                return nb_fail(NB_ERR_INVALID, "tool call grammar: prefix %zu starts prefix %zu", i, j);
+    }
+    nb_grammar *g = grammar_new("tool_call");
+    nb_status st = g ? make_any_nodes(g) : nb_fail(NB_ERR_NOMEM, "out of memory");
+    int32_t lit = st == NB_OK ? new_node(g, K_LITERALS) : -1;
+    if (st == NB_OK && lit < 0) st = nb_fail(NB_ERR_NOMEM, "out of memory");
+    int32_t *sel = st == NB_OK ? calloc(n, sizeof *sel) : NULL;
+    if (st == NB_OK && !sel) st = nb_fail(NB_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == NB_OK && i < n; i++) {
+        st = add_literal(&g->nodes[lit], prefix[i], strlen(prefix[i]));
+        json_error_t je;
+        json_t *js = st == NB_OK ? json_loadb(schemas[i], strlen(schemas[i]), 0, &je) : NULL;
+        if (st == NB_OK && !js) st = nb_fail(NB_ERR_INVALID, "schema %zu: not JSON (line %d: %s)", i, je.line, je.text);
+        int32_t from = g->n_nodes;
+        if (st == NB_OK) st = compile(g, js, "#", 0, &sel[i]);
+        if (st == NB_OK) st = resolve_refs(g, js, sel[i], from);
+        if (st == NB_OK) {
+            kind k = g->nodes[deref(g, sel[i])].k;
+            if (k != K_OBJECT && k != K_ARRAY) /* a value the literal after it can end without a delimiter */
+                st = nb_fail(NB_ERR_UNSUPPORTED, "schema %zu: must describe an object", i);
+        }
+        json_decref(js);
+    }
+    int32_t suf = -1;
+    if (st == NB_OK && suffix && *suffix) {
+        suf = new_node(g, K_LITERALS);
+        st = suf < 0 ? nb_fail(NB_ERR_NOMEM, "out of memory") : add_literal(&g->nodes[suf], suffix, strlen(suffix));
+    }
+    int32_t seq = st == NB_OK ? new_node(g, K_SEQ) : -1;
+    if (st == NB_OK && seq < 0) st = nb_fail(NB_ERR_NOMEM, "out of memory");
+    if (st != NB_OK) {
+        free(sel);
+        nb_grammar_free(g);
+        return st;
+    }
+    node *q = &g->nodes[seq];
+    q->alt[0] = lit;
+    q->alt[1] = sel[0];
+    q->n_alts = 2;
+    q->required = 1; /* item 0 is raw */
+    if (suf >= 0) q->alt[q->n_alts++] = suf, q->required |= 4;
+    q->switch_at = 1;
+    q->sel = sel;
+    g->root = seq;
+    g->raw_root = true;
+    compute_minlen(g);
+    if (g->nodes[seq].minlen >= INF_LEN) {
+        nb_grammar_free(g);
+        return nb_fail(NB_ERR_UNSUPPORTED, "tool call grammar: no finite document satisfies a schema");
+    }
+    *out = g;
+    return NB_OK;
+}
+
 /* ---- the matcher ------------------------------------------------------------------------ */
 
-enum { F_VALUE, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT };
+enum { F_VALUE, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_SEQ };
 enum { O_OPEN, O_KEY, O_COLON, O_AFTER, O_COMMA };
 enum { A_OPEN, A_AFTER, A_COMMA };
 enum { S_NORMAL, S_ESC, S_U1, S_U2, S_U3, S_U4 };
@@ -733,11 +823,18 @@ static int re_check(pcre2_code *re, pcre2_match_data *md, const char *s, size_t 
 
 /* s is whole UTF-8: 2 = matches whole, 1 = a viable prefix, 0 = neither.
  * The empty text is viable unless nothing can follow. */
+/* One match, JIT-compiled code first (compile_pattern), the interpreter when the JIT stack is too small. */
+static int re_run(pcre2_code *re, pcre2_match_data *md, const char *s, size_t v, uint32_t opts) {
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, v, 0, opts | PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(re, (PCRE2_SPTR)s, v, 0, opts | PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+    return rc;
+}
+
 static int re_match(pcre2_code *re, pcre2_match_data *md, const char *s, size_t v) {
     size_t n = v;
-    if (v == n && pcre2_match(re, (PCRE2_SPTR)s, v, 0, PCRE2_NO_UTF_CHECK, md, NULL) >= 0) return 2;
+    if (v == n && re_run(re, md, s, v, 0) >= 0) return 2;
     if (n == 0) return 1; /* PCRE2 reports no partial match on an empty subject */
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, v, 0, PCRE2_PARTIAL_HARD | PCRE2_NO_UTF_CHECK, md, NULL);
+    int rc = re_run(re, md, s, v, PCRE2_PARTIAL_HARD);
     if (rc == PCRE2_ERROR_PARTIAL || rc >= 0) return 1;
     return 0; /* matching failed (limits): treat as not viable rather than let anything through */
 }
@@ -761,6 +858,55 @@ static bool num_viable(const node *n, const frame *f) {
 static bool num_accepting(const nb_grammar *g, const frame *f) {
     if (!(f->sub == N_ZERO || f->sub == N_INT || f->sub == N_FRAC || f->sub == N_EXP)) return false;
     return num_in_bounds(&g->nodes[f->node], f->neg ? -f->val : f->val);
+}
+
+static void lit_start(const nb_grammar *g, frame *f) {
+    const node *n = &g->nodes[f->node];
+    f->kind = F_LIT, f->a = 0;
+    f->bits = n->n_lits >= 64 ? ~0ull : (1ull << n->n_lits) - 1;
+}
+
+/* A raw literal item of a sequence ended with literal k: the sequence's
+ * switch item (if any) follows it. */
+static void lit_popped(thread *t, int32_t k) {
+    if (t->depth >= 1 && t->f[t->depth - 1].kind == F_SEQ) t->f[t->depth - 1].b = k;
+}
+
+/* The top frame is a sequence: start its next item (a raw literal at once),
+ * or end it. false: the item cannot start. Items after a JSON value are
+ * literals (nb_grammar_tagged), so an anyOf item is only ever started here
+ * before its first byte and expanded by the caller. */
+static bool seq_advance(const nb_grammar *g, thread *t) {
+    frame *f = &t->f[t->depth - 1];
+    const node *n = &g->nodes[f->node];
+    if (f->a >= n->n_alts) {
+        t->depth--;
+        return true;
+    }
+    int32_t item = n->alt[f->a];
+    if (f->a == n->switch_at) item = f->b >= 0 && f->b < g->nodes[n->alt[f->a - 1]].n_lits ? n->sel[f->b] : -1;
+    bool raw = n->required >> f->a & 1;
+    f->a++;
+    if (item < 0 || t->depth >= MAX_DEPTH) return false;
+    push(t, F_VALUE, item);
+    if (raw) lit_start(g, &t->f[t->depth - 1]);
+    return true;
+}
+
+static bool settle(const nb_grammar *g, thread *t) {
+    while (t->depth > 0 && t->f[t->depth - 1].kind == F_SEQ)
+        if (!seq_advance(g, t)) return false;
+    return true;
+}
+
+/* A number starting with 0 (after an optional '-') is 0 for an integer,
+ * in [0, 1) (or (-1, 0]) otherwise: can that still meet the bounds? */
+static bool zero_viable(const node *n, bool neg, bool integer) {
+    if (integer) return num_in_bounds(n, 0);
+    if (!neg) /* [0, 1) */
+        return !(n->has_min && n->min >= 1) && !(n->has_max && (n->excl_max ? n->max <= 0 : n->max < 0));
+    /* (-1, 0] */
+    return !(n->has_max && n->max <= -1) && !(n->has_min && (n->excl_min ? n->min >= 0 : n->min > 0));
 }
 
 /* one byte into one thread; false = dead. anyOf forks are expanded by the caller before. */
@@ -807,9 +953,15 @@ static bool step(const nb_grammar *g, thread *t, uint8_t c, pcre2_match_data *md
                 continue;
             case K_ANYOF:
                 return false; /* expanded by the caller */
+            case K_SEQ:
+                f->kind = F_SEQ, f->a = 0, f->b = -1;
+                continue;
             }
             return false;
         }
+        case F_SEQ:
+            if (!seq_advance(g, t)) return false;
+            continue;
         case F_OBJ: {
             if (f->sub == O_KEY) {
                 if (c == '"') {
@@ -957,10 +1109,15 @@ static bool step(const nb_grammar *g, thread *t, uint8_t c, pcre2_match_data *md
             bool digit = c >= '0' && c <= '9';
             switch (f->sub) {
             case N_START:
-                if (c == '-') { f->neg = 1; f->sub = N_SIGN; return true; }
+                if (c == '-') {
+                    /* every number after '-' is <= 0 */
+                    if (n->has_min && (n->excl_min ? n->min >= 0 : n->min > 0)) return false;
+                    f->neg = 1; f->sub = N_SIGN; return true;
+                }
                 /* fallthrough */
             case N_SIGN:
                 if (!digit) return false;
+                if (c == '0' && !zero_viable(n, f->neg, integer)) return false; /* 0 cannot grow into the bounds */
                 f->sub = c == '0' ? N_ZERO : N_INT;
                 f->val = c - '0';
                 f->b = 1;
@@ -1018,13 +1175,24 @@ static bool step(const nb_grammar *g, thread *t, uint8_t c, pcre2_match_data *md
                 f->a++;
                 /* closed when every candidate left is complete */
                 bool all_done = true;
+                int32_t first = -1;
                 for (int32_t k = 0; k < n->n_lits && k < 64; k++)
-                    if ((keep >> k & 1) && n->lit_len[k] != (size_t)f->a) all_done = false;
-                if (all_done) t->depth--;
+                    if (keep >> k & 1) {
+                        if (n->lit_len[k] != (size_t)f->a) all_done = false;
+                        else if (first < 0) first = k;
+                    }
+                if (all_done) {
+                    t->depth--;
+                    lit_popped(t, first);
+                }
                 return true;
             }
             if (!exact) return false;
+            int32_t done = -1;
+            for (int32_t k = 0; k < n->n_lits && k < 64 && done < 0; k++)
+                if ((f->bits >> k & 1) && n->lit_len[k] == (size_t)f->a) done = k;
             t->depth--; /* a shorter candidate was complete: c belongs to the parent */
+            lit_popped(t, done);
             continue;
         }
         }
@@ -1083,7 +1251,8 @@ static bool feed_byte(nb_gmatch *m, uint8_t c) {
     int32_t k = 0;
     for (int32_t i = 0; i < m->n; i++) {
         thread *t = &m->t[i];
-        bool in_str = t->depth > 0 && t->f[t->depth - 1].kind == F_STR;
+        const frame *top = t->depth > 0 ? &t->f[t->depth - 1] : NULL; /* a key's bytes are string content too */
+        bool in_str = top && (top->kind == F_STR || (top->kind == F_OBJ && top->sub == O_KEY));
         if (is_ws(c) && !in_str) {
             /* no run of whitespace longer than an indented line; one byte before the document */
             bool start = t->depth == 1 && t->f[0].kind == F_VALUE;
@@ -1091,7 +1260,7 @@ static bool feed_byte(nb_gmatch *m, uint8_t c) {
         } else {
             t->ws = 0;
         }
-        if (!step(g, t, c, m->md)) continue;
+        if (!step(g, t, c, m->md) || !settle(g, t)) continue;
         if (k != i) {
             thread *d = &m->t[k];
             d->depth = t->depth;
@@ -1118,11 +1287,12 @@ nb_status nb_gmatch_create(const nb_grammar *g, nb_gmatch **out) {
     if (g->mode == G_JSON) {
         m->n = 1;
         push(&m->t[0], F_VALUE, g->root);
-        if (g->raw_root) { /* guided_choice: the literal itself, no whitespace first */
-            frame *f = &m->t[0].f[0];
-            const node *n = &g->nodes[g->root];
-            f->kind = F_LIT;
-            f->bits = n->n_lits >= 64 ? ~0ull : (1ull << n->n_lits) - 1;
+        if (g->nodes[g->root].k == K_SEQ) { /* tool calls: the first literal at once */
+            m->t[0].f[0].kind = F_SEQ;
+            m->t[0].f[0].b = -1;
+            if (!settle(g, &m->t[0])) m->n = 0;
+        } else if (g->raw_root) { /* guided_choice: the literal itself, no whitespace first */
+            lit_start(g, &m->t[0].f[0]);
         }
     }
     *out = m;
@@ -1302,6 +1472,24 @@ static size_t thread_remaining(const nb_grammar *g, const thread *t, bool lower)
             s = sat_add(s, best);
             break;
         }
+        case F_SEQ:
+            for (int32_t k = f->a; k < n->n_alts; k++) {
+                int32_t item = n->alt[k];
+                if (k == n->switch_at) {
+                    if (f->b < 0) { /* the literal is still open: the cheapest item its candidates select */
+                        size_t best = INF_LEN;
+                        uint64_t cand = d + 1 < t->depth && t->f[d + 1].kind == F_LIT ? t->f[d + 1].bits : ~0ull;
+                        for (int32_t j = 0; j < g->nodes[n->alt[k - 1]].n_lits && j < 64; j++)
+                            if ((cand >> j & 1) && g->nodes[deref(g, n->sel[j])].minlen < best)
+                                best = g->nodes[deref(g, n->sel[j])].minlen;
+                        s = sat_add(s, best);
+                        continue;
+                    }
+                    item = n->sel[f->b];
+                }
+                s = sat_add(s, g->nodes[deref(g, item)].minlen);
+            }
+            break;
         }
     }
     return s;
@@ -1330,6 +1518,7 @@ typedef struct tnode {
     int32_t tok_n;
     uint8_t byte;
     bool special;      /* the subtree holds a token that is not plain string text */
+    bool special_str;  /* ... that is neither plain nor utf8 (see nb_vtrie) */
 } tnode;
 
 struct nb_vtrie {
@@ -1343,6 +1532,13 @@ struct nb_vtrie {
     uint8_t *plain;   /* by token id: 0, or the token's length (1..255) */
     int32_t *plain_ids;
     int32_t n_plain;
+    uint8_t *ctl;     /* nb_vtrie_create_special: by token id, 1 for a control token (markup only) */
+    /* utf8 tokens: whole, valid UTF-8 characters, not all ASCII, without
+     * control characters, '"' or '\\' - inside a free string any of them
+     * fits too (keys are ASCII, so they are not plain) */
+    uint8_t *u8;      /* by token id: 0, or the token's characters (1..255) */
+    int32_t *u8_ids;
+    int32_t n_u8;
 };
 
 static int32_t trie_child(nb_vtrie *v, int32_t parent, uint8_t b) {
@@ -1361,7 +1557,34 @@ static int32_t trie_child(nb_vtrie *v, int32_t parent, uint8_t b) {
     return c;
 }
 
-nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
+/* Characters of a token that a free JSON string takes as they are: whole,
+ * valid UTF-8 characters (step()'s rules: no overlong form, surrogate or
+ * > U+10FFFF), at least one not ASCII, none a control character, '"' or
+ * '\\'; 0 otherwise. */
+static int string_chars(const uint8_t *p, size_t n) {
+    int chars = 0;
+    bool wide = false;
+    for (size_t i = 0; i < n; chars++) {
+        uint8_t c = p[i];
+        if (c < 0x20 || c == '"' || c == '\\') return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+        if ((c & 0xC0) == 0x80 || c == 0xC0 || c == 0xC1 || c > 0xF4 || n - i <= k) return 0;
+        uint8_t c1 = p[i + 1];
+        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+            return 0;
+        for (size_t j = 1; j <= k; j++)
+            if ((p[i + j] & 0xC0) != 0x80) return 0;
+        wide = true;
+        i += k + 1;
+    }
+    return wide ? chars : 0;
+}
+
+static nb_status vtrie_build(const nb_tokenizer *tk, bool with_control, nb_vtrie **out) {
     *out = NULL;
     nb_vtrie *v = calloc(1, sizeof *v);
     if (!v) return nb_fail(NB_ERR_NOMEM, "out of memory for the vocabulary trie");
@@ -1379,9 +1602,10 @@ nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
     v->n_nodes = 1;
     for (int32_t id = 0; id < nv; id++) {
         end[id] = -1;
-        if (nb_tokenizer_is_control(tk, id)) continue;
+        bool ctl = nb_tokenizer_is_control(tk, id);
+        if (ctl && (!with_control || nb_tokenizer_is_eog(tk, id))) continue;
         size_t len;
-        const char *p = nb_token_piece_ref(tk, id, false, &len);
+        const char *p = nb_token_piece_ref(tk, id, ctl, &len);
         if (!p || !len) continue;
         int32_t at = 0;
         for (size_t i = 0; i < len && at >= 0; i++) at = trie_child(v, at, (uint8_t)p[i]);
@@ -1412,7 +1636,10 @@ nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
     /* plain tokens, and which subtrees hold anything else */
     v->plain = calloc((size_t)nv, 1);
     v->plain_ids = malloc((size_t)nv * sizeof *v->plain_ids);
-    if (!v->plain || !v->plain_ids) {
+    v->u8 = calloc((size_t)nv, 1);
+    v->u8_ids = malloc((size_t)nv * sizeof *v->u8_ids);
+    if (with_control && v->plain) v->ctl = calloc((size_t)nv, 1);
+    if (!v->plain || !v->plain_ids || !v->u8 || !v->u8_ids || (with_control && !v->ctl)) {
         free(end);
         nb_vtrie_free(v);
         return nb_fail(NB_ERR_NOMEM, "out of memory for the vocabulary trie");
@@ -1420,28 +1647,50 @@ nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) {
     for (int32_t id = 0; id < nv; id++) {
         if (end[id] < 0) continue;
         size_t len;
-        const char *p = nb_token_piece_ref(tk, id, false, &len);
-        bool plain = len < 256;
+        bool ctl = nb_tokenizer_is_control(tk, id);
+        const char *p = nb_token_piece_ref(tk, id, ctl, &len);
+        if (ctl) v->ctl[id] = 1;
+        bool plain = len < 256 && !ctl;
         for (size_t i = 0; i < len && plain; i++)
             plain = (uint8_t)p[i] >= 0x20 && (uint8_t)p[i] < 0x7f && p[i] != '"' && p[i] != '\\';
         if (plain) {
             v->plain[id] = (uint8_t)len;
             v->plain_ids[v->n_plain++] = id;
+        } else if (!ctl) {
+            int chars = string_chars((const uint8_t *)p, len);
+            if (chars > 0 && chars < 256) {
+                v->u8[id] = (uint8_t)chars;
+                v->u8_ids[v->n_u8++] = id;
+            }
         }
     }
     /* children are created after their parents: mark bottom-up in reverse creation order */
     for (int32_t i = v->n_nodes - 1; i >= 0; i--) {
         tnode *n = &v->nodes[i];
-        for (int32_t k = 0; k < n->tok_n && !n->special; k++) n->special = !v->plain[v->toks[n->tok_first + k]];
-        for (int32_t c = n->first_child; c >= 0 && !n->special; c = v->nodes[c].next_sibling) n->special = v->nodes[c].special;
+        for (int32_t k = 0; k < n->tok_n; k++) {
+            int32_t id = v->toks[n->tok_first + k];
+            n->special |= !v->plain[id];
+            n->special_str |= !v->plain[id] && !v->u8[id];
+        }
+        for (int32_t c = n->first_child; c >= 0; c = v->nodes[c].next_sibling) {
+            n->special |= v->nodes[c].special;
+            n->special_str |= v->nodes[c].special_str;
+        }
     }
     free(end);
     *out = v;
     return NB_OK;
 }
 
+nb_status nb_vtrie_create(const nb_tokenizer *tk, nb_vtrie **out) { return vtrie_build(tk, false, out); }
+
+nb_status nb_vtrie_create_special(const nb_tokenizer *tk, nb_vtrie **out) { return vtrie_build(tk, true, out); }
+
 void nb_vtrie_free(nb_vtrie *v) {
     if (!v) return;
+    free(v->ctl);
+    free(v->u8);
+    free(v->u8_ids);
     free(v->plain);
     free(v->plain_ids);
     free(v->nodes);
@@ -1459,12 +1708,17 @@ typedef struct mask_ctx {
     size_t base_len;
     const nb_gmatch *root;
     bool plain_done; /* plain tokens were decided in one pass: the walk skips them */
+    bool str_done;   /* ... and the utf8 ones too */
+    bool full_walk;  /* nb_grammar_mask_walk: no one-pass shortcuts */
+    bool markup;     /* the output is in a literal of a tagged grammar: control tokens may start here */
 } mask_ctx;
 
 static void mark(mask_ctx *c, const tnode *n) {
     for (int32_t k = 0; k < n->tok_n; k++) {
         int32_t id = c->v->toks[n->tok_first + k];
         if (c->plain_done && c->v->plain[id]) continue;
+        if (c->str_done && c->v->u8[id]) continue;
+        if (c->v->ctl && c->v->ctl[id] && !c->markup) continue;
         if (!c->allowed[id]) c->count++;
         c->allowed[id] = 1;
     }
@@ -1500,14 +1754,23 @@ static bool plain_pass(mask_ctx *c, const nb_gmatch *m) {
         c->allowed[id] = 1;
         c->count++;
     }
-    c->plain_done = true;
+    for (int32_t i = 0; i < c->v->n_u8; i++) { /* the same rule, counted in characters */
+        int32_t id = c->v->u8_ids[i];
+        size_t len = c->v->u8[id];
+        if ((int64_t)f->a + (int64_t)len > n->max_len) continue;
+        size_t after = rem - (len < need ? len : need);
+        if (after > c->budget_bytes) continue;
+        c->allowed[id] = 1;
+        c->count++;
+    }
+    c->plain_done = c->str_done = true;
     return true;
 }
 
 static void dfs_json(mask_ctx *c, int32_t ni, int32_t depth) {
     const nb_vtrie *v = c->v;
     for (int32_t ch = v->nodes[ni].first_child; ch >= 0; ch = v->nodes[ch].next_sibling) {
-        if (c->plain_done && !v->nodes[ch].special) continue;
+        if (c->str_done ? !v->nodes[ch].special_str : c->plain_done && !v->nodes[ch].special) continue;
         nb_gmatch *m = &c->stack[depth + 1];
         copy_match(m, &c->stack[depth]);
         m->md = c->stack[0].md;
@@ -1528,7 +1791,7 @@ static void dfs_regex(mask_ctx *c, int32_t ni, size_t len) {
 }
 
 /* Depth-first search for a completion of at most `room` bytes (printable
- * ASCII, no whitespace), trying at each step the bytes whose state needs the
+ * ASCII, space and newline), trying at each step the bytes whose state needs the
  * least, within `*nodes` expansions. */
 static bool search(nb_gmatch *stack, int32_t depth, size_t room, char *out, int32_t *nodes) {
     nb_gmatch *m = &stack[depth];
@@ -1538,7 +1801,10 @@ static bool search(nb_gmatch *stack, int32_t depth, size_t room, char *out, int3
     size_t est[96];
     int k = 0;
     nb_gmatch *t = &stack[depth + 1];
-    for (int c = 0x21; c < 0x7f; c++) {
+    /* printable ASCII, and the space / newline a literal (a tool call's markup) may hold; whitespace is
+     * tried last among equals as it never brings the end closer */
+    for (int ci = 0x21; ci < 0x81; ci++) {
+        int c = ci == 0x7f ? ' ' : ci == 0x80 ? '\n' : ci;
         copy_match(t, m);
         t->md = m->md;
         t->forced = NULL;
@@ -1610,10 +1876,14 @@ static int32_t mark_forced(mask_ctx *c, const nb_gmatch *m) {
  * mask follows a completion found by search instead of the estimate. */
 #define FORCE_MARGIN 16
 
-int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
-                        uint8_t *allowed, int32_t n_vocab) {
+static int32_t grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
+                            uint8_t *allowed, int32_t n_vocab, bool full_walk) {
     memset(allowed, 0, (size_t)n_vocab);
-    mask_ctx c = {.v = v, .allowed = allowed, .root = m};
+    mask_ctx c = {.v = v, .allowed = allowed, .root = m, .full_walk = full_walk};
+    c.markup = v->ctl && m->g->mode == G_JSON && m->n > 0;
+    for (int32_t i = 0; i < m->n && c.markup; i++) /* each parse is inside a raw literal of the sequence */
+        c.markup = m->t[i].depth >= 2 && m->t[i].f[m->t[i].depth - 2].kind == F_SEQ &&
+                   m->t[i].f[m->t[i].depth - 1].kind == F_LIT;
     c.budget_bytes = budget > 1 ? (size_t)(budget - 1) : 0;
     bool complete = nb_gmatch_complete(m);
     if (m->g->mode == G_JSON && !nb_gmatch_closed(m) && !complete &&
@@ -1630,7 +1900,7 @@ int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const i
             }
         } else {
             c.stack = malloc((size_t)(v->max_depth + 2) * sizeof *c.stack);
-            plain_pass(&c, m);
+            if (!c.full_walk) plain_pass(&c, m);
             if (c.stack) {
                 copy_match(&c.stack[0], m);
                 c.stack[0].md = m->md;
@@ -1643,4 +1913,14 @@ int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const i
         for (size_t i = 0; i < n_eog; i++)
             if (eog[i] >= 0 && eog[i] < n_vocab && !allowed[eog[i]]) allowed[eog[i]] = 1, c.count++;
     return c.count;
+}
+
+int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
+                        uint8_t *allowed, int32_t n_vocab) {
+    return grammar_mask(v, m, budget, eog, n_eog, allowed, n_vocab, false);
+}
+
+int32_t nb_grammar_mask_walk(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
+                             uint8_t *allowed, int32_t n_vocab) {
+    return grammar_mask(v, m, budget, eog, n_eog, allowed, n_vocab, true);
 }

@@ -48,8 +48,14 @@ nb_status nb_grammar_json_object(nb_grammar **out) __attribute__((warn_unused_re
 nb_status nb_grammar_regex(const char *pattern, nb_grammar **out) __attribute__((warn_unused_result));
 /* One of these strings exactly (1..64 choices). */
 nb_status nb_grammar_choice(const char *const *choices, size_t n, nb_grammar **out) __attribute__((warn_unused_result));
+/* Tagged documents (tool calls): prefix[i] (literal bytes, none a prefix of
+ * another) then a JSON document valid under schemas[i] (JSON text; an
+ * object or array schema) then `suffix` (literal, may be "" or NULL); the
+ * literal chooses the schema. 1..64 alternatives. Nothing may follow. */
+nb_status nb_grammar_tagged(const char *const *prefix, const char *const *schemas, size_t n, const char *suffix,
+                            nb_grammar **out) __attribute__((warn_unused_result));
 void nb_grammar_free(nb_grammar *g);
-/* "json_schema", "json_object", "regex", "choice". */
+/* "json_schema", "json_object", "regex", "choice", "tool_call". */
 const char *nb_grammar_kind(const nb_grammar *g);
 
 nb_status nb_gmatch_create(const nb_grammar *g, nb_gmatch **out) __attribute__((warn_unused_result));
@@ -66,6 +72,12 @@ size_t nb_gmatch_min_remaining(const nb_gmatch *m);
 
 /* The vocabulary as a byte trie (control tokens and empty pieces left out). */
 nb_status nb_vtrie_create(const nb_tokenizer *t, nb_vtrie **out) __attribute__((warn_unused_result));
+/* The same with the control tokens that do not end generation, as their
+ * text (for requests whose output shows control-token text, e.g. a model
+ * whose tool-call marker is a control token): the mask allows one only
+ * where it starts inside a literal of a tagged grammar (the call's markup),
+ * never inside a JSON value. */
+nb_status nb_vtrie_create_special(const nb_tokenizer *t, nb_vtrie **out) __attribute__((warn_unused_result));
 void nb_vtrie_free(nb_vtrie *v);
 
 /* Sets allowed[id] (n_vocab bytes, 0/1) for the tokens that may come next,
@@ -73,5 +85,10 @@ void nb_vtrie_free(nb_vtrie *v);
  * the document is complete. Returns how many are allowed. */
 int32_t nb_grammar_mask(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
                         uint8_t *allowed, int32_t n_vocab);
+/* The same mask computed by walking the whole trie, without the one-pass
+ * shortcuts nb_grammar_mask takes inside free strings and keys (slower; the
+ * reference the tests compare nb_grammar_mask with). */
+int32_t nb_grammar_mask_walk(const nb_vtrie *v, nb_gmatch *m, int32_t budget, const int32_t *eog, size_t n_eog,
+                             uint8_t *allowed, int32_t n_vocab);
 
 #endif

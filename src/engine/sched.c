@@ -142,6 +142,7 @@ static void preempt(nb_sched *s, nb_seq *q, nb_sched_out *out, int32_t *budget) 
         if (out->e[i].seq == q) {
             *budget += out->e[i].n;
             out->n_tokens -= out->e[i].n;
+            if (out->e[i].prefill) out->n_prefill_tokens -= out->e[i].n;
             memmove(&out->e[i], &out->e[i + 1], (size_t)(out->n_entries - i - 1) * sizeof out->e[0]);
             out->n_entries--;
             break;
@@ -162,15 +163,24 @@ static bool scheduled(const nb_sched_out *out, const nb_seq *q) {
     return false;
 }
 
-static void add_entry(nb_sched_out *out, nb_seq *q, int32_t n, int32_t *budget) {
+static void add_entry(nb_sched_out *out, nb_seq *q, int32_t n, bool prefill, int32_t *budget) {
     nb_sched_entry *e = &out->e[out->n_entries++];
     e->seq = q;
     e->start = q->n_computed;
     e->n = n;
     e->sample = q->n_computed + n == q->n_tokens;
+    e->prefill = prefill;
     out->n_tokens += n;
+    if (prefill) out->n_prefill_tokens += n;
     *budget -= n;
     q->started = true;
+}
+
+/* Tokens a prefill entry may take now: what is left of the step's budget and
+ * of its prefill share. */
+static int32_t prefill_room(const nb_sched *s, const nb_sched_out *out, int32_t budget) {
+    if (s->cfg.max_prefill_tokens <= 0) return budget;
+    return NB_MIN(budget, s->cfg.max_prefill_tokens - out->n_prefill_tokens);
 }
 
 void nb_sched_step(nb_sched *s, nb_sched_out *out) {
@@ -185,7 +195,9 @@ void nb_sched_step(nb_sched *s, nb_sched_out *out) {
                 q = q->next;
                 continue;
             }
-            int32_t n = NB_MIN(need, budget);
+            int32_t room = pass == 0 ? budget : prefill_room(s, out, budget);
+            if (room <= 0) break; /* pass 1: the prefill share is spent */
+            int32_t n = NB_MIN(need, room);
             bool self = false;
             while (!ensure_blocks(s, q, q->n_computed + n)) {
                 nb_seq *victim = s->running.tail;
@@ -196,13 +208,15 @@ void nb_sched_step(nb_sched *s, nb_sched_out *out) {
                 }
             }
             if (self) break; /* q was the tail: nothing after it is left */
-            add_entry(out, q, n, &budget);
+            add_entry(out, q, n, pass == 1, &budget);
             q = q->next;
         }
     }
     if (out->n_preempted) return;
     while (s->waiting.head && budget > 0 && s->running.n < s->cfg.max_num_seqs) {
         nb_seq *q = s->waiting.head;
+        int32_t room = prefill_room(s, out, budget);
+        if (room <= 0) break;
         int32_t hit = 0;
         if (q->n_blocks == 0 && nb_kvcache_prefix_caching(s->kv)) {
             int32_t max_hit = (q->n_tokens - 1) / s->bs;
@@ -216,7 +230,7 @@ void nb_sched_step(nb_sched *s, nb_sched_out *out) {
             hit = q->n_blocks * s->bs;
             q->n_computed = hit;
         }
-        int32_t n = NB_MIN(q->n_tokens - q->n_computed, budget);
+        int32_t n = NB_MIN(q->n_tokens - q->n_computed, room);
         if (!ensure_blocks(s, q, q->n_computed + n)) {
             release_blocks(s, q); /* wait for blocks; FCFS: nothing behind it goes first */
             break;
@@ -230,7 +244,7 @@ void nb_sched_step(nb_sched *s, nb_sched_out *out) {
         q->state = NB_SEQ_RUNNING;
         q->preempted = false;
         list_push_back(&s->running, q);
-        add_entry(out, q, n, &budget);
+        add_entry(out, q, n, true, &budget);
     }
 }
 

@@ -7,10 +7,13 @@
  * tokens of it computed; when a step computes the last known token, its
  * logits are sampled (entry.sample) and the caller appends the new token.
  *
- * nb_sched_step, under max_num_batched_tokens (token budget) and
- * max_num_seqs:
- *   1. running sequences that decode (one token), oldest first;
- *   2. running sequences in the middle of a prompt: the next chunk;
+ * nb_sched_step, under max_num_batched_tokens (token budget),
+ * max_prefill_tokens (the part of it prompt chunks may take) and max_num_seqs:
+ *   1. running sequences that decode (one token), oldest first: decode tokens
+ *      always go first, so a step's prefill never delays them by more than
+ *      the cost of max_prefill_tokens extra tokens;
+ *   2. running sequences in the middle of a prompt (or recomputing one after
+ *      a preemption): the next chunk, under what is left of both budgets;
  *   3. waiting sequences, FCFS (preempted ones first, in their order), while
  *      budget, sequence slots and blocks last; the head of the queue is never
  *      skipped (no starvation). A new sequence first takes the longest cached
@@ -58,17 +61,23 @@ void nb_seq_release(nb_seq *s);
 typedef struct nb_sched_config {
     int32_t max_num_seqs;          /* >= 1 */
     int32_t max_num_batched_tokens;/* >= 1 */
+    /* prompt (prefill) tokens per step, decode tokens not counted; <= 0: no
+     * separate cap (prefill takes what the decodes leave of the budget). A
+     * prompt longer than this is split over several steps (chunked prefill). */
+    int32_t max_prefill_tokens;
 } nb_sched_config;
 
 typedef struct nb_sched_entry {
     nb_seq *seq;
     int32_t start, n;   /* tokens [start, start + n) of seq run this step */
     bool sample;        /* start + n == n_tokens: its last logits are wanted */
+    bool prefill;       /* a prompt chunk (or a recompute), not a one-token decode */
 } nb_sched_entry;
 
 typedef struct nb_sched_out {
     nb_sched_entry *e;  /* [max_num_seqs] owned by the scheduler, valid until the next step */
     int32_t n_entries, n_tokens;
+    int32_t n_prefill_tokens; /* of n_tokens, those of prefill entries */
     int32_t n_preempted; /* preemptions in this step */
 } nb_sched_out;
 

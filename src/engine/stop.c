@@ -9,13 +9,13 @@
 
 nb_status nb_stop_init(nb_stop *s, const char *const *strs, size_t n) {
     memset(s, 0, sizeof *s);
-    if (n > NB_STOP_MAX) return nb_fail(NB_ERR_RANGE, "stop: %zu strings, at most %d allowed", n, NB_STOP_MAX);
+    if (n > NB_LIMIT_STOP_STRINGS) return nb_fail(NB_ERR_RANGE, "stop: %zu strings, at most %d allowed", n, NB_LIMIT_STOP_STRINGS);
     if (n && !strs) return nb_fail(NB_ERR_INVALID, "stop: %zu strings announced but none given", n);
     for (size_t i = 0; i < n; i++) {
         size_t l = strs[i] ? strlen(strs[i]) : 0;
-        if (l == 0 || l > NB_STOP_MAX_LEN) {
+        if (l == 0 || l > NB_LIMIT_STOP_LEN) {
             nb_stop_free(s);
-            return nb_fail(NB_ERR_RANGE, "stop[%zu]: length %zu, allowed 1..%d bytes", i, l, NB_STOP_MAX_LEN);
+            return nb_fail(NB_ERR_RANGE, "stop[%zu]: length %zu, allowed 1..%d bytes", i, l, NB_LIMIT_STOP_LEN);
         }
         s->str[i] = nb_strndup(strs[i], l);
         if (!s->str[i]) {

@@ -6,8 +6,8 @@
  * and the matcher reports the stop; the stop string and anything after it
  * are dropped (OpenAI / vLLM: the stop sequence is not returned).
  *
- * Limits: NB_STOP_MAX strings of 1..NB_STOP_MAX_LEN bytes (engine.h's
- * NB_MAX_STOP_STRINGS / NB_MAX_STOP_LEN). Memory: the strings plus a hold
+ * Limits: NB_LIMIT_STOP_STRINGS strings of 1..NB_LIMIT_STOP_LEN bytes
+ * (base/limits.h). Memory: the strings plus a hold
  * buffer of one push + the longest stop string. */
 #ifndef NB_ENGINE_STOP_H
 #define NB_ENGINE_STOP_H
@@ -15,14 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/limits.h"
 #include "base/status.h"
 
-#define NB_STOP_MAX 16
-#define NB_STOP_MAX_LEN 256
-
 typedef struct nb_stop {
-    char *str[NB_STOP_MAX];
-    size_t len[NB_STOP_MAX];
+    char *str[NB_LIMIT_STOP_STRINGS];
+    size_t len[NB_LIMIT_STOP_STRINGS];
     int n;
     size_t max_len;
     char *buf;         /* held-back text (after a stop: the text before it) */

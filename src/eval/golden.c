@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/nameset.h"
 #include "base/sha256.h"
 #include "eval/jsonschema.h"
 
@@ -242,6 +243,8 @@ void nb_golden_set_free(nb_golden_set *s) {
     memset(s, 0, sizeof *s);
 }
 
+static const char *item_id_at(const void *arr, int64_t i) { return ((const nb_golden_item *)arr)[i].id; }
+
 nb_status nb_golden_set_parse(const char *text, size_t len, const char *path, nb_golden_set *out) {
     memset(out, 0, sizeof *out);
     out->path = nb_strdup(path);
@@ -250,6 +253,20 @@ nb_status nb_golden_set_parse(const char *text, size_t len, const char *path, nb
     uint8_t dg[32];
     nb_sha256(text, len, dg);
     for (int i = 0; i < 32; i++) snprintf(out->sha256 + 2 * i, 3, "%02x", dg[i]);
+    /* The duplicate-id check: a hash set sized for one item per line, so a
+     * set of n items costs O(n), not O(n^2). */
+    size_t n_lines = 1;
+    for (const char *p = text, *e = text + len; len && p < e && (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        n_lines++;
+    if (n_lines >= UINT32_MAX - 1) {
+        nb_golden_set_free(out);
+        return nb_fail(NB_ERR_INVALID, "%s: %zu lines: at most %u are supported", path, n_lines, UINT32_MAX - 2);
+    }
+    size_t id_cap = nb_nameset_cap(n_lines);
+    uint64_t *id_slot = calloc(id_cap, sizeof *id_slot);
+    if (!id_slot) { nb_golden_set_free(out); return nb_fail(NB_ERR_NOMEM, "out of memory"); }
+    nb_nameset ids;
+    nb_nameset_attach(&ids, id_slot, id_cap);
     size_t cap = 0;
     int line = 0;
     nb_status st = NB_OK;
@@ -280,13 +297,13 @@ nb_status nb_golden_set_parse(const char *text, size_t len, const char *path, nb
         st = parse_item(&L, o, &out->items[out->n_items]);
         out->n_items++; /* freed either way */
         if (st != NB_OK) break;
-        for (size_t j = 0; j + 1 < out->n_items; j++)
-            if (!strcmp(out->items[j].id, out->items[out->n_items - 1].id)) {
-                st = nb_fail(NB_ERR_FORMAT, "%s:%d: duplicate id '%.100s' (first on line %d)", path, line,
-                             out->items[j].id, out->items[j].line);
-                break;
-            }
+        int64_t j = nb_nameset_probe(&ids, out->items[out->n_items - 1].id, item_id_at, out->items,
+                                     (int64_t)out->n_items - 1);
+        if (j >= 0)
+            st = nb_fail(NB_ERR_FORMAT, "%s:%d: duplicate id '%.100s' (first on line %d)", path, line,
+                         out->items[j].id, out->items[j].line);
     }
+    free(id_slot);
     if (st == NB_OK && out->n_items == 0)
         st = nb_fail(NB_ERR_INVALID, "%s: the golden set has no items (one JSON object per line expected)", path);
     if (st != NB_OK) nb_golden_set_free(out);

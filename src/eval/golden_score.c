@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/limits.h"
 #include "engine/engine.h"
 #include "model/forward.h"
 #include "model/kv.h"
@@ -87,8 +88,8 @@ nb_status nb_gscore_run(nb_gscore *s, const int32_t *ids, size_t n, int32_t n_to
     if (n == 0) return nb_fail(NB_ERR_INVALID, "nothing to score (0 tokens)");
     if (n > (size_t)s->n_ctx)
         return nb_fail(NB_ERR_RANGE, "%zu tokens to score exceed the scoring context of %d tokens", n, s->n_ctx);
-    if (n_top < 0 || n_top > NB_MAX_TOP_LOGPROBS)
-        return nb_fail(NB_ERR_RANGE, "top logprobs %d outside 0..%d", n_top, NB_MAX_TOP_LOGPROBS);
+    if (n_top < 0 || n_top > NB_LIMIT_TOP_LOGPROBS)
+        return nb_fail(NB_ERR_RANGE, "top logprobs %d outside 0..%d", n_top, NB_LIMIT_TOP_LOGPROBS);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= s->n_vocab)
             return nb_fail(NB_ERR_INVALID, "token %zu is id %d, the vocabulary has ids 0..%d", i, ids[i], s->n_vocab - 1);

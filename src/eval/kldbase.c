@@ -1,6 +1,8 @@
 /* The baseline file of eval kld (format in kldbase.h). */
 #include "eval/kldbase.h"
 
+#include "base/file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -194,10 +196,10 @@ nb_status nb_kldbase_finish(nb_kldbase_writer *w) {
     if (st != NB_OK) { nb_kldbase_abort(w); return st; }
     int rc = fclose(w->f);
     w->f = NULL;
-    if (rc != 0 || rename(w->tmp, w->path) != 0) {
-        st = nb_fail(NB_ERR_IO, "--save-base %s: cannot complete the file: %s", w->path, strerror(errno));
-        remove(w->tmp);
-    }
+    if (rc != 0) st = nb_fail(NB_ERR_IO, "--save-base %s: cannot complete the file: %s", w->path, strerror(errno));
+    else if ((st = nb_file_commit(w->tmp, w->path)) != NB_OK) /* fsync, rename, fsync the directory */
+        nb_fail_wrap(st, "--save-base: ");
+    if (st != NB_OK) remove(w->tmp);
     free(w->path); free(w->tmp); free(w->ids); free(w->lp); free(w);
     return st;
 }

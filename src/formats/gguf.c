@@ -7,49 +7,107 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/file.h"
+#include "base/nameset.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define GGUF_MAX_KEY 65535u
 #define GGUF_MAX_NAME 64u      /* tensor names, as ggml's GGML_MAX_NAME */
 #define GGUF_MAX_DEPTH 4       /* nested arrays */
 
-/* An open-addressing hash set of indices into a string array (keys or
- * tensor names): duplicate checks and lookups in O(1) expected, so a crafted
- * file with millions of keys costs linear time. slot = index + 1, 0 = empty. */
+/* Large arrays (metadata values, hash slots, key text) are the parser's
+ * cost on a crafted file with millions of keys: filled through 4 KiB page
+ * faults they cost more than the parsing itself. Blocks of 4 MiB and more
+ * are mapped directly and advised as huge pages (2 MiB faults), smaller
+ * ones come from calloc. Zero-filled either way. */
+#define BIG_MIN (4u << 20)
+#define HUGE_PAGE (2u << 20)
+
+typedef struct big_block {
+    void *base;     /* the mapping, or the calloc'ed block */
+    size_t len;     /* mapped length; 0 for calloc */
+} big_block;
+
+static void *big_zalloc(big_block *b, size_t n) {
+    b->base = NULL;
+    b->len = 0;
+    if (n < BIG_MIN) return b->base = nb_calloc(n ? n : 1, 1);
+    size_t len = (n + 2 * (size_t)HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        nb_fail(NB_ERR_NOMEM, "out of memory (mapping %zu bytes)", len);
+        return NULL;
+    }
+    b->base = p;
+    b->len = len;
+    /* the usable part starts at the first 2 MiB boundary of the mapping */
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~((uintptr_t)HUGE_PAGE - 1));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(a, (size_t)((uint8_t *)p + len - a) & ~((size_t)HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+    return a;
+}
+
+static void big_free(big_block *b) {
+    if (b->len) munmap(b->base, b->len);
+    else free(b->base);
+    b->base = NULL;
+    b->len = 0;
+}
+
+/* Key text: NUL-terminated copies packed into chunks (one allocation per
+ * chunk rather than per key). */
+typedef struct text_chunk {
+    struct text_chunk *next;
+    big_block mem;
+    size_t used, cap;
+    uint8_t *data;
+} text_chunk;
+
+#define TEXT_CHUNK (8u << 20)
+
+static char *text_dup(text_chunk **head, const uint8_t *s, size_t n) {
+    text_chunk *c = *head;
+    if (!c || c->cap - c->used < n + 1) {
+        size_t cap = n + 1 > TEXT_CHUNK ? n + 1 : TEXT_CHUNK;
+        c = nb_calloc(1, sizeof *c);
+        if (!c) return NULL;
+        c->data = big_zalloc(&c->mem, cap);
+        if (!c->data) { free(c); return NULL; }
+        c->cap = cap;
+        c->next = *head;
+        *head = c;
+    }
+    char *d = (char *)c->data + c->used;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    c->used += n + 1;
+    return d;
+}
+
+static void text_free(text_chunk *c) {
+    while (c) {
+        text_chunk *n = c->next;
+        big_free(&c->mem);
+        free(c);
+        c = n;
+    }
+}
+
+/* Key / tensor-name sets for duplicate checks and lookups
+ * (base/nameset.h), their slots in a huge-page-advised block. */
 typedef struct name_set {
-    int64_t *slot;
-    uint64_t mask;
+    nb_nameset s;
+    big_block mem;
 } name_set;
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
 static bool name_set_init(name_set *ns, uint64_t n) {
-    uint64_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    ns->slot = nb_calloc((size_t)cap, sizeof *ns->slot);
-    ns->mask = cap - 1;
-    return ns->slot != NULL;
-}
-
-/* Index of `name` in the set (names[i] for stored i), or -1. With insert,
- * adds idx when absent (and returns -1). */
-static int64_t name_set_probe(name_set *ns, const char *name, const char *(*get)(const void *, int64_t),
-                              const void *arr, int64_t insert_idx) {
-    if (!ns->slot) return -1;
-    for (uint64_t h = name_hash(name) & ns->mask;; h = (h + 1) & ns->mask) {
-        int64_t v = ns->slot[h];
-        if (v == 0) {
-            if (insert_idx >= 0) ns->slot[h] = insert_idx + 1;
-            return -1;
-        }
-        if (!strcmp(get(arr, v - 1), name)) return v - 1;
-    }
+    size_t cap = nb_nameset_cap(n);
+    uint64_t *slot = big_zalloc(&ns->mem, cap * sizeof *slot);
+    nb_nameset_attach(&ns->s, slot, cap);
+    return slot != NULL;
 }
 
 static const char *key_at(const void *arr, int64_t i) { return ((char *const *)arr)[i]; }
@@ -64,8 +122,10 @@ struct nb_gguf {
     uint32_t alignment;
     uint64_t data_offset;
     int64_t n_kv;
-    char **keys;
+    char **keys;           /* into key_text */
     nb_gguf_value *vals;
+    big_block keys_mem, vals_mem;
+    text_chunk *key_text;
     int64_t n_tensors;
     nb_tensor *tensors;
     name_set kset, tset;   /* key / tensor-name -> index, for duplicates and lookups */
@@ -264,16 +324,14 @@ static void free_value(nb_gguf_value *v) {
 
 void nb_gguf_close(nb_gguf *g) {
     if (!g) return;
-    for (int64_t i = 0; i < g->n_kv; i++) {
-        free(g->keys[i]);
-        free_value(&g->vals[i]);
-    }
+    for (int64_t i = 0; i < g->n_kv; i++) free_value(&g->vals[i]);
     for (int64_t i = 0; i < g->n_tensors; i++) free((void *)g->tensors[i].name);
-    free(g->keys);
-    free(g->vals);
+    big_free(&g->keys_mem);
+    big_free(&g->vals_mem);
+    text_free(g->key_text);
     free(g->tensors);
-    free(g->kset.slot);
-    free(g->tset.slot);
+    big_free(&g->kset.mem);
+    big_free(&g->tset.mem);
     nb_unmap(&g->map);
     free(g->path);
     free(g);
@@ -284,6 +342,38 @@ static int cmp_offset(const void *a, const void *b) {
     const uint8_t *px = x->data, *py = y->data;
     return px < py ? -1 : px > py;
 }
+
+/* Byte offset of metadata key i (the file was validated up to it). */
+static uint64_t kv_offset(const nb_gguf *g, int64_t i) {
+    cursor c = {g->data, g->size, 24, g->path};
+    for (int64_t j = 0; j < i; j++) {
+        const uint8_t *k;
+        uint64_t klen;
+        nb_gguf_type t;
+        (void)rd_str(&c, &k, &klen, GGUF_MAX_KEY, "metadata key");
+        (void)rd_type(&c, &t, "", "value type");
+        (void)skip_value(&c, t, "", 0);
+    }
+    return c.off;
+}
+
+/* Byte offset of tensor info i, the infos starting at byte offset start. */
+static uint64_t tensor_info_offset(const nb_gguf *g, uint64_t start, int64_t i) {
+    cursor c = {g->data, g->size, start, g->path};
+    for (int64_t j = 0; j < i; j++) {
+        const uint8_t *nm;
+        uint64_t nlen, v;
+        uint32_t nd, type;
+        (void)rd_str(&c, &nm, &nlen, GGUF_MAX_NAME, "tensor name");
+        (void)rd_u32(&c, &nd, "tensor n_dims");
+        for (uint32_t d = 0; d < nd; d++) (void)rd_u64(&c, &v, "tensor dimension");
+        (void)rd_u32(&c, &type, "tensor type");
+        (void)rd_u64(&c, &v, "tensor offset");
+    }
+    return c.off;
+}
+
+static nb_status parse_sections(nb_gguf *g, uint64_t n_kv, uint64_t n_tensors, uint64_t *hv);
 
 static nb_status parse(nb_gguf *g) {
     cursor c = {g->data, g->size, 0, g->path};
@@ -305,11 +395,26 @@ static nb_status parse(nb_gguf *g) {
     if (n_tensors > (g->size - c.off) / 32)
         return nb_fail(NB_ERR_FORMAT, "%s: tensor count %llu at byte offset 8 cannot fit in the file", g->path,
                        (unsigned long long)n_tensors);
-    g->keys = nb_calloc((size_t)n_kv, sizeof *g->keys);
-    g->vals = nb_calloc((size_t)n_kv, sizeof *g->vals);
+    if (n_kv >= UINT32_MAX || n_tensors >= UINT32_MAX)
+        return nb_fail(NB_ERR_FORMAT, "%s: %llu metadata keys and %llu tensors: at most %u of each are supported",
+                       g->path, (unsigned long long)n_kv, (unsigned long long)n_tensors, UINT32_MAX - 1);
+    g->keys = big_zalloc(&g->keys_mem, (size_t)n_kv * sizeof *g->keys);
+    g->vals = big_zalloc(&g->vals_mem, (size_t)n_kv * sizeof *g->vals);
     g->tensors = nb_calloc((size_t)n_tensors, sizeof *g->tensors);
     if (!g->keys || !g->vals || !g->tensors) return NB_ERR_NOMEM;
     if (!name_set_init(&g->kset, n_kv) || !name_set_init(&g->tset, n_tensors)) return NB_ERR_NOMEM;
+    /* Names are hashed while parsing and inserted into the sets after each
+     * section (nb_nameset_insert_all); the duplicate check is the same. */
+    big_block hv_mem;
+    uint64_t *hv = big_zalloc(&hv_mem, (size_t)(n_kv > n_tensors ? n_kv : n_tensors) * sizeof *hv);
+    if (!hv) return NB_ERR_NOMEM;
+    nb_status st = parse_sections(g, n_kv, n_tensors, hv);
+    big_free(&hv_mem);
+    return st;
+}
+
+static nb_status parse_sections(nb_gguf *g, uint64_t n_kv, uint64_t n_tensors, uint64_t *hv) {
+    cursor c = {g->data, g->size, 24, g->path};
 
     g->alignment = NB_GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -317,13 +422,11 @@ static nb_status parse(nb_gguf *g) {
         const uint8_t *k;
         uint64_t klen;
         NB_TRY(rd_str(&c, &k, &klen, GGUF_MAX_KEY, "metadata key"));
-        char *key = nb_strndup((const char *)k, (size_t)klen);
+        char *key = text_dup(&g->key_text, k, (size_t)klen);
         if (!key) return NB_ERR_NOMEM;
         g->keys[i] = key;
         g->n_kv = (int64_t)i + 1;
-        if (name_set_probe(&g->kset, key, key_at, g->keys, (int64_t)i) >= 0)
-            return nb_fail(NB_ERR_FORMAT, "%s: duplicate metadata key '%s' at byte offset %llu", g->path, key,
-                           (unsigned long long)at);
+        hv[i] = nb_nameset_hash(key);
         nb_gguf_value *v = &g->vals[i];
         NB_TRY(rd_type(&c, &v->type, key, "value type"));
         NB_TRY(read_value(&c, v, key));
@@ -334,7 +437,13 @@ static nb_status parse(nb_gguf *g) {
             g->alignment = (uint32_t)v->num.u;
         }
     }
+    int64_t first, dup = nb_nameset_insert_all(&g->kset.s, hv, g->n_kv, key_at, g->keys, &first);
+    if (dup >= 0)
+        return nb_fail(NB_ERR_FORMAT, "%s: duplicate metadata key '%s' at byte offset %llu (first at byte offset %llu)",
+                       g->path, g->keys[dup], (unsigned long long)kv_offset(g, dup),
+                       (unsigned long long)kv_offset(g, first));
 
+    uint64_t tinfo_start = c.off;
     for (uint64_t i = 0; i < n_tensors; i++) {
         nb_tensor *t = &g->tensors[i];
         uint64_t at = c.off;
@@ -387,10 +496,13 @@ static nb_status parse(nb_gguf *g) {
                            "alignment %u", g->path, name, (unsigned long long)off, (unsigned long long)off_at,
                            g->alignment);
         t->data = (const void *)(uintptr_t)off; /* relative for now, fixed below */
-        if (name_set_probe(&g->tset, name, tname_at, g->tensors, (int64_t)i) >= 0)
-            return nb_fail(NB_ERR_FORMAT, "%s: duplicate tensor name '%s' at byte offset %llu", g->path, name,
-                           (unsigned long long)at);
+        hv[i] = nb_nameset_hash(name);
     }
+    dup = nb_nameset_insert_all(&g->tset.s, hv, g->n_tensors, tname_at, g->tensors, &first);
+    if (dup >= 0)
+        return nb_fail(NB_ERR_FORMAT, "%s: duplicate tensor name '%s' at byte offset %llu (first at byte offset %llu)",
+                       g->path, g->tensors[dup].name, (unsigned long long)tensor_info_offset(g, tinfo_start, dup),
+                       (unsigned long long)tensor_info_offset(g, tinfo_start, first));
 
     uint64_t data_off = c.off;
     if (data_off % g->alignment) data_off += g->alignment - data_off % g->alignment;
@@ -479,12 +591,12 @@ const nb_tensor *nb_gguf_tensor(const nb_gguf *g, int64_t i) {
 }
 
 const nb_gguf_value *nb_gguf_find(const nb_gguf *g, const char *key) {
-    int64_t i = name_set_probe((name_set *)&g->kset, key, key_at, g->keys, -1);
+    int64_t i = nb_nameset_probe((nb_nameset *)&g->kset.s, key, key_at, g->keys, -1);
     return i >= 0 && i < g->n_kv ? &g->vals[i] : NULL;
 }
 
 const nb_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name) {
-    int64_t i = name_set_probe((name_set *)&g->tset, name, tname_at, g->tensors, -1);
+    int64_t i = nb_nameset_probe((nb_nameset *)&g->tset.s, name, tname_at, g->tensors, -1);
     return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
 }
 

@@ -15,56 +15,26 @@
 #include "base/log.h"
 #include "formats/hf_quant.h"
 #include "formats/safetensors.h"
-#include "quant/blocks.h"
-#include "quant/qtypes.h"
+#include "base/blocks.h"
 
-static const struct {
-    const char *gguf, *hf;
-} hf_global[] = {
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"output_norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-};
-
-static const struct {
-    const char *gguf, *hf;
-} hf_layer[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-};
-
-bool nb_hf_name_from_gguf(const char *gguf, char *buf, size_t n) {
-    for (size_t i = 0; i < sizeof hf_global / sizeof hf_global[0]; i++)
-        if (!strcmp(gguf, hf_global[i].gguf)) return (size_t)snprintf(buf, n, "%s", hf_global[i].hf) < n;
+/* Names from the architecture table (formats/arch.c): the llama layout,
+ * which every architecture the engine runs shares. */
+static bool hf_rename(const char *name, bool to_hf, char *buf, size_t n) {
+    int ng, nl;
+    const nb_arch_tensor *g = nb_arch_model_tensors(&ng), *L = nb_arch_layer_tensors(NULL, &nl);
+    for (int i = 0; i < ng; i++)
+        if (!strcmp(name, to_hf ? g[i].gguf : g[i].hf)) return (size_t)snprintf(buf, n, "%s", to_hf ? g[i].hf : g[i].gguf) < n;
     unsigned layer;
     int pos = 0;
-    if (sscanf(gguf, "blk.%u.%n", &layer, &pos) != 1 || pos == 0) return false;
-    for (size_t i = 0; i < sizeof hf_layer / sizeof hf_layer[0]; i++)
-        if (!strcmp(gguf + pos, hf_layer[i].gguf))
-            return (size_t)snprintf(buf, n, "model.layers.%u.%s", layer, hf_layer[i].hf) < n;
+    if (sscanf(name, to_hf ? "blk.%u.%n" : "model.layers.%u.%n", &layer, &pos) != 1 || pos == 0) return false;
+    for (int i = 0; i < nl; i++)
+        if (!strcmp(name + pos, to_hf ? L[i].gguf : L[i].hf))
+            return (size_t)snprintf(buf, n, to_hf ? "model.layers.%u.%s" : "blk.%u.%s", layer, to_hf ? L[i].hf : L[i].gguf) < n;
     return false;
 }
 
-bool nb_hf_name_from_hf(const char *hf, char *buf, size_t n) {
-    for (size_t i = 0; i < sizeof hf_global / sizeof hf_global[0]; i++)
-        if (!strcmp(hf, hf_global[i].hf)) return (size_t)snprintf(buf, n, "%s", hf_global[i].gguf) < n;
-    unsigned layer;
-    int pos = 0;
-    if (sscanf(hf, "model.layers.%u.%n", &layer, &pos) != 1 || pos == 0) return false;
-    for (size_t i = 0; i < sizeof hf_layer / sizeof hf_layer[0]; i++)
-        if (!strcmp(hf + pos, hf_layer[i].hf)) return (size_t)snprintf(buf, n, "blk.%u.%s", layer, hf_layer[i].gguf) < n;
-    return false;
-}
+bool nb_hf_name_from_gguf(const char *gguf, char *buf, size_t n) { return hf_rename(gguf, true, buf, n); }
+bool nb_hf_name_from_hf(const char *hf, char *buf, size_t n) { return hf_rename(hf, false, buf, n); }
 
 static float ld(nb_dtype t, const uint8_t *p) {
     if (t == NB_F32) {
@@ -97,10 +67,10 @@ static int64_t src_row(int64_t r, int64_t hd, bool permute) {
 }
 
 static nb_status hf_write_config(const nb_source *src, const char *path, const char *dtype, json_t *qc) {
-    const nb_hparams *hp = &src->hp;
-    const char *mt = hp->arch == NB_ARCH_QWEN2 ? "qwen2" : (!strcmp(hp->arch_name, "mistral") ? "mistral" : "llama");
-    const char *archs = !strcmp(mt, "qwen2") ? "Qwen2ForCausalLM" : !strcmp(mt, "mistral") ? "MistralForCausalLM"
-                                                                                           : "LlamaForCausalLM";
+    const nb_arch_desc *hp = &src->hp;
+    const nb_arch_info *row = hp->info && hp->info->hf && hp->info->hf_class ? hp->info : nb_arch_info_of(hp->arch);
+    if (!row || !row->hf_class) return nb_fail(NB_ERR_UNSUPPORTED, "%s: architecture '%s' has no HF export", path, hp->arch_name);
+    const char *mt = row->hf, *archs = row->hf_class;
     const char *td = !strcmp(dtype, "F16") ? "float16" : !strcmp(dtype, "BF16") ? "bfloat16" : "float32";
     json_t *c = json_object();
     if (!c) return NB_ERR_NOMEM;
@@ -137,8 +107,8 @@ static nb_status hf_write_config(const nb_source *src, const char *path, const c
     }
     if (hp->sliding_window > 0) {
         json_object_set_new(c, "sliding_window", json_integer(hp->sliding_window));
-        if (hp->arch == NB_ARCH_QWEN2) json_object_set_new(c, "use_sliding_window", json_true());
-    } else if (hp->arch == NB_ARCH_QWEN2) {
+        if (row->swa == NB_SWA_FLAG) json_object_set_new(c, "use_sliding_window", json_true());
+    } else if (row->swa == NB_SWA_FLAG) {
         json_object_set_new(c, "use_sliding_window", json_false());
     }
     if (qc) json_object_set_new(c, "quantization_config", qc);
@@ -531,7 +501,7 @@ static nb_status copy_tokenizer(const nb_source *src, const char *dir, const cha
 }
 
 nb_status nb_hf_export_ex(const nb_source *src, const char *dir, const nb_hf_export_opts *o) {
-    const nb_hparams *hp = &src->hp;
+    const nb_arch_desc *hp = &src->hp;
     const char *dtype = o && o->dtype ? o->dtype : NULL;
     nb_dtype out_t = NB_F32;
     if (dtype) {

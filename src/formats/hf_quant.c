@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "base/half.h"
-#include "quant/blocks.h"
-#include "quant/qtypes.h"
+#include "base/blocks.h"
 
 const float nb_hfq_nf4_levels[16] = {
     -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,

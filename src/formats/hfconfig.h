@@ -1,4 +1,4 @@
-/* Hugging Face config.json -> nb_hparams, for the architectures nibble
+/* Hugging Face config.json -> nb_arch_desc, for the architectures nibble
  * runs: model_type "llama", "mistral" (both NB_ARCH_LLAMA) and "qwen2"
  * (NB_ARCH_QWEN2, q/k/v biases).
  *
@@ -65,16 +65,37 @@ void nb_hfquant_free(nb_hf_quant *q);
 /* True when the HF module name (e.g. "model.layers.0.mlp.down_proj") is in the ignore list. */
 bool nb_hfquant_ignored(const nb_hf_quant *q, const char *module);
 
+/* quantization_config as the planner reads it (NB_ARCH_PLAN): the scheme a
+ * checkpoint was stored with, leniently; nb_hfquant_parse is the strict
+ * reader the loader uses. */
+typedef struct nb_hf_quant_hint {
+    char method[32];     /* quant_method; "" when config.json has none */
+    int64_t bits;        /* awq bits | w_bit, gptq bits (4); compressed-tensors weights.num_bits (8) */
+    int64_t group;       /* awq group_size | q_group_size, gptq group_size (128); compressed-tensors:
+                          * strategy group -> group_size (128), tensor -> -1, else 0 */
+    bool zero_point;     /* awq zero_point (true); compressed-tensors: not symmetric */
+    bool fp8_block;      /* fp8: weight_block_size present */
+    char ct_type[16];    /* compressed-tensors weights.type ("int", "float"; "" absent) */
+    char ct_strategy[16]; /* compressed-tensors weights.strategy ("" absent) */
+    bool ct_act;         /* compressed-tensors input_activations is an object */
+    bool bnb_8bit;       /* bitsandbytes load_in_8bit */
+    bool bnb_double;     /* bitsandbytes bnb_4bit_use_double_quant */
+} nb_hf_quant_hint;
+
 typedef struct nb_hf_config {
-    nb_hparams hp;
+    nb_arch_desc hp;
     nb_hf_quant quant;       /* method NB_HFQ_NONE when config.json has none; nb_hfconfig_free */
     char torch_dtype[16];    /* "bfloat16", "float16", "float32"; "" when absent */
     int32_t bos_token_id;    /* -1 when absent */
     int32_t eos_token_id;    /* -1 when absent; the first one when a list */
+    nb_hf_quant_hint qhint;  /* NB_ARCH_PLAN only */
 } nb_hf_config;
 
-/* Parses config.json text; `name` is used in messages (the file path). */
+/* Parses config.json text for the engine (NB_ARCH_RUN); `name` is used in
+ * messages (the file path). */
 nb_status nb_hfconfig_parse(const char *json, size_t len, const char *name, nb_hf_config *out)
+    __attribute__((warn_unused_result));
+nb_status nb_hfconfig_parse_mode(const char *json, size_t len, const char *name, nb_arch_read mode, nb_hf_config *out)
     __attribute__((warn_unused_result));
 /* Reads and parses a config.json file (capped at NB_HFCONFIG_MAX_BYTES). */
 nb_status nb_hfconfig_load(const char *path, nb_hf_config *out) __attribute__((warn_unused_result));

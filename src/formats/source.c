@@ -55,23 +55,3 @@ const nb_tensor *nb_source_find(const nb_source *s, const char *name) {
         if (!strcmp(s->tensors[i].name, name)) return &s->tensors[i];
     return NULL;
 }
-
-nb_status nb_hparams_validate(const nb_hparams *hp, const char *path) {
-#define POS(f) if (hp->f <= 0) return nb_fail(NB_ERR_FORMAT, "%s: hyper-parameter " #f " = %d must be positive", path, (int)hp->f)
-    POS(n_vocab); POS(n_embd); POS(n_layer); POS(n_head); POS(n_head_kv); POS(head_dim); POS(n_ff);
-#undef POS
-    if (hp->n_head % hp->n_head_kv)
-        return nb_fail(NB_ERR_FORMAT, "%s: head count %d is not a multiple of the KV head count %d", path, hp->n_head,
-                       hp->n_head_kv);
-    if (hp->rope_dim <= 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
-        return nb_fail(NB_ERR_FORMAT, "%s: rope dimension count %d must be even and within 2..head_dim (%d)", path,
-                       hp->rope_dim, hp->head_dim);
-    if (!(hp->norm_eps > 0 && hp->norm_eps < 1))
-        return nb_fail(NB_ERR_FORMAT, "%s: RMSNorm epsilon %g outside (0, 1)", path, hp->norm_eps);
-    if (!(hp->rope_theta > 0))
-        return nb_fail(NB_ERR_FORMAT, "%s: rope theta %g must be positive", path, hp->rope_theta);
-    if (hp->n_layer > 1024 || hp->n_embd > 1 << 20 || hp->n_head > 4096 || hp->head_dim > 4096 || hp->n_ff > 1 << 22)
-        return nb_fail(NB_ERR_FORMAT, "%s: hyper-parameters out of any plausible range (layers %d, embd %d, heads %d, "
-                       "head_dim %d, ffn %d)", path, hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim, hp->n_ff);
-    return NB_OK;
-}

@@ -21,40 +21,12 @@
 #ifndef NB_FORMATS_SOURCE_H
 #define NB_FORMATS_SOURCE_H
 
+#include "formats/arch.h"
 #include "formats/gguf.h"
-
-typedef enum nb_arch { NB_ARCH_LLAMA = 0, NB_ARCH_QWEN2 = 1 } nb_arch;
-typedef enum nb_rope_style { NB_ROPE_NORM = 0, NB_ROPE_NEOX = 1 } nb_rope_style;
-typedef enum nb_rope_scaling { NB_ROPE_SCALING_NONE = 0, NB_ROPE_SCALING_LINEAR = 1, NB_ROPE_SCALING_LLAMA3 = 2 } nb_rope_scaling;
-
-typedef struct nb_hparams {
-    nb_arch arch;
-    char arch_name[32];  /* as the file names it: "llama", "mistral", "qwen2" */
-    int32_t n_vocab;
-    int32_t n_embd;
-    int32_t n_layer;
-    int32_t n_head;
-    int32_t n_head_kv;
-    int32_t head_dim;    /* key/value length per head */
-    int32_t n_ff;
-    int32_t n_ctx_train;
-    float norm_eps;      /* RMSNorm epsilon */
-    float rope_theta;
-    int32_t rope_dim;    /* rotated dims per head (<= head_dim) */
-    nb_rope_style rope_style;
-    nb_rope_scaling rope_scaling;
-    float rope_factor;            /* linear and llama3 */
-    float rope_low_freq_factor;   /* llama3 */
-    float rope_high_freq_factor;  /* llama3 */
-    int32_t rope_orig_ctx;        /* llama3: original_max_position_embeddings */
-    bool tied_embeddings;         /* no output.weight: logits use token_embd */
-    bool qkv_bias;
-    int32_t sliding_window;       /* 0 = none; model.c caps contexts at it (no SWA kernel yet) */
-} nb_hparams;
 
 typedef struct nb_source nb_source;
 struct nb_source {
-    nb_hparams hp;
+    nb_arch_desc hp;        /* the model description (formats/arch.h) */
     const char *format;     /* "gguf", "safetensors", "llama2c" */
     char *path;
     int64_t n_tensors;
@@ -73,11 +45,5 @@ const nb_tensor *nb_source_find(const nb_source *s, const char *name);
 nb_status nb_source_open_gguf(const char *path, nb_source *out) __attribute__((warn_unused_result));
 nb_status nb_source_open_hf(const char *path, nb_source *out) __attribute__((warn_unused_result));
 nb_status nb_source_open_llama2c(const char *path, nb_source *out) __attribute__((warn_unused_result));
-
-/* Reads hyper-parameters from GGUF metadata (`<arch>.*` keys). */
-nb_status nb_hparams_from_gguf(const nb_gguf *g, nb_hparams *hp) __attribute__((warn_unused_result));
-/* Checks internal consistency (heads divide, dims positive, known arch);
- * the message names the offending field. */
-nb_status nb_hparams_validate(const nb_hparams *hp, const char *path) __attribute__((warn_unused_result));
 
 #endif

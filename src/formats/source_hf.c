@@ -3,8 +3,8 @@
  *
  * `path` may be the directory, its config.json, a .safetensors file or the
  * index file; the others are looked up next to it. HF names are mapped to
- * GGUF names (ggml dim order: an HF [out, in] row-major weight becomes
- * ne = {in, out}, same bytes, no copy):
+ * GGUF names by the architecture table (formats/arch.c; ggml dim order: an
+ * HF [out, in] row-major weight becomes ne = {in, out}, same bytes, no copy):
  *   model.embed_tokens.weight               -> token_embd.weight
  *   model.norm.weight                       -> output_norm.weight
  *   lm_head.weight                          -> output.weight (absent or tied: none)
@@ -159,7 +159,7 @@ static nb_status hf_add(hf_build *b, const char *hf, const char *gguf, int nd, i
 }
 
 static nb_status hf_build_tensors(hf_build *b) {
-    const nb_hparams *hp = &b->s->hp;
+    const nb_arch_desc *hp = &b->s->hp;
     int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
     int64_t Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     char hf[256], gg[96];
@@ -173,40 +173,26 @@ static nb_status hf_build_tensors(hf_build *b) {
         const nb_st_tensor *t = nb_safetensors_find(b->h->st, "lm_head.weight");
         if (t) b->used[t - nb_safetensors_tensor(b->h->st, 0)] = true; /* tied: the copy is not used */
     }
-    static const struct {
-        const char *hf, *gguf;
-        int kind; /* 0 norm [E], 1 q, 2 kv, 3 o, 4 gate/up, 5 down, 6 q bias, 7 kv bias */
-    } L[] = {
-        {"input_layernorm.weight", "attn_norm.weight", 0},
-        {"self_attn.q_proj.weight", "attn_q.weight", 1},
-        {"self_attn.k_proj.weight", "attn_k.weight", 2},
-        {"self_attn.v_proj.weight", "attn_v.weight", 2},
-        {"self_attn.q_proj.bias", "attn_q.bias", 6},
-        {"self_attn.k_proj.bias", "attn_k.bias", 7},
-        {"self_attn.v_proj.bias", "attn_v.bias", 7},
-        {"self_attn.o_proj.weight", "attn_output.weight", 3},
-        {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
-        {"mlp.gate_proj.weight", "ffn_gate.weight", 4},
-        {"mlp.up_proj.weight", "ffn_up.weight", 4},
-        {"mlp.down_proj.weight", "ffn_down.weight", 5},
-    };
+    int nl;
+    const nb_arch_tensor *L = nb_arch_layer_tensors(hp->info, &nl);
     for (int l = 0; l < hp->n_layer; l++) {
-        for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
-            int k = L[i].kind;
-            if ((k == 6 || k == 7) && !hp->qkv_bias) continue;
+        for (int i = 0; i < nl; i++) {
+            nb_arch_role k = L[i].role;
+            if ((k == NB_ROLE_Q_BIAS || k == NB_ROLE_KV_BIAS) && !hp->qkv_bias) continue;
             snprintf(hf, sizeof hf, "model.layers.%d.%s", l, L[i].hf);
             snprintf(gg, sizeof gg, "blk.%d.%s", l, L[i].gguf);
-            int nd = (k == 0 || k >= 6) ? 1 : 2;
+            int nd = (k == NB_ROLE_NORM || k == NB_ROLE_Q_BIAS || k == NB_ROLE_KV_BIAS) ? 1 : 2;
             int64_t d0 = 0, d1 = 0;
             switch (k) {
-            case 0: d0 = E; break;
-            case 1: d0 = Q; d1 = E; break;
-            case 2: d0 = KV; d1 = E; break;
-            case 3: d0 = E; d1 = Q; break;
-            case 4: d0 = F; d1 = E; break;
-            case 5: d0 = E; d1 = F; break;
-            case 6: d0 = Q; break;
-            default: d0 = KV; break;
+            case NB_ROLE_NORM: d0 = E; break;
+            case NB_ROLE_Q: d0 = Q; d1 = E; break;
+            case NB_ROLE_KV: d0 = KV; d1 = E; break;
+            case NB_ROLE_O: d0 = E; d1 = Q; break;
+            case NB_ROLE_FFN_IN: d0 = F; d1 = E; break;
+            case NB_ROLE_FFN_OUT: d0 = E; d1 = F; break;
+            case NB_ROLE_Q_BIAS: d0 = Q; break;
+            case NB_ROLE_KV_BIAS: d0 = KV; break;
+            default: return nb_fail(NB_ERR_INVALID, "%s: layer tensor '%s' has a model-level role", b->s->path, L[i].gguf);
             }
             NB_TRY(hf_add(b, hf, gg, nd, d0, d1, false, NULL));
         }

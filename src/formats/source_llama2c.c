@@ -218,9 +218,11 @@ nb_status nb_source_open_llama2c(const char *path, nb_source *out) {
         goto fail;
     }
 
-    nb_hparams *hp = &out->hp;
-    hp->arch = NB_ARCH_LLAMA;
-    snprintf(hp->arch_name, sizeof hp->arch_name, "llama");
+    nb_arch_desc *hp = &out->hp;
+    hp->info = nb_arch_find_gguf("llama");
+    hp->arch = hp->info->runs;
+    hp->source = NB_ARCH_SRC_LLAMA2C;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", hp->info->gguf);
     hp->n_vocab = h.vocab;
     hp->n_embd = h.dim;
     hp->n_layer = h.n_layers;
@@ -236,7 +238,7 @@ nb_status nb_source_open_llama2c(const char *path, nb_source *out) {
     hp->rope_scaling = NB_ROPE_SCALING_NONE;
     hp->rope_factor = 1.0f;
     hp->tied_embeddings = h.shared;
-    if ((rc = nb_hparams_validate(hp, path)) != NB_OK) goto fail;
+    if ((rc = nb_arch_desc_validate(hp, path)) != NB_OK) goto fail;
 
     int64_t cap = 3 + 9 * (int64_t)h.n_layers;
     out->tensors = nb_calloc((size_t)cap, sizeof *out->tensors);

@@ -1,8 +1,8 @@
 /* Compute kernels and their one-time dispatch.
  *
  * Every kernel has a scalar reference in kernels/ref (the definition) and
- * optional SIMD versions in kernels/x86, one ISA per file; nb_kernels_get()
- * picks the best set for this CPU once (NIBBLE_ISA caps it, see base/cpu.h).
+ * optional SIMD versions in kernels/x86, one ISA per file; the dispatch
+ * table (kernels/dispatch.h) picks the set for this CPU and options once.
  *
  * Matrix convention: a weight W is a tensor with ne = {K, R}: R rows of K
  * input elements. nb_matmul computes, for n tokens,
@@ -40,11 +40,26 @@ typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc,
                                bool add);
 
+/* The float dots exist once per software-prefetch distance (bytes ahead of
+ * the weights): 0 (none), 1024, 2048, 4096; dispatch.h picks one per CPU. */
+#define NB_FLOAT_PF_VARIANTS 4
+static inline int nb_float_pf_bytes(int v) { return v <= 0 ? 0 : 512 << v; }
+/* The variant whose distance is nearest to `bytes`. */
+static inline int nb_float_pf_variant(int bytes) {
+    int best = 0;
+    for (int v = 1; v < NB_FLOAT_PF_VARIANTS; v++) {
+        int d = nb_float_pf_bytes(v) - bytes, db = nb_float_pf_bytes(best) - bytes;
+        if ((d < 0 ? -d : d) < (db < 0 ? -db : db)) best = v;
+    }
+    return best;
+}
+
 typedef struct nb_float_kernels {
     const char *isa;
-    nb_dot_fn dot_f32, dot_f16, dot_bf16;
+    nb_dot_fn dot_f32, dot_f16, dot_bf16; /* prefetch 2048 */
     nb_to_f32_fn f16_to_f32, bf16_to_f32;
     nb_gemm_f32_fn gemm_f32;
+    nb_dot_fn dot_f32_pf[NB_FLOAT_PF_VARIANTS], dot_f16_pf[NB_FLOAT_PF_VARIANTS], dot_bf16_pf[NB_FLOAT_PF_VARIANTS];
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);
@@ -53,19 +68,25 @@ const nb_float_kernels *nb_float_kernels_avx512(void);
 /* Best set at or below max_isa. */
 const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa);
 
+struct nb_dispatch;
+
 /* Per-thread scratch and the pool the kernels run on. One per engine/loop
- * thread; not shared between threads that call kernels concurrently. */
+ * thread; not shared between threads that call kernels concurrently.
+ * The kernels are the dispatch table's (kernels/dispatch.h), chosen once. */
 typedef struct nb_kctx {
     nb_pool *pool;
-    nb_isa isa;
-    const nb_float_kernels *fk;
+    const struct nb_dispatch *d;
+    nb_isa isa;                 /* d->isa */
+    const nb_float_kernels *fk; /* d->fk: the float GEMM and conversions */
     uint8_t *scratch;        /* grows on demand, never shrinks */
     size_t scratch_size;
     uint8_t *act;            /* quantized / round-tripped activations, same policy */
     size_t act_size;
 } nb_kctx;
 
+/* With the process's table (nb_dispatch_default), or the given one. */
 nb_status nb_kctx_init(nb_kctx *k, int n_threads) __attribute__((warn_unused_result));
+nb_status nb_kctx_init_with(nb_kctx *k, int n_threads, const struct nb_dispatch *d) __attribute__((warn_unused_result));
 void nb_kctx_free(nb_kctx *k);
 /* Ensures at least `bytes` of scratch (allocates only when it must grow). */
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/qdot.h"
 #include "kernels/repack.h"
@@ -25,6 +26,7 @@
 #define GEMM_MC_DEQ 48
 #define GEMM_NC 512
 
+/* The widest float kernels at or below max_isa that this CPU runs. */
 const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa) {
     nb_isa isa = nb_cpu_isa();
     if (isa > max_isa) isa = max_isa;
@@ -33,11 +35,14 @@ const nb_float_kernels *nb_float_kernels_get(nb_isa max_isa) {
     return nb_float_kernels_ref();
 }
 
-nb_status nb_kctx_init(nb_kctx *k, int n_threads) {
+nb_status nb_kctx_init(nb_kctx *k, int n_threads) { return nb_kctx_init_with(k, n_threads, nb_dispatch_default()); }
+
+nb_status nb_kctx_init_with(nb_kctx *k, int n_threads, const nb_dispatch *d) {
     memset(k, 0, sizeof *k);
     NB_TRY(nb_pool_create(n_threads, &k->pool));
-    k->isa = nb_cpu_isa();
-    k->fk = nb_float_kernels_get(k->isa);
+    k->d = d;
+    k->isa = d->isa;
+    k->fk = d->fk;
     return NB_OK;
 }
 
@@ -61,26 +66,18 @@ static nb_status grow(uint8_t **buf, size_t *size, size_t bytes) {
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) { return grow(&k->scratch, &k->scratch_size, bytes); }
 nb_status nb_kctx_act(nb_kctx *k, size_t bytes) { return grow(&k->act, &k->act_size, bytes); }
 
-/* The dot kernels for a quantized weight type: repacked planar types first. */
-static const nb_qdot *qdot_for(nb_dtype t, nb_isa isa) {
-    const nb_qdot *qd = nb_repack_qdot(t, isa);
-    return qd ? qd : nb_qdot_get(t, isa);
-}
+/* The dot kernels for a quantized weight type (the dispatch table's). */
+static const nb_qdot *qdot_for(const nb_kctx *k, nb_dtype t) { return nb_dispatch_qdot(k->d, t); }
 
 /* Dequantization of a weight or activation type (registry or repacked). */
-static nb_to_float_fn to_float_for(nb_dtype t) {
-    nb_to_float_fn f = nb_repack_to_float(t);
-    if (f) return f;
-    const nb_qtype *qt = nb_qtype_get(t);
-    return qt ? qt->to_float : NULL;
-}
+static nb_to_float_fn to_float_for(const nb_kctx *k, nb_dtype t) { return nb_dispatch_to_float(k->d, t); }
 
 static bool row_bytes_for(nb_dtype t, int64_t K, uint64_t *rb) {
     return nb_qtype_get(t) ? nb_qtype_row_bytes(t, K, rb) : nb_dtype_row_bytes(t, (uint64_t)K, rb);
 }
 
 bool nb_matmul_supports(nb_dtype t) {
-    return t == NB_F32 || t == NB_F16 || t == NB_BF16 || qdot_for(t, NB_ISA_SCALAR) != NULL;
+    return t == NB_F32 || t == NB_F16 || t == NB_BF16 || nb_repack_qdot(t, NB_ISA_SCALAR) || nb_qdot_get(t, NB_ISA_SCALAR);
 }
 
 typedef struct {
@@ -266,30 +263,18 @@ static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
     return NB_OK;
 }
 
-/* From this many tokens on, quantized weights without an int8 GEMM are
- * dequantized tile by tile into f32 and multiplied with the float GEMM
- * instead of per-(row, token) integer dot products (docs/performance.md has
- * the measurements behind the threshold). NIBBLE_QGEMM_MIN overrides it.
- * The activations still go through the kernel's activation format (Q8_0 /
+/* From k->d->qgemm_min tokens on (default 16), quantized weights without an
+ * int8 GEMM are dequantized tile by tile into f32 and multiplied with the
+ * float GEMM instead of per-(row, token) integer dot products
+ * (docs/performance.md has the measurements behind the threshold). The
+ * activations still go through the kernel's activation format (Q8_0 /
  * Q8_K) and back, so both paths compute the same products (llama.cpp's
- * arithmetic) and differ only in float summation order. */
-#define QUANT_GEMM_MIN_TOKENS 16
-
-static int64_t quant_gemm_min(void) {
-    static int64_t v = -1;
-    if (v < 0) {
-        const char *e = getenv("NIBBLE_QGEMM_MIN");
-        v = e ? atoll(e) : QUANT_GEMM_MIN_TOKENS;
-        if (v < 2) v = 2;
-    }
-    return v;
-}
-
-/* Repacked Q4_0R / Q8_0R / Q4_KR / Q6_KR batches: the int8 GEMM of
- * kernels/repack.h, from 8 tokens on (measured on TinyLlama Q4_0: equal to
- * per-row dots at 8 tokens, 73 vs 53 tok/s at 12, 105 vs 62 at 128).
- * NIBBLE_NO_INT8_GEMM=1 turns it off. */
-#define RGEMM_MIN_TOKENS 8
+ * arithmetic) and differ only in float summation order.
+ *
+ * Repacked Q4_0R / Q8_0R / Q4_KR / Q6_KR batches take the int8 GEMM of
+ * kernels/repack.h from k->d->rgemm_min tokens on (default 8; measured on
+ * TinyLlama Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12,
+ * 105 vs 62 at 128), unless the dispatch table has it off. */
 /* Bytes of packed activations per slab of the int8 GEMM (kept in L2). */
 #define GEMM_SLAB_BYTES ((size_t)1536 << 10)
 
@@ -305,6 +290,7 @@ typedef struct {
     int64_t R, row0; /* rows; first row in the concatenated range */
     float *Y;
     nb_vec_dot_fn dot;
+    nb_vec_dot_mxn_fn dot_mxn; /* PATH_DOTS with several tokens, where the kernel has one */
     nb_repack_gemm_fn gemm;
     nb_dot_fn fdot; /* PATH_FLOAT_DOTS */
 } mm_seg;
@@ -314,8 +300,9 @@ typedef enum { PATH_NONE, PATH_DOTS, PATH_INT8_GEMM, PATH_FLOAT_DOTS } quant_pat
 
 static bool is_float(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
 
+/* The one-token float dots: the dispatch table's decode choice (width and prefetch per CPU). */
 static nb_dot_fn float_dot(const nb_kctx *k, nb_dtype t) {
-    return t == NB_F32 ? k->fk->dot_f32 : t == NB_F16 ? k->fk->dot_f16 : k->fk->dot_bf16;
+    return t == NB_F32 ? k->d->dot_f32 : t == NB_F16 ? k->d->dot_f16 : k->d->dot_bf16;
 }
 
 typedef struct {
@@ -331,6 +318,7 @@ typedef struct {
     /* PATH_INT8_GEMM: activations packed, taken in slabs of slab_groups token
      * groups (the row range repeats once per slab: item s*rows + r) */
     nb_actpack ap;
+    nb_actpack_group_fn pack;
     int64_t slab_groups, slabs;
     uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
 } quant_job;
@@ -343,17 +331,17 @@ static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *
     if (all_float) return n == 1 ? PATH_FLOAT_DOTS : PATH_NONE;
     const nb_qdot *q0 = NULL;
     const nb_rgemm *g0 = NULL;
-    bool gemm = n >= RGEMM_MIN_TOKENS && !getenv("NIBBLE_NO_INT8_GEMM");
+    bool gemm = n >= k->d->rgemm_min;
     for (int i = 0; i < count; i++) {
-        const nb_qdot *qd = qdot_for(W[i]->type, k->isa);
+        const nb_qdot *qd = qdot_for(k, W[i]->type);
         if (!qd || (q0 && (qd->act_type != q0->act_type || qd->quantize_act != q0->quantize_act))) return PATH_NONE;
         q0 = q0 ? q0 : qd;
-        const nb_rgemm *rg = nb_repack_gemm(W[i]->type, k->isa);
+        const nb_rgemm *rg = nb_dispatch_rgemm(k->d, W[i]->type);
         if (!rg || (g0 && rg->act != g0->act)) gemm = false;
         g0 = g0 ? g0 : rg;
     }
     if (gemm) return PATH_INT8_GEMM;
-    return n < quant_gemm_min() ? PATH_DOTS : PATH_NONE;
+    return n < k->d->qgemm_min ? PATH_DOTS : PATH_NONE;
 }
 
 static void quant_act_worker(void *arg, int ith, int nth) {
@@ -369,7 +357,7 @@ static void pack_worker(void *arg, int ith, int nth) {
     int64_t g0, g1;
     nb_split(j->ap.ng, ith, nth, &g0, &g1);
     uint8_t *row = j->scratch + (size_t)ith * nb_actpack_scratch_bytes(j->K);
-    for (int64_t g = g0; g < g1; g++) nb_actpack_group(&j->ap, j->X, g, row);
+    for (int64_t g = g0; g < g1; g++) j->pack(&j->ap, j->X, g, row);
 }
 
 /* Rows [lo, hi) of the concatenated range, weight by weight, against the
@@ -385,6 +373,18 @@ static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64
         }
         if (g->fdot) {
             for (int64_t r = r0; r < r1; r++) g->Y[r] = g->fdot(j->K, g->w + (uint64_t)r * g->row_bytes, j->X);
+            continue;
+        }
+        if (g->dot_mxn && j->n > 1) { /* small batch: each weight unpacked once for up to 4 tokens */
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *w = g->w + (uint64_t)r * g->row_bytes;
+                for (int64_t t = 0; t < j->n; t += 4) {
+                    int nt = (int)NB_MIN(4, j->n - t);
+                    float o[4];
+                    g->dot_mxn(j->K, 1, nt, w, g->row_bytes, j->act + t * j->a_row_bytes, j->a_row_bytes, o, 4);
+                    for (int u = 0; u < nt; u++) g->Y[(t + u) * g->R + r] = o[u];
+                }
+            }
             continue;
         }
         for (int64_t r = r0; r < r1; r++) {
@@ -442,15 +442,22 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         g->Y = Y[i];
         j.rows += g->R;
         max_rb = NB_MAX(max_rb, g->row_bytes);
-        if (path == PATH_INT8_GEMM) g->gemm = nb_repack_gemm(W[i]->type, k->isa)->run;
+        if (path == PATH_INT8_GEMM) {
+            nb_repack_gemm_fn sg = nb_dispatch_sgemm(k->d, W[i]->type, n); /* 8-token units (kernels/sbatch.h) */
+            g->gemm = sg ? sg : nb_dispatch_rgemm(k->d, W[i]->type)->run;
+        }
         else if (path == PATH_FLOAT_DOTS) g->fdot = float_dot(k, W[i]->type);
-        else g->dot = qdot_for(W[i]->type, k->isa)->vec_dot;
+        else {
+            g->dot = qdot_for(k, W[i]->type)->vec_dot;
+            g->dot_mxn = k->d->opts.small_batch ? qdot_for(k, W[i]->type)->vec_dot_mxn : NULL;
+        }
     }
     int64_t chunk = chunk_rows(max_rb);
     if (path == PATH_INT8_GEMM) {
         size_t pack = nb_actpack_bytes(K, n), scratch = (size_t)nb_pool_size(k->pool) * nb_actpack_scratch_bytes(K);
         NB_TRY(nb_kctx_act(k, pack + scratch));
-        nb_actpack_init(&j.ap, k->act, n, K, nb_repack_gemm(W[0]->type, k->isa)->act);
+        nb_actpack_init(&j.ap, k->act, n, K, nb_dispatch_rgemm(k->d, W[0]->type)->act);
+        j.pack = k->d->actpack_group;
         j.scratch = k->act + pack;
         nb_pool_run(k->pool, pack_worker, &j);
         chunk = 2 * NB_MAX(1, chunk / 4); /* even: the kernel's row pairs stay whole */
@@ -459,7 +466,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         j.slab_groups = NB_MAX(2, (int64_t)(GEMM_SLAB_BYTES / (nb_actpack_bytes(K, NB_ACTPACK_TOKENS) + 1)) & ~(int64_t)1);
         j.slabs = (j.ap.ng + j.slab_groups - 1) / j.slab_groups;
     } else if (path == PATH_DOTS) {
-        j.qd = qdot_for(W[0]->type, k->isa);
+        j.qd = qdot_for(k, W[0]->type);
         if (j.qd->act_type == NB_F32) {
             j.a_row_bytes = (uint64_t)K * sizeof(float);
             j.act = (const uint8_t *)X;
@@ -480,11 +487,11 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
  * more tokens: dequantized per tile into the float GEMM. */
 static nb_status matmul_dequant(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, float *Y) {
     int64_t K = W->ne[0];
-    const nb_qdot *qd = qdot_for(W->type, k->isa);
+    const nb_qdot *qd = qdot_for(k, W->type);
     float_job fj = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = nb_tensor_rows(W),
-                    .dequant = to_float_for(W->type)};
+                    .dequant = to_float_for(k, W->type)};
     if (!row_bytes_for(W->type, K, &fj.row_bytes)) return row_length_error(W, W->type);
-    nb_to_float_fn adeq = qd->act_type == NB_F32 ? NULL : to_float_for(qd->act_type);
+    nb_to_float_fn adeq = qd->act_type == NB_F32 ? NULL : to_float_for(k, qd->act_type);
     uint64_t arb;
     if (adeq && nb_dtype_row_bytes(qd->act_type, (uint64_t)K, &arb)) {
         NB_TRY(nb_kctx_act(k, (size_t)n * ((size_t)arb + (size_t)K * sizeof(float))));
@@ -529,9 +536,9 @@ nb_status nb_matmul(nb_kctx *k, const nb_tensor *W, const float *X, int64_t n, f
         return st;
     }
     if (is_float(W->type) && n == 1) return matmul_quant(k, PATH_FLOAT_DOTS, 1, &W, X, n, &Y);
-    if (!is_float(W->type) && qdot_for(W->type, k->isa)) {
+    if (!is_float(W->type) && qdot_for(k, W->type)) {
         quant_path path = path_for(k, 1, &W, n);
-        if (path == PATH_NONE && to_float_for(W->type)) return matmul_dequant(k, W, X, n, Y);
+        if (path == PATH_NONE && to_float_for(k, W->type)) return matmul_dequant(k, W, X, n, Y);
         return matmul_quant(k, path == PATH_NONE ? PATH_DOTS : path, 1, &W, X, n, &Y);
     }
     float_job j = {.fk = k->fk, .W = W, .X = X, .Y = Y, .n = n, .K = K, .R = R};
@@ -557,7 +564,7 @@ nb_status nb_get_row(const nb_tensor *W, int64_t row, float *dst) {
     case NB_F16: fk->f16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
     case NB_BF16: fk->bf16_to_f32(K, (const uint16_t *)W->data + row * K, dst); return NB_OK;
     default: {
-        nb_to_float_fn deq = to_float_for(W->type);
+        nb_to_float_fn deq = nb_dispatch_to_float(nb_dispatch_default(), W->type);
         uint64_t rb;
         if (deq && row_bytes_for(W->type, K, &rb)) {
             deq((const uint8_t *)W->data + (uint64_t)row * rb, dst, K);

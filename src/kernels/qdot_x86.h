@@ -20,7 +20,7 @@
 
 #include "base/half.h"
 #include "kernels/qdot.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 #include "quant/qtypes.h"
 #include "quant/quant_ref.h"
 
@@ -159,6 +159,70 @@ static void k_q8_0(int64_t n, const void *w, const void *a, float *out) {
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(H2F(x[i].d) * H2F(y[i].d)), acc);
     }
     *out = hsum_ps(acc);
+}
+
+/* Q4_0 / Q8_0 for up to 4 rows x 4 tokens (vec_dot_mxn, kernels/qdot.h):
+ * each weight block is loaded and unpacked once for all the tokens (small-
+ * batch decode). Per token the operations and their order are k_q4_0's /
+ * k_q8_0's, so the results are identical to one-token calls. */
+static inline __attribute__((always_inline)) void q_0_tokens(int64_t n, const void *w, const uint8_t *a,
+                                                             size_t a_stride, float *out, const int eight,
+                                                             const int T) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q;
+        float dw;
+        if (eight) {
+            const nb_block_q8_0 *x = (const nb_block_q8_0 *)w + i;
+            if ((i & 1) == 0) prefetch_ahead(x, 64);
+            q = load32(x->qs);
+            dw = H2F(x->d);
+        } else {
+            const nb_block_q4_0 *x = (const nb_block_q4_0 *)w + i;
+            if ((i & 3) == 0) prefetch_ahead(x, 64);
+            q = nibbles32(x->qs);
+            dw = H2F(x->d);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0 *y = (const nb_block_q8_0 *)(a + (size_t)t * a_stride) + i;
+            if (eight) {
+                __m256i s = dot_ss(q, load32(y->qs));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * H2F(y->d)), acc[t]);
+            } else {
+                acc[t] = blk_u(acc[t], q, load32(y->qs), 8, dw * H2F(y->d), 0.0f);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) out[t] = hsum_ps(acc[t]);
+}
+
+static inline __attribute__((always_inline)) void q_0_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
+                                                          const void *act, size_t a_stride, float *out, size_t ldo,
+                                                          const int eight) {
+    for (int r = 0; r < m; r++) {
+        const void *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        float *o = out + (size_t)r * ldo;
+        switch (nn) {
+        case 1: q_0_tokens(n, wr, act, a_stride, o, eight, 1); break;
+        case 2: q_0_tokens(n, wr, act, a_stride, o, eight, 2); break;
+        case 3: q_0_tokens(n, wr, act, a_stride, o, eight, 3); break;
+        default: q_0_tokens(n, wr, act, a_stride, o, eight, 4); break;
+        }
+    }
+}
+
+static void k_q4_0_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
+                       float *out, size_t ldo) {
+    q_0_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 0);
+}
+
+static void k_q8_0_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
+                       float *out, size_t ldo) {
+    q_0_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 1);
 }
 
 static void k_w8(int64_t n, const void *w, const void *a, float *out) {
@@ -495,11 +559,11 @@ static void act_f32_copy(const float *x, void *dst, int64_t n) { memcpy(dst, x, 
 #define XF32 NB_F32, act_f32_copy
 
 static const struct { nb_dtype type; nb_qdot qd; } x86_tab[] = {
-    {NB_Q4_0, {XQ8, k_q4_0, NULL, NB_QDOT_ISA}},
+    {NB_Q4_0, {XQ8, k_q4_0, k_q4_0_mxn, NB_QDOT_ISA}},
     {NB_Q4_1, {XQ8, k_q4_1, NULL, NB_QDOT_ISA}},
     {NB_Q5_0, {XQ8, k_q5_0, NULL, NB_QDOT_ISA}},
     {NB_Q5_1, {XQ8, k_q5_1, NULL, NB_QDOT_ISA}},
-    {NB_Q8_0, {XQ8, k_q8_0, NULL, NB_QDOT_ISA}},
+    {NB_Q8_0, {XQ8, k_q8_0, k_q8_0_mxn, NB_QDOT_ISA}},
     {NB_Q2_K, {XQK, k_q2_K, NULL, NB_QDOT_ISA}},
     {NB_Q3_K, {XQK, k_q3_K, NULL, NB_QDOT_ISA}},
     {NB_Q4_K, {XQK, k_q4_K, NULL, NB_QDOT_ISA}},

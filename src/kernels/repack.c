@@ -3,24 +3,24 @@
  * (layouts in repack.h). */
 #include "kernels/repack.h"
 
+#include "kernels/dispatch.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/half.h"
 #include "base/status.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 
 _Static_assert(sizeof(nb_block_q8_K) == 292, "Q8_KP has Q8_K's size (base/dtype.c)");
 
-static bool have_kernels(void) {
-    const char *e = getenv("NIBBLE_REPACK");
-    if (e && !strcmp(e, "0")) return false;
-    return nb_cpu_isa() >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
+nb_dtype nb_repack_target(nb_dtype t) {
+    int s = nb_dispatch_slot(t);
+    return s < 0 ? t : nb_dispatch_default()->repack_to[s];
 }
 
-nb_dtype nb_repack_target(nb_dtype t) {
-    if (!have_kernels()) return t;
+nb_dtype nb_repack_layout(nb_dtype t) {
     if (t == NB_Q4_0) return NB_Q4_0R;
     if (t == NB_Q8_0) return NB_Q8_0R;
     if (t == NB_Q4_K) return NB_Q4_KR;
@@ -302,25 +302,65 @@ void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
 
 static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar"};
 static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, NULL, "avx512"};
-static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, NULL, "avx512"};
+static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, nb_q4_0r_dot_mxn_avx512, "avx512"};
+static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, nb_q8_0r_dot_mxn_avx512, "avx512"};
 #define Q8_KP (NB_Q8_KP)
 static const nb_qdot q4kr_ref = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_ref, NULL, "scalar"};
 static const nb_qdot q6kr_ref = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_ref, NULL, "scalar"};
 static const nb_qdot q4kr_512 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx512, NULL, "avx512"};
 static const nb_qdot q6kr_512 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx512, NULL, "avx512"};
 
-const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) {
-    bool simd = max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
-    if (t == NB_Q4_0R) return simd ? &q4r_512 : &q4r_ref;
-    if (t == NB_Q8_0R) return simd ? &q8r_512 : &q8r_ref;
-    if (t == NB_Q4_KR) return simd ? &q4kr_512 : &q4kr_ref;
-    if (t == NB_Q6_KR) return simd ? &q6kr_512 : &q6kr_ref;
-    return NULL;
+/* AVX2 (vpmaddubsw) and AVX-VNNI (256-bit vpdpbusd) decode dots. */
+static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx2, NULL, "avx2"};
+static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx2, NULL, "avx2"};
+static const nb_qdot q4kr_avx2 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx2, NULL, "avx2"};
+static const nb_qdot q6kr_avx2 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx2, NULL, "avx2"};
+static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q4kr_vnni = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q6kr_vnni = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avxvnni, NULL, "avxvnni"};
+
+/* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
+ * this CPU: AVX-512 VNNI, else AVX-VNNI, else AVX2, else scalar. */
+static int repack_variant(nb_isa max_isa) {
+    nb_isa isa = nb_cpu_isa();
+    if (isa > max_isa) isa = max_isa;
+    const nb_cpu *c = nb_cpu_get();
+    if (isa >= NB_ISA_AVX512 && c->avx512vnni) return 3;
+    if (isa >= NB_ISA_AVX2 && c->avxvnni) return 2;
+    if (isa >= NB_ISA_AVX2) return 1;
+    return 0;
 }
 
-nb_to_float_fn nb_repack_to_float(nb_dtype t) {
-    bool simd = nb_cpu_isa() >= NB_ISA_AVX512;
+static bool variant_ok(int variant) {
+    const nb_cpu *c = nb_cpu_get();
+    switch (variant) {
+    case 0: return true;
+    case 1: return c->avx2 && c->fma && c->f16c;
+    case 2: return c->avx2 && c->fma && c->f16c && c->avxvnni;
+    case 3: return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni;
+    default: return false;
+    }
+}
+
+const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
+    if (!variant_ok(variant)) return NULL;
+    static const nb_qdot *const tab[4][4] = {
+        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref},
+        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2},
+        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni},
+        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512},
+    };
+    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    return k < 0 ? NULL : tab[variant][k];
+}
+
+const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) { return nb_repack_qdot_variant(t, repack_variant(max_isa)); }
+
+nb_to_float_fn nb_repack_to_float(nb_dtype t) { return nb_repack_to_float_isa(t, nb_cpu_isa()); }
+
+nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa) {
+    bool simd = max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512;
     if (t == NB_Q4_0R) return simd ? nb_q4_0r_to_float_avx512 : q4_0r_to_float;
     if (t == NB_Q8_0R) return simd ? nb_q8_0r_to_float_avx512 : q8_0r_to_float;
     if (t == NB_Q8_0P) return q8_0p_to_float;
@@ -407,8 +447,7 @@ nb_actpack nb_actpack_slice(const nb_actpack *ap, int64_t g0, int64_t ng) {
 }
 
 void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
-    if (nb_cpu_isa() >= NB_ISA_AVX512) nb_actpack_group_avx512(ap, X, g);
-    else nb_actpack_group_ref(ap, X, g, row);
+    nb_dispatch_default()->actpack_group(ap, X, g, row);
 }
 
 static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P};
@@ -416,13 +455,20 @@ static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P};
 static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K};
 static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K};
 
-const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
-    if (max_isa < NB_ISA_AVX512 || nb_cpu_isa() < NB_ISA_AVX512 || !nb_cpu_get()->avx512vnni) return NULL;
-    switch (t) {
-    case NB_Q4_0R: return &gemm_q4_0r;
-    case NB_Q8_0R: return &gemm_q8_0r;
-    case NB_Q4_KR: return &gemm_q4_kr;
-    case NB_Q6_KR: return &gemm_q6_kr;
-    default: return NULL;
-    }
+static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P}, {nb_q8_0r_gemm_avx2, NB_Q8_0P},
+                                      {nb_q4_kr_gemm_avx2, NB_Q8_K}, {nb_q6_kr_gemm_avx2, NB_Q8_K}};
+static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P},
+                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K}};
+
+const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
+    if (variant < 1 || !variant_ok(variant)) return NULL;
+    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    if (k < 0) return NULL;
+    if (variant == 1) return &gemm_avx2[k];
+    if (variant == 2) return &gemm_vnni[k];
+    static const nb_rgemm *const g512[4] = {&gemm_q4_0r, &gemm_q8_0r, &gemm_q4_kr, &gemm_q6_kr};
+    return g512[k];
 }
+
+/* NULL below AVX2 (the scalar path has no int8 GEMM). */
+const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) { return nb_repack_gemm_variant(t, repack_variant(max_isa)); }

@@ -1,5 +1,6 @@
 /* Load-time repacking of GGUF Q4_0 / Q8_0 / Q4_K / Q6_K weights into
- * layouts made for the AVX-512 VNNI kernels (docs/performance.md has the
+ * layouts made for the AVX-512 VNNI kernels, also run by the AVX2 / AVX-VNNI
+ * ones (docs/speed.md "AVX2"; docs/performance.md has the
  * numbers).
  *
  * GGUF interleaves a 2-byte fp16 scale with each block's quants, so a SIMD
@@ -56,10 +57,13 @@ typedef struct __attribute__((packed)) {
 _Static_assert(sizeof(nb_block_q4_kr) == 148, "q4_kr (base/dtype.c has the size)");
 _Static_assert(sizeof(nb_block_q6_kr) == 210, "q6_kr");
 
-/* The repacked type for a GGUF type, or the type itself when there is no
- * repacked form or this CPU lacks the kernels (AVX-512 VNNI); NIBBLE_REPACK=0
- * disables repacking. */
+/* The repacked type the process's dispatch table (kernels/dispatch.h) loads
+ * a GGUF type as: the type itself when there is no repacked form, this CPU
+ * lacks the kernels (AVX2 at least) or repacking is off (--repack off,
+ * NIBBLE_REPACK=0). */
 nb_dtype nb_repack_target(nb_dtype t);
+/* The repacked form of t whatever the CPU (t itself when none). */
+nb_dtype nb_repack_layout(nb_dtype t);
 /* Repacks `rows` rows of K elements from src (type `from`) into dst (its
  * nb_repack_target); dst holds rows * row_bytes(target, K). */
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K);
@@ -67,6 +71,8 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
 /* Kernels and dequantization of a repacked type (NULL when not one). */
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa);
 nb_to_float_fn nb_repack_to_float(nb_dtype t);
+/* The same at or below max_isa. */
+nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa);
 
 /* Scalar references (the definitions; tests compare the SIMD kernels to them). */
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
@@ -77,10 +83,48 @@ void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out);
 /* AVX-512 VNNI kernels (kernels/x86/repack_avx512.c) */
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+/* The same for up to 4 rows x 4 tokens (vec_dot_mxn of kernels/qdot.h): each
+ * weight vector unpacked once for all the tokens (small-batch decode). */
+void nb_q4_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo);
+void nb_q8_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo);
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+
+
+struct nb_actpack;
+struct nb_rgemm;
+/* AVX2 kernels over the same layouts (kernels/x86/repack_avx2_impl.h): _avx2
+ * with vpmaddubsw + vpmaddwd (any AVX2 CPU), _avxvnni with AVX-VNNI's
+ * 256-bit vpdpbusd (only where base/cpu.h reports avxvnni). The GEMMs take
+ * the same activation pack as the AVX-512 ones. */
+void nb_q4_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_q8_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_q4_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_q6_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_q4_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_q8_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_q4_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_q6_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+#define NB_RGEMM_DECL(name) void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const struct nb_actpack *ap, float *y, int64_t ldy)
+NB_RGEMM_DECL(nb_q4_0r_gemm_avx2);
+NB_RGEMM_DECL(nb_q8_0r_gemm_avx2);
+NB_RGEMM_DECL(nb_q4_kr_gemm_avx2);
+NB_RGEMM_DECL(nb_q6_kr_gemm_avx2);
+NB_RGEMM_DECL(nb_q4_0r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_q8_0r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_q4_kr_gemm_avxvnni);
+NB_RGEMM_DECL(nb_q6_kr_gemm_avxvnni);
+/* The repacked decode dots / int8 GEMM of t for one variant: 0 scalar (dots
+ * only), 1 AVX2, 2 AVX-VNNI, 3 AVX-512 VNNI; NULL when t has none or this CPU
+ * cannot run it (tests compare every variant to the scalar reference). */
+const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant);
+const struct nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant);
+/* The activation pack filled with AVX2 (byte-identical to nb_actpack_group_ref). */
+void nb_actpack_group_avx2(struct nb_actpack *ap, const float *X, int64_t g);
 
 
 /* Batched int8 GEMM for repacked weights (prefill and batched decode).
@@ -108,6 +152,7 @@ typedef struct nb_actpack {
 size_t nb_actpack_bytes(int64_t K, int64_t n);
 /* Scratch each thread filling groups needs (one quantized row). */
 size_t nb_actpack_scratch_bytes(int64_t K);
+/* (nb_actpack_group uses the process's dispatch table's choice.) */
 /* Lays the pack out in mem (64-byte aligned); then every token group g is
  * filled by nb_actpack_group (groups are independent: threads may split
  * them), `row` being nb_actpack_scratch_bytes(K) of the caller's scratch. */
@@ -128,7 +173,8 @@ typedef struct nb_rgemm {
     nb_repack_gemm_fn run;
     nb_dtype act; /* NB_Q8_0P or NB_Q8_K */
 } nb_rgemm;
-/* NULL when the type has none (or this CPU lacks AVX-512 VNNI). */
+/* NULL when the type has none (or this CPU lacks AVX2; AVX-512 VNNI, AVX-VNNI
+ * or AVX2 kernels by what it has). */
 const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa);
 /* y[t*ldy + r] for rows r < nr (weights at w + r*row_bytes) and all tokens. */
 void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,

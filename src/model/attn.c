@@ -1,90 +1,92 @@
-/* The scalar paged-attention kernel (the definition; see attn.h) and the
- * kernel choice. */
+/* Attention over a batch: tiles, jobs, scratch (see attn.h). */
 #include "model/attn.h"
 
 #include <math.h>
-#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "base/half.h"
-
-static float fp8_lut[256];
-static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
-static void fp8_fill(void) {
-    for (int i = 0; i < 256; i++) fp8_lut[i] = nb_fp8_e4m3_to_fp32((uint8_t)i);
-}
-const float *nb_attn_fp8_table(void) {
-    pthread_once(&fp8_once, fp8_fill);
-    return fp8_lut;
-}
-
-/* Element i of a row of the pool's type. */
-static float elem(const nb_kv_pool *kv, const uint8_t *row, int32_t i) {
-    switch (kv->type) {
-    case NB_KVT_F32: { float f; memcpy(&f, row + 4 * (size_t)i, 4); return f; }
-    case NB_KVT_F16: { uint16_t h; memcpy(&h, row + 2 * (size_t)i, 2); return nb_fp16_to_fp32(h); }
-    case NB_KVT_BF16: { uint16_t h; memcpy(&h, row + 2 * (size_t)i, 2); return nb_bf16_to_fp32(h); }
-    case NB_KVT_INT8: return (float)(int8_t)row[i];
-    case NB_KVT_FP8: return nb_fp8_e4m3_to_fp32(row[i]);
-    }
-    return 0;
+nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_dispatch *d, int n_threads) {
+    memset(a, 0, sizeof *a);
+    if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > NB_ATTN_MAX_GROUP)
+        return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
+                       hp->n_head, hp->n_head_kv, NB_ATTN_MAX_GROUP);
+    a->fn = d->attn;
+    a->isa = d->attn_name;
+    a->n_head = hp->n_head;
+    a->n_head_kv = hp->n_head_kv;
+    a->head_dim = hp->head_dim;
+    a->group = hp->n_head / hp->n_head_kv;
+    a->tile_tokens = NB_MAX(1, NB_ATTN_TILE_ROWS / a->group);
+    a->tile_tokens_min = NB_MAX(1, NB_ATTN_TILE_ROWS_MIN / a->group);
+    a->n_threads = n_threads < 1 ? 1 : n_threads;
+    a->scratch_floats = (nb_attn_scratch_floats(a->head_dim, a->group, a->tile_tokens) + 15) & ~(size_t)15;
+    a->scratch = aligned_alloc(64, a->scratch_floats * sizeof(float) * (size_t)a->n_threads);
+    if (!a->scratch) return nb_fail(NB_ERR_NOMEM, "out of memory for attention scratch");
+    return NB_OK;
 }
 
-static void attn_ref_one(const nb_attn_head *a) {
-    const nb_kv_pool *kv = a->kv;
-    int32_t hd = kv->head_dim, bs = kv->block_size;
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < a->n_pos; i++) {
-        int64_t idx = nb_kv_index(kv, a->layer, a->blocks[i / bs], i % bs);
-        const uint8_t *k = kv->k + (idx * kv->kv_dim + (int64_t)a->kvh * hd) * kv->elem;
-        float d = 0;
-        for (int32_t j = 0; j < hd; j++) d += elem(kv, k, j) * a->q[j];
-        if (kv->ks) d *= kv->ks[idx * kv->n_head_kv + a->kvh];
-        d *= a->scale;
-        a->scores[i] = d;
-        if (d > mx) mx = d;
-    }
-    float sum = 0;
-    for (int32_t i = 0; i < a->n_pos; i++) {
-        a->scores[i] = expf(a->scores[i] - mx);
-        sum += a->scores[i];
-    }
-    float inv = 1.0f / sum;
-    memset(a->out, 0, (size_t)hd * sizeof *a->out);
-    for (int32_t i = 0; i < a->n_pos; i++) {
-        int64_t idx = nb_kv_index(kv, a->layer, a->blocks[i / bs], i % bs);
-        const uint8_t *v = kv->v + (idx * kv->kv_dim + (int64_t)a->kvh * hd) * kv->elem;
-        float w = a->scores[i] * inv;
-        if (kv->vs) w *= kv->vs[idx * kv->n_head_kv + a->kvh];
-        for (int32_t j = 0; j < hd; j++) a->out[j] += w * elem(kv, v, j);
-    }
+void nb_attn_batch_free(nb_attn_batch *a) {
+    free(a->spans);
+    free(a->scratch);
+    memset(a, 0, sizeof *a);
 }
 
-void nb_attn_for_each_head(const nb_attn_head *a, void (*one)(const nb_attn_head *)) {
-    int nq = a->nq > 1 ? a->nq : 1, hd = a->kv->head_dim;
-    for (int h = 0; h < nq; h++) {
-        nb_attn_head x = *a;
-        x.nq = 1;
-        x.q = a->q + (int64_t)h * hd;
-        x.out = a->out + (int64_t)h * hd;
-        x.scores = a->scores + (int64_t)h * a->n_pos;
-        one(&x);
+nb_status nb_attn_batch_plan(nb_attn_batch *a, const nb_batch *b) {
+    a->n_spans = 0;
+    /* the largest tiles that still give about 4 jobs (tile x KV head) per thread */
+    const int64_t want = ((int64_t)b->n * a->n_head_kv + 4 * a->n_threads - 1) / (4 * a->n_threads);
+    const int32_t tt = (int32_t)NB_MAX(a->tile_tokens_min, NB_MIN(a->tile_tokens, want));
+    for (int32_t t = 0; t < b->n;) {
+        int32_t n = 1;
+        while (t + n < b->n && n < tt && b->seq[t + n] == b->seq[t] && b->pos[t + n] == b->pos[t] + n) n++;
+        if (a->n_spans == a->spans_cap) {
+            int32_t cap = NB_MAX(64, 2 * a->spans_cap);
+            nb_attn_span *p = realloc(a->spans, (size_t)cap * sizeof *p);
+            if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for attention tiles");
+            a->spans = p;
+            a->spans_cap = cap;
+        }
+        a->spans[a->n_spans++] = (nb_attn_span){b->seq[t], t, n, b->pos[t]};
+        t += n;
     }
+    return NB_OK;
 }
 
-void nb_attn_ref(const nb_attn_head *a) { nb_attn_for_each_head(a, attn_ref_one); }
+typedef struct {
+    nb_attn_batch *a;
+    nb_pool *pool;
+    const nb_batch *b;
+    nb_attn_kv kv;
+    const float *q;
+    float *out;
+} run_job;
 
-nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name) {
-    nb_attn_fn f = NULL;
-    nb_attn_fp8_table();
-    if (max_isa >= NB_ISA_AVX512 && nb_cpu_isa() >= NB_ISA_AVX512 && (f = nb_attn_avx512())) {
-        if (name) *name = "avx512";
-        return f;
-    }
-    if (max_isa >= NB_ISA_AVX2 && (f = nb_attn_avx2())) {
-        if (name) *name = "avx2";
-        return f;
-    }
-    if (name) *name = "scalar";
-    return nb_attn_ref;
+/* Jobs are (span, KV head), span-major. */
+static void run_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    run_job *j = arg;
+    nb_attn_batch *a = j->a;
+    const int64_t stride = (int64_t)a->n_head * a->head_dim, goff = (int64_t)a->group * a->head_dim;
+    nb_attn_tile t = {.kv = &j->kv, .nq = a->group, .q_stride = stride, .out_stride = stride,
+                      .scale = 1.0f / sqrtf((float)a->head_dim), .scratch = a->scratch + (size_t)ith * a->scratch_floats};
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi))
+        for (int64_t job = lo; job < hi; job++) {
+            const nb_attn_span *s = &a->spans[job / a->n_head_kv];
+            const int kvh = (int)(job % a->n_head_kv);
+            t.blocks = j->b->seqs[s->seq].blocks;
+            t.kvh = kvh;
+            t.nt = s->nt;
+            t.pos0 = s->pos0;
+            t.q = j->q + (int64_t)s->t0 * stride + kvh * goff;
+            t.out = j->out + (int64_t)s->t0 * stride + kvh * goff;
+            a->fn(&t);
+        }
+}
+
+void nb_attn_batch_run(nb_attn_batch *a, nb_pool *pool, const nb_kv_pool *kv, const nb_batch *b, int layer,
+                       const float *q, float *out) {
+    run_job j = {a, pool, b, {0}, q, out};
+    nb_kv_layer_view(kv, layer, &j.kv);
+    nb_pool_run_chunks(pool, run_worker, &j, (int64_t)a->n_spans * a->n_head_kv, 1);
 }

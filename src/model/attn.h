@@ -1,46 +1,53 @@
-/* The paged-attention kernel: nq query heads of one token that share one
- * KV head (a GQA group; nq = 0 means 1) against positions 0..n_pos-1 of its
- * sequence, read through the block table from a KV pool of any element type
- * (model/kv.h), for each head:
- *     s_i = scale * (q . K_i)      (K_i dequantized: code x per-head scale)
- *     p   = softmax(s)
- *     out = sum_i p_i V_i
- * nb_attn_ref is the definition (scalar, in order, head by head); the AVX2
- * version (attn_avx2.c) vectorizes over head_dim; the AVX-512 one
- * (attn_avx512.c) also reads each K and V row once for all the group's
- * heads. Both are tested against the reference. Picked once per forward
- * pass (nb_attn_get). */
+/* Attention of one layer over a batch (model/forward.h), through the
+ * flash-style kernels (kernels/attn.h).
+ *
+ * nb_attn_batch_plan cuts the batch into tiles once per forward pass: runs
+ * of consecutive tokens of one sequence at consecutive positions (a prompt
+ * chunk; a decode step is a run of one), split into pieces of up to
+ * tile_tokens tokens, so that a tile holds up to NB_ATTN_TILE_ROWS query
+ * rows (tokens x the query heads of a GQA group). Each tile streams its
+ * sequence's K/V once, so the larger the tile the less a long prompt reads
+ * (at 8192 tokens a head's K/V is megabytes, out of L2); tiles shrink
+ * towards NB_ATTN_TILE_ROWS_MIN rows only when the batch would otherwise
+ * give fewer than about 4 jobs per thread. nb_attn_batch_run then runs one job per
+ * (tile, KV head) on the thread pool, in chunks with stealing (later tiles
+ * of a prompt attend to more keys), each with its own scratch. A tile reads
+ * each K/V row of its sequence once, whatever its number of tokens. */
 #ifndef NB_MODEL_ATTN_H
 #define NB_MODEL_ATTN_H
 
-#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "kernels/attn.h"
+#include "kernels/dispatch.h"
+#include "model/forward.h"
 #include "model/kv.h"
 
-typedef struct nb_attn_head {
-    const nb_kv_pool *kv;
-    int layer;
-    const int32_t *blocks;   /* the sequence's block table */
-    int32_t n_pos;           /* attends to positions 0..n_pos-1 */
-    int kvh;                 /* KV head this query head reads */
-    const float *q;          /* [nq][head_dim] */
-    float scale;
-    float *scores;           /* [nq][n_pos] scratch */
-    float *out;              /* [nq][head_dim] */
-    int nq;                  /* query heads (0 = 1), at most NB_ATTN_MAX_GROUP */
-} nb_attn_head;
+#define NB_ATTN_TILE_ROWS 512
+#define NB_ATTN_TILE_ROWS_MIN 128
 
-#define NB_ATTN_MAX_GROUP 128
+typedef struct nb_attn_span {
+    int32_t seq, t0, nt, pos0; /* batch tokens t0..t0+nt-1 of seqs[seq], at pos0.. */
+} nb_attn_span;
 
-typedef void (*nb_attn_fn)(const nb_attn_head *a);
+typedef struct nb_attn_batch {
+    nb_attn_fn fn;
+    const char *isa;
+    int n_head, n_head_kv, head_dim, group, tile_tokens, tile_tokens_min, n_threads;
+    nb_attn_span *spans;
+    int32_t n_spans, spans_cap;
+    float *scratch;        /* [n_threads][scratch_floats] */
+    size_t scratch_floats;
+} nb_attn_batch;
 
-void nb_attn_ref(const nb_attn_head *a);
-/* Calls one() for each of a's heads as a one-head nb_attn_head. */
-void nb_attn_for_each_head(const nb_attn_head *a, void (*one)(const nb_attn_head *));
-nb_attn_fn nb_attn_avx2(void); /* NULL when not compiled */
-nb_attn_fn nb_attn_avx512(void);
-/* Best kernel at or below max_isa, with its name. */
-nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
-/* fp8 e4m3 -> f32 for all 256 codes (filled once, thread-safe). */
-const float *nb_attn_fp8_table(void);
+/* Takes the dispatch table's attention kernel and sizes the per-thread scratch. */
+nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_dispatch *d, int n_threads)
+    __attribute__((warn_unused_result));
+void nb_attn_batch_free(nb_attn_batch *a);
+/* The tiles of a checked batch (positions inside the block tables). */
+nb_status nb_attn_batch_plan(nb_attn_batch *a, const nb_batch *b) __attribute__((warn_unused_result));
+/* out[t][n_head][head_dim] = attention of q[t][n_head][head_dim] over layer
+ * `layer` of kv (which already holds this batch's K/V). */
+void nb_attn_batch_run(nb_attn_batch *a, nb_pool *pool, const nb_kv_pool *kv, const nb_batch *b, int layer,
+                       const float *q, float *out);
 
 #endif

@@ -18,12 +18,9 @@ struct nb_fwd {
     const nb_model *m;
     nb_kv_pool *kv;
     nb_kctx k;
-    nb_attn_fn attn;
-    const char *attn_isa;
+    nb_attn_batch attn;
     int32_t max_tokens;
     float *x, *xn, *q, *kk, *vv, *att, *g, *u, *rope; /* [max_tokens][...] */
-    float *att_scores;   /* [threads][att_cap] */
-    int64_t att_cap;
     int32_t *out_rows;
     nb_fwd_capture_fn cap;  /* calibration hook (NULL: none) */
     void *cap_ud;
@@ -42,11 +39,10 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     f->max_tokens = max_tokens;
     nb_status st = nb_kctx_init(&f->k, n_threads);
     if (st != NB_OK) { free(f); return st; }
-    f->attn = nb_attn_get(f->k.isa, &f->attn_isa);
-    if (m->hp.n_head_kv < 1 || m->hp.n_head % m->hp.n_head_kv || m->hp.n_head / m->hp.n_head_kv > NB_ATTN_MAX_GROUP) {
+    if ((st = nb_attn_batch_init(&f->attn, &m->hp, f->k.d, nb_pool_size(f->k.pool))) !=
+        NB_OK) {
         nb_fwd_free(f);
-        return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
-                       m->hp.n_head, m->hp.n_head_kv, NB_ATTN_MAX_GROUP);
+        return st;
     }
     if (kv->n_layer != m->hp.n_layer || kv->head_dim != m->hp.head_dim || kv->n_head_kv != m->hp.n_head_kv) {
         nb_fwd_free(f);
@@ -54,7 +50,7 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
                        "(%d x %d x %d)", kv->n_layer, kv->n_head_kv, kv->head_dim, m->hp.n_layer, m->hp.n_head_kv,
                        m->hp.head_dim);
     }
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     int64_t T = max_tokens, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
             KV = (int64_t)hp->n_head_kv * hp->head_dim;
     f->x = alloc_f(T * E);
@@ -79,13 +75,14 @@ void nb_fwd_free(nb_fwd *f) {
     if (!f) return;
     nb_kctx_free(&f->k);
     free(f->x); free(f->xn); free(f->q); free(f->kk); free(f->vv);
-    free(f->att); free(f->g); free(f->u); free(f->rope); free(f->att_scores); free(f->out_rows);
+    free(f->att); free(f->g); free(f->u); free(f->rope); free(f->out_rows);
+    nb_attn_batch_free(&f->attn);
     free(f);
 }
 
 int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
-const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn_isa; }
+const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }
 
 static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
     double ss = 0;
@@ -96,7 +93,7 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
 
 /* cos/sin for every token's position: rope[t][2i] = cos, [2i+1] = sin. */
 static void rope_table(const nb_fwd *f, const nb_batch *b) {
-    const nb_hparams *hp = &f->m->hp;
+    const nb_arch_desc *hp = &f->m->hp;
     int half = hp->rope_dim / 2;
     double pos_scale = hp->rope_scaling == NB_ROPE_SCALING_LINEAR ? 1.0 / hp->rope_factor : 1.0;
     for (int32_t t = 0; t < b->n; t++) {
@@ -111,7 +108,7 @@ static void rope_table(const nb_fwd *f, const nb_batch *b) {
     }
 }
 
-static void rope_apply(const nb_hparams *hp, float *v, int n_heads, const float *r) {
+static void rope_apply(const nb_arch_desc *hp, float *v, int n_heads, const float *r) {
     int hd = hp->head_dim, half = hp->rope_dim / 2;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + (int64_t)h * hd;
@@ -125,40 +122,8 @@ static void rope_apply(const nb_hparams *hp, float *v, int n_heads, const float 
     }
 }
 
-typedef struct {
-    nb_fwd *f;
-    const nb_batch *b;
-    int layer;
-} att_job;
-
-/* One job per (token, KV head): the GQA group's query heads go together
- * (attn.h), in chunks with stealing - in a prompt, later tokens attend to
- * more positions, so equal shares would not be equal work. */
-static void attention_worker(void *arg, int ith, int nth) {
-    (void)nth;
-    att_job *j = arg;
-    nb_fwd *f = j->f;
-    const nb_batch *b = j->b;
-    const nb_hparams *hp = &f->m->hp;
-    int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    nb_attn_head a = {.kv = f->kv, .layer = j->layer, .scale = 1.0f / sqrtf((float)hd),
-                      .scores = f->att_scores + (int64_t)ith * f->att_cap, .nq = group};
-    int64_t lo, hi;
-    while (nb_pool_chunk(f->k.pool, ith, &lo, &hi))
-        for (int64_t job = lo; job < hi; job++) {
-            int32_t t = (int32_t)(job / hp->n_head_kv);
-            int kvh = (int)(job % hp->n_head_kv);
-            a.blocks = b->seqs[b->seq[t]].blocks;
-            a.n_pos = b->pos[t] + 1;
-            a.kvh = kvh;
-            a.q = f->q + (int64_t)t * hp->n_head * hd + (int64_t)kvh * group * hd;
-            a.out = f->att + (int64_t)t * hp->n_head * hd + (int64_t)kvh * group * hd;
-            f->attn(&a);
-        }
-}
-
 static nb_status check_batch(const nb_fwd *f, const nb_batch *b, int32_t *max_pos) {
-    const nb_hparams *hp = &f->m->hp;
+    const nb_arch_desc *hp = &f->m->hp;
     if (b->n < 1 || b->n > f->max_tokens)
         return nb_fail(NB_ERR_INVALID, "batch of %d tokens outside 1..%d", b->n, f->max_tokens);
     *max_pos = 0;
@@ -190,7 +155,7 @@ static void add_bias(float *y, const float *bias, int64_t n, int64_t dim) {
 /* One transformer block over the batch, on f->x (the residual stream). */
 static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     const nb_model *m = f->m;
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     const nb_layer *L = &m->layers[l];
     int64_t n = b->n, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
             KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
@@ -211,8 +176,7 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
         int32_t blk = s->blocks[p / f->kv->block_size], slot = p % f->kv->block_size;
         nb_kv_store(f->kv, l, blk, slot, f->kk + t * KV, f->vv + t * KV);
     }
-    att_job aj = {f, b, l};
-    nb_pool_run_chunks(f->k.pool, attention_worker, &aj, (int64_t)n * hp->n_head_kv, NB_MAX(1, hp->n_head_kv / 4));
+    nb_attn_batch_run(&f->attn, f->k.pool, f->kv, b, l, f->q, f->att);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_ATTN_OUT, f->att, n, Q);
     NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
     for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
@@ -232,28 +196,18 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     return NB_OK;
 }
 
-/* Checks the batch and sizes the attention scratch for it. */
+/* Checks the batch and cuts it into attention tiles. */
 static nb_status prepare(nb_fwd *f, const nb_batch *b) {
-    const nb_hparams *hp = &f->m->hp;
     int32_t max_pos = 0;
     NB_TRY(check_batch(f, b, &max_pos));
-    int nth = nb_pool_size(f->k.pool);
-    const int64_t group = hp->n_head / hp->n_head_kv; /* scores of a GQA group per thread */
-    if ((max_pos + 1) * group > f->att_cap) {
-        int64_t cap = NB_MAX(((int64_t)max_pos + 1) * group, 2 * f->att_cap);
-        float *p = alloc_f(cap * nth);
-        if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for attention scores");
-        free(f->att_scores);
-        f->att_scores = p;
-        f->att_cap = cap;
-    }
+    NB_TRY(nb_attn_batch_plan(&f->attn, b));
     rope_table(f, b);
     return NB_OK;
 }
 
 nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
     const nb_model *m = f->m;
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     NB_TRY(prepare(f, b));
     int64_t n = b->n, E = hp->n_embd;
     for (int64_t t = 0; t < n; t++) NB_TRY(nb_get_row(m->tok_embd, b->tokens[t], f->x + t * E));
@@ -278,7 +232,7 @@ void nb_fwd_set_capture(nb_fwd *f, nb_fwd_capture_fn fn, void *ud) {
 }
 
 nb_status nb_fwd_run_layers(nb_fwd *f, const nb_batch *b, int l0, int l1, float *x) {
-    const nb_hparams *hp = &f->m->hp;
+    const nb_arch_desc *hp = &f->m->hp;
     if (l0 < 0 || l1 > hp->n_layer || l0 > l1)
         return nb_fail(NB_ERR_INVALID, "layer range %d..%d outside 0..%d", l0, l1, hp->n_layer);
     NB_TRY(prepare(f, b));

@@ -23,19 +23,19 @@ const char *nb_kv_type_name(nb_kv_type t) {
     return (unsigned)t < 5 ? n[t] : "?";
 }
 
-uint64_t nb_kv_bytes_per_token_type(const nb_hparams *hp, nb_kv_type t) {
+uint64_t nb_kv_bytes_per_token_type(const nb_arch_desc *hp, nb_kv_type t) {
     uint64_t per_layer = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (uint64_t)type_elem(t);
     if (type_scaled(t)) per_layer += (uint64_t)hp->n_head_kv * sizeof(float);
     return 2ull * (uint64_t)hp->n_layer * per_layer;
 }
 
-uint64_t nb_kv_bytes_per_token(const nb_hparams *hp) { return nb_kv_bytes_per_token_type(hp, NB_KVT_F32); }
+uint64_t nb_kv_bytes_per_token(const nb_arch_desc *hp) { return nb_kv_bytes_per_token_type(hp, NB_KVT_F32); }
 
-nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks) {
+nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_size, int64_t n_blocks) {
     return nb_kv_pool_init_type(kv, hp, block_size, n_blocks, NB_KVT_F32);
 }
 
-nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks,
+nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_size, int64_t n_blocks,
                                nb_kv_type type) {
     memset(kv, 0, sizeof *kv);
     if (block_size < 1 || block_size > 1024)

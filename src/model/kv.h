@@ -21,8 +21,7 @@
 #define NB_MODEL_KV_H
 
 #include "formats/source.h"
-
-typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
+#include "kernels/attn.h" /* nb_kv_type, nb_attn_kv */
 
 typedef struct nb_kv_pool {
     int32_t n_layer, kv_dim, n_head_kv, head_dim, block_size;
@@ -34,13 +33,13 @@ typedef struct nb_kv_pool {
 } nb_kv_pool;
 
 /* f32 pool (the session's). */
-nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks)
+nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_size, int64_t n_blocks)
     __attribute__((warn_unused_result));
-nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_hparams *hp, int32_t block_size, int64_t n_blocks,
+nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_size, int64_t n_blocks,
                                nb_kv_type type) __attribute__((warn_unused_result));
 void nb_kv_pool_free(nb_kv_pool *kv);
-uint64_t nb_kv_bytes_per_token(const nb_hparams *hp); /* f32 */
-uint64_t nb_kv_bytes_per_token_type(const nb_hparams *hp, nb_kv_type type);
+uint64_t nb_kv_bytes_per_token(const nb_arch_desc *hp); /* f32 */
+uint64_t nb_kv_bytes_per_token_type(const nb_arch_desc *hp, nb_kv_type type);
 const char *nb_kv_type_name(nb_kv_type type);
 
 /* Writes one token's K and V (kv_dim floats each) at (layer, block, slot),
@@ -58,6 +57,21 @@ static inline const uint8_t *nb_kv_krow(const nb_kv_pool *kv, int layer, int32_t
 }
 static inline const uint8_t *nb_kv_vrow(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
     return kv->v + nb_kv_index(kv, layer, block, slot) * kv->kv_dim * kv->elem;
+}
+
+/* Layer `layer` of the pool as the attention kernels read it. */
+static inline void nb_kv_layer_view(const nb_kv_pool *kv, int layer, nb_attn_kv *out) {
+    int64_t first = (int64_t)layer * kv->n_blocks * kv->block_size; /* slot 0 of block 0 */
+    out->type = kv->type;
+    out->elem = kv->elem;
+    out->head_dim = kv->head_dim;
+    out->n_head_kv = kv->n_head_kv;
+    out->block_size = kv->block_size;
+    out->row = (int64_t)kv->kv_dim * kv->elem;
+    out->k = kv->k + first * out->row;
+    out->v = kv->v + first * out->row;
+    out->ks = kv->ks ? kv->ks + first * kv->n_head_kv : NULL;
+    out->vs = kv->vs ? kv->vs + first * kv->n_head_kv : NULL;
 }
 
 /* OCP fp8 e4m3fn: round to nearest even, saturating at +-448; NaN -> 0x7f. */

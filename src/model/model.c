@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "base/half.h"
 #include "base/log.h"
@@ -51,7 +52,7 @@ static nb_status vec(const nb_model *m, const char *name, int64_t n, float *dst)
 }
 
 /* llama3 rope scaling as frequency divisors (the form GGUF's rope_freqs.weight stores). */
-void nb_rope_llama3_factors(const nb_hparams *hp, float *ff) {
+void nb_rope_llama3_factors(const nb_arch_desc *hp, float *ff) {
     double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
     double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
     for (int i = 0; i < hp->rope_dim / 2; i++) {
@@ -70,7 +71,7 @@ void nb_rope_llama3_factors(const nb_hparams *hp, float *ff) {
 }
 
 static nb_status bind(nb_model *m) {
-    const nb_hparams *hp = &m->hp;
+    const nb_arch_desc *hp = &m->hp;
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
     m->max_ctx = INT32_MAX;
     if (hp->sliding_window > 0 && hp->sliding_window < hp->n_ctx_train) {
@@ -187,14 +188,24 @@ nb_status nb_model_load(const char *path, nb_model **out) {
     return nb_model_load_ex(path, &p, out);
 }
 
+static double load_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 nb_status nb_model_load_ex(const char *path, const nb_model_params *p, nb_model **out) {
     *out = NULL;
     nb_model *m = nb_calloc(1, sizeof *m);
     if (!m) return NB_ERR_NOMEM;
+    double t0 = load_clock_s();
     nb_status st = nb_source_open(path, &m->src);
     if (st != NB_OK) { free(m); return st; }
     m->hp = m->src.hp;
+    double t1 = load_clock_s();
+    m->load_read_s = t1 - t0;
     if (!p->use_mmap && (st = make_resident(m)) != NB_OK) { nb_model_free(m); return st; }
+    m->load_repack_s = p->use_mmap ? 0 : load_clock_s() - t1;
     st = bind(m);
     if (st != NB_OK) { nb_model_free(m); return st; }
     *out = m;

@@ -20,7 +20,7 @@ typedef struct nb_layer {
 
 typedef struct nb_model {
     nb_source src;
-    nb_hparams hp;
+    nb_arch_desc hp;
     const nb_tensor *tok_embd;  /* {n_embd, n_vocab} */
     const nb_tensor *output;    /* {n_embd, n_vocab}; == tok_embd when tied */
     const float *output_norm;
@@ -32,6 +32,7 @@ typedef struct nb_model {
     uint64_t n_params;
     void *resident;             /* anonymous copy of the matrices (NULL with use_mmap) */
     size_t resident_bytes;
+    double load_read_s, load_repack_s; /* load time: open + parse + map; copy/repack into resident memory (0 with use_mmap) */
 } nb_model;
 
 typedef struct nb_model_params {
@@ -54,6 +55,6 @@ uint64_t nb_model_bytes_per_token(const nb_model *m);
 
 /* llama3 rope scaling as per-pair frequency divisors (rope_dim/2 values),
  * the form GGUF files store in rope_freqs.weight. */
-void nb_rope_llama3_factors(const nb_hparams *hp, float *ff);
+void nb_rope_llama3_factors(const nb_arch_desc *hp, float *ff);
 
 #endif

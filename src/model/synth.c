@@ -321,10 +321,11 @@ void nb_synth_defaults(nb_synth_params *p, nb_arch arch) {
     }
 }
 
-static const char *arch_name(nb_arch a) { return a == NB_ARCH_QWEN2 ? "qwen2" : "llama"; }
+/* The GGUF name of a forward pass (formats/arch.c); validated before use. */
+static const char *arch_name(nb_arch a) { return nb_arch_info_of(a) ? nb_arch_info_of(a)->gguf : "llama"; }
 
 nb_status nb_synth_validate(const nb_synth_params *p) {
-    if (p->arch != NB_ARCH_LLAMA && p->arch != NB_ARCH_QWEN2)
+    if (!nb_arch_info_of(p->arch))
         return nb_fail(NB_ERR_INVALID, "synth: arch %d (allowed llama, qwen2)", (int)p->arch);
 #define RANGE(f, lo, hi)                                                                                  \
     if (p->f < (lo) || p->f > (hi))                                                                       \
@@ -433,7 +434,7 @@ static int plan_tensors(const nb_synth_params *p, int32_t n_vocab, synth_tensor 
         ADD(FILL_NORMAL, p->wtype, 2, E, Q, p->std_block, "blk.%d.attn_q.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, E, KV, p->std_block, "blk.%d.attn_k.weight", l);
         ADD(FILL_NORMAL, p->wtype, 2, E, KV, p->std_block, "blk.%d.attn_v.weight", l);
-        if (p->arch == NB_ARCH_QWEN2) {
+        if (nb_arch_info_of(p->arch)->qkv_bias) {
             ADD(FILL_NORMAL, NB_F32, 1, Q, 1, p->std_bias, "blk.%d.attn_q.bias", l);
             ADD(FILL_NORMAL, NB_F32, 1, KV, 1, p->std_bias, "blk.%d.attn_k.bias", l);
             ADD(FILL_NORMAL, NB_F32, 1, KV, 1, p->std_bias, "blk.%d.attn_v.bias", l);

@@ -60,6 +60,12 @@ nb_status nb_plan_engine_from_name(const char *name, nb_plan_engine *out) {
     return nb_fail(NB_ERR_INVALID, "--engine '%s': allowed vllm-v1 (= vllm), vllm-v0, sglang, nibble, fixed", name);
 }
 
+int64_t nb_plan_nibble_step_tokens(int64_t max_num_batched_tokens, int64_t max_num_seqs, int64_t max_prefill_tokens) {
+    if (max_num_batched_tokens > 0) return max_num_batched_tokens;
+    if (max_prefill_tokens > 0) return max_num_seqs + max_prefill_tokens;
+    return NB_MAX(NB_PLAN_NIBBLE_STEP_TOKENS, max_num_seqs);
+}
+
 uint64_t nb_plan_nibble_activation(int64_t n_embd, int64_t n_head, int64_t head_dim, int64_t n_head_kv, int64_t n_ff,
                                    int64_t rope_dim, int64_t n_vocab, int64_t max_num_batched_tokens,
                                    int64_t max_num_seqs, int64_t max_model_len) {
@@ -139,7 +145,7 @@ nb_status nb_plan_overhead_compute(const nb_plan_config *c, nb_plan_overhead *o)
              "one constant: %.2f GiB per card", (double)c->overhead / GIB);
         return NB_OK;
     case NB_PLAN_ENGINE_NIBBLE: {
-        int64_t T = c->max_num_batched_tokens > 0 ? c->max_num_batched_tokens : 512;
+        int64_t T = nb_plan_nibble_step_tokens(c->max_num_batched_tokens, c->max_num_seqs, 0);
         o->profile_tokens = T;
         o->profile_seqs = c->max_num_seqs;
         o->chunked_prefill = true;

@@ -110,6 +110,13 @@ static nb_dtype gguf_fallback(nb_dtype t, int64_t n_in) {
     return (fi && n_in % fi->block == 0) ? f : NB_F16;
 }
 
+/* llama.cpp's 70B type, by the architecture table (formats/arch.c). */
+static bool arch_l80_is_70b(const char *arch) {
+    const nb_arch_info *r = nb_arch_find_gguf(arch);
+    if (!r) r = nb_arch_find_hf(arch);
+    return r && r->l80_is_70b;
+}
+
 nb_dtype nb_plan_gguf_type(const nb_plan_scheme *s, const nb_plan_model *m, nb_plan_kind kind, int64_t layer,
                            int64_t n_in) {
     if (kind_is_1d(kind) || kind == NB_PLAN_T_ROUTER || kind == NB_PLAN_T_SHEXP_ROUTER) return NB_F32;
@@ -117,7 +124,7 @@ nb_dtype nb_plan_gguf_type(const nb_plan_scheme *s, const nb_plan_model *m, nb_p
     if (is_float_type(base)) return base;
     nb_rtn_where w = {.i = layer, .n = m->n_layer, .row_len = n_in, .n_expert = (int)m->n_expert,
                       .n_gqa = m->n_head_kv > 0 ? (int)(m->n_head / m->n_head_kv) : 0,
-                      .is_70b = m->n_layer == 80 && (!strcmp(m->arch, "llama") || !strcmp(m->arch, "qwen2"))};
+                      .is_70b = m->n_layer == 80 && arch_l80_is_70b(m->arch)};
     nb_rtn_role role = NB_RTN_ROLE_OTHER;
     switch (kind) {
     case NB_PLAN_T_LM_HEAD: role = NB_RTN_ROLE_OUTPUT; break;

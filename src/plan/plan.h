@@ -31,6 +31,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "formats/arch.h"
 #include "quant/rtn.h"
 
 #define NB_PLAN_MAX_LENGTHS 16
@@ -326,6 +327,13 @@ uint64_t nb_plan_nibble_activation(int64_t n_embd, int64_t n_head, int64_t head_
                                    int64_t rope_dim, int64_t n_vocab, int64_t max_num_batched_tokens,
                                    int64_t max_num_seqs, int64_t max_model_len);
 #define NB_PLAN_NIBBLE_FIXED_OVERHEAD (256ull << 20) /* runtime, tokenizer, thread stacks */
+/* nibble's tokens per engine step: max_num_batched_tokens when > 0, else
+ * max_num_seqs + max_prefill_tokens when a prefill share is set (> 0), else
+ * max(NB_PLAN_NIBBLE_STEP_TOKENS, max_num_seqs). The engine sizes its steps
+ * with it, the plan its activation term (docs/speed.md, "Serving 32
+ * clients", has the measurements behind the 128). */
+#define NB_PLAN_NIBBLE_STEP_TOKENS 128
+int64_t nb_plan_nibble_step_tokens(int64_t max_num_batched_tokens, int64_t max_num_seqs, int64_t max_prefill_tokens);
 
 /* What a startup log says (any field may be missing: 0 / -1). */
 typedef struct nb_plan_log {
@@ -361,6 +369,9 @@ nb_status nb_plan_load_model(const char *spec, nb_plan_config *c) __attribute__(
 nb_status nb_plan_model_from_hf_json(const char *json, size_t len, const char *name, nb_plan_config *c)
     __attribute__((warn_unused_result));
 nb_status nb_plan_model_from_gguf(const char *path, nb_plan_config *c) __attribute__((warn_unused_result));
+/* The planner's model from the model description every reader produces
+ * (formats/arch.h); `path` names it (file name and source). */
+void nb_plan_model_from_desc(const nb_arch_desc *d, const char *path, nb_plan_model *m);
 /* MemTotal from /proc/meminfo (or `path` when not NULL, for tests). */
 nb_status nb_plan_host_ram(const char *path, uint64_t *bytes) __attribute__((warn_unused_result));
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/qla.h"
 #include "quant/qtypes.h"
 
 #define CLIP_GRID 20
@@ -107,6 +108,132 @@ nb_status nb_awq_search(const float *X, int64_t nx, const double *mean_abs, cons
     }
     free(s);
     return NB_OK;
+}
+
+/* ---- module-output search ------------------------------------------------------ */
+
+typedef struct fqjob {
+    const float *W, *s;
+    float *out;
+    int64_t rows, cols;
+    nb_dtype type;
+    bool bad;
+} fqjob;
+
+static void fq_worker(void *arg, int ith, int nth) {
+    fqjob *j = arg;
+    const nb_qtype *qt = nb_qtype_get(j->type);
+    uint64_t rb;
+    nb_dtype_row_bytes(j->type, (uint64_t)j->cols, &rb);
+    int64_t lo, hi, cols = j->cols;
+    nb_split(j->rows, ith, nth, &lo, &hi);
+    uint8_t *qb = malloc(rb);
+    float *row = malloc((size_t)cols * sizeof(float));
+    if (!qb || !row) j->bad = true;
+    for (int64_t r = lo; r < hi && qb && row; r++) {
+        const float *w = j->W + r * cols;
+        float *o = j->out + r * cols;
+        for (int64_t k = 0; k < cols; k++) row[k] = j->s ? w[k] * j->s[k] : w[k];
+        qt->from_float(row, qb, cols);
+        qt->to_float(qb, o, cols);
+        if (j->s)
+            for (int64_t k = 0; k < cols; k++) o[k] /= j->s[k];
+    }
+    free(qb);
+    free(row);
+}
+
+nb_status nb_awq_fake_quant(const float *W, int64_t rows, int64_t cols, const float *s, nb_dtype type, float *out,
+                            nb_pool *pool) {
+    const nb_qtype *qt = nb_qtype_get(type);
+    uint64_t rb;
+    if (!qt || !nb_dtype_row_bytes(type, (uint64_t)cols, &rb))
+        return nb_fail(NB_ERR_INVALID, "AWQ: %s cannot hold rows of %lld", nb_dtype_name(type), (long long)cols);
+    fqjob j = {.W = W, .s = s, .out = out, .rows = rows, .cols = cols, .type = type};
+    if (pool && nb_pool_size(pool) > 1) nb_pool_run(pool, fq_worker, &j);
+    else fq_worker(&j, 0, 1);
+    return j.bad ? NB_ERR_NOMEM : NB_OK;
+}
+
+#define MOD_CHUNK 32 /* rows of act per GEMM against the projection */
+
+typedef struct mejob {
+    const nb_awq_module *m;
+    const float *act;
+    double err[64];
+    bool bad;
+} mejob;
+
+static void moderr_worker(void *arg, int ith, int nth) {
+    mejob *j = arg;
+    const nb_awq_module *m = j->m;
+    const int64_t dim = m->dim, pr = m->proj ? m->proj_rows : 0;
+    int64_t lo, hi;
+    nb_split(m->n, ith, nth, &lo, &hi);
+    float *d = malloc((size_t)(MOD_CHUNK * dim) * sizeof(float));
+    float *y = pr ? malloc((size_t)(MOD_CHUNK * pr) * sizeof(float)) : NULL;
+    double err = 0;
+    if (!d || (pr && !y)) j->bad = true;
+    for (int64_t t0 = lo; t0 < hi && d && (!pr || y); t0 += MOD_CHUNK) {
+        const int64_t nt = hi - t0 < MOD_CHUNK ? hi - t0 : MOD_CHUNK;
+        for (int64_t i = 0; i < nt * dim; i++) d[i] = j->act[t0 * dim + i] - m->ref[t0 * dim + i];
+        if (!pr) {
+            for (int64_t i = 0; i < nt * dim; i++) err += (double)d[i] * d[i];
+            continue;
+        }
+        memset(y, 0, (size_t)(nt * pr) * sizeof(float));
+        nb_qla_gemm(nt, pr, dim, 1.f, d, dim, m->proj, dim, true, y, pr);
+        for (int64_t i = 0; i < nt * pr; i++) err += (double)y[i] * y[i];
+    }
+    if (ith < 64) j->err[ith] = err;
+    free(d);
+    free(y);
+}
+
+double nb_awq_module_error(const nb_awq_module *mod, const float *act, nb_pool *pool) {
+    mejob j = {.m = mod, .act = act};
+    int nth = pool ? nb_pool_size(pool) : 1;
+    if (pool && nth > 1 && nth <= 64) nb_pool_run(pool, moderr_worker, &j);
+    else {
+        nth = 1;
+        moderr_worker(&j, 0, 1);
+    }
+    double e = 0;
+    for (int i = 0; i < nth; i++) e += j.err[i];
+    return j.bad || !isfinite(e) ? INFINITY : e;
+}
+
+nb_status nb_awq_search_module(const double *mean_abs, const float *const *W, const int64_t *rows,
+                               const nb_dtype *types, int nw, int64_t cols, const nb_awq_module *mod, float *s_out,
+                               double *alpha_out, double *err_out, nb_pool *pool) {
+    if (nw < 1 || nw > 8) return nb_fail(NB_ERR_INVALID, "AWQ: %d linears in a group (1..8)", nw);
+    float *s = malloc((size_t)cols * sizeof(float));
+    float *act = malloc((size_t)(mod->n * mod->dim) * sizeof(float) + 1);
+    float *deq[8] = {0};
+    nb_status st = s && act ? NB_OK : NB_ERR_NOMEM;
+    for (int i = 0; i < nw && st == NB_OK; i++)
+        if (!(deq[i] = malloc((size_t)(rows[i] * cols) * sizeof(float)))) st = NB_ERR_NOMEM;
+    double best = INFINITY;
+    *alpha_out = 0;
+    for (int64_t k = 0; k < cols; k++) s_out[k] = 1;
+    for (int g = 0; g < NB_AWQ_GRID && st == NB_OK; g++) {
+        double a = (double)g / NB_AWQ_GRID;
+        nb_awq_scales(mean_abs, cols, a, s);
+        for (int i = 0; i < nw && st == NB_OK; i++) st = nb_awq_fake_quant(W[i], rows[i], cols, s, types[i], deq[i], pool);
+        if (st == NB_OK) st = mod->run(mod->ud, (const float *const *)deq, act);
+        if (st != NB_OK) break;
+        double err = nb_awq_module_error(mod, act, pool);
+        if (err < best) {
+            best = err;
+            *alpha_out = a;
+            memcpy(s_out, s, (size_t)cols * sizeof(float));
+        }
+    }
+    if (err_out) *err_out = best;
+    for (int i = 0; i < nw; i++) free(deq[i]);
+    free(act);
+    free(s);
+    return st;
 }
 
 typedef struct cljob {

@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/sha256.h"
+#include "quant/qla.h"
 
 #define CALIB_MAX_BYTES ((size_t)1 << 30)
 
@@ -356,7 +357,9 @@ nb_status nb_calib_stats_init(nb_calib_stats *s, int64_t dim, bool want_h) {
     s->sum_abs = nb_calloc((size_t)dim, sizeof(double));
     s->max_abs = nb_calloc((size_t)dim, sizeof(float));
     if (want_h) s->H = nb_calloc((size_t)(dim * dim), sizeof(double));
-    if (!s->sum2 || !s->sum_abs || !s->max_abs || (want_h && !s->H)) {
+    if (want_h) s->hbuf = nb_malloc((size_t)(NB_CALIB_HBUF * dim) * sizeof(float));
+    if (want_h) s->hscratch = nb_malloc((size_t)nb_qla_syrk_scratch(dim, NB_CALIB_HBUF) * sizeof(float));
+    if (!s->sum2 || !s->sum_abs || !s->max_abs || (want_h && (!s->H || !s->hbuf || !s->hscratch))) {
         nb_calib_stats_free(s);
         return nb_fail(NB_ERR_NOMEM, "out of memory for the statistics of a %lld-wide input", (long long)dim);
     }
@@ -369,6 +372,8 @@ void nb_calib_stats_free(nb_calib_stats *s) {
     free(s->sum_abs);
     free(s->max_abs);
     free(s->H);
+    free(s->hbuf);
+    free(s->hscratch);
     memset(s, 0, sizeof *s);
 }
 
@@ -380,50 +385,16 @@ void nb_calib_stats_reset(nb_calib_stats *s) {
     if (s->H) memset(s->H, 0, (size_t)(d * d) * sizeof(double));
     s->count = 0;
     s->n_nonfinite = 0;
+    s->hbuf_n = 0;
 }
 
-typedef struct hjob {
-    nb_calib_stats *s;
-    const float *x;
-    const int64_t *rows;
-    int64_t n;
-} hjob;
-
-/* First row of part k of nth when the rows of the upper triangle (row i
- * costs d - i) are split into nth nearly equal amounts of work. */
-static int64_t tri_bound(int64_t d, int k, int nth) {
-    if (k <= 0) return 0;
-    if (k >= nth) return d;
-    double tot = (double)d * (double)(d + 1) / 2, target = tot * k / nth, acc = 0;
-    for (int64_t i = 0; i < d; i++) {
-        if (acc >= target) return i;
-        acc += (double)(d - i);
-    }
-    return d;
-}
-
-/* H[i][j] += sum_t x_ti x_tj for the rows i of this thread (upper triangle
- * j >= i, mirrored at the end by the reader). */
-static void h_worker(void *arg, int ith, int nth) {
-    hjob *j = arg;
-    const int64_t d = j->s->dim;
-    int64_t lo = tri_bound(d, ith, nth), hi = tri_bound(d, ith + 1, nth);
-    if (lo >= hi) return;
-    for (int64_t t = 0; t < j->n; t++) {
-        const float *x = j->x + j->rows[t] * d;
-        for (int64_t i = lo; i < hi; i++) {
-            double xi = x[i];
-            if (xi == 0) continue;
-            double *h = j->s->H + i * d;
-            for (int64_t k = i; k < d; k++) h[k] += xi * x[k];
-        }
-    }
+void nb_calib_stats_flush(nb_calib_stats *s, nb_pool *pool) {
+    if (s->H && s->hbuf_n) nb_qla_syrk_acc(s->H, s->dim, s->hbuf, s->hbuf_n, s->hscratch, pool);
+    s->hbuf_n = 0;
 }
 
 void nb_calib_stats_add(nb_calib_stats *s, const float *x, int64_t n, nb_pool *pool) {
     const int64_t d = s->dim;
-    int64_t *rows = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    int64_t m = 0;
     for (int64_t t = 0; t < n; t++) {
         const float *r = x + t * d;
         bool ok = true;
@@ -437,12 +408,11 @@ void nb_calib_stats_add(nb_calib_stats *s, const float *x, int64_t n, nb_pool *p
             if (fabsf(r[i]) > s->max_abs[i]) s->max_abs[i] = fabsf(r[i]);
         }
         s->count += 1;
-        if (rows) rows[m++] = t;
+        if (s->H) {
+            /* H += X^T X over the buffered tokens (upper triangle, float
+             * tiles added in double, on the pool) */
+            memcpy(s->hbuf + s->hbuf_n++ * d, r, (size_t)d * sizeof(float));
+            if (s->hbuf_n == NB_CALIB_HBUF) nb_calib_stats_flush(s, pool);
+        }
     }
-    if (s->H && rows && m) {
-        hjob j = {s, x, rows, m};
-        if (pool && nb_pool_size(pool) > 1) nb_pool_run(pool, h_worker, &j);
-        else h_worker(&j, 0, 1);
-    }
-    free(rows);
 }

@@ -115,15 +115,25 @@ typedef struct nb_calib_stats {
     double *sum2;         /* [dim] sum x^2 */
     double *sum_abs;      /* [dim] sum |x| */
     float *max_abs;       /* [dim] */
-    double *H;            /* [dim*dim] sum x x^T (NULL unless want_h) */
+    double *H;            /* [dim*dim] sum x x^T, upper triangle (NULL unless want_h) */
     int64_t n_nonfinite;  /* NaN / Inf values seen (skipped tokens) */
+    float *hbuf;          /* tokens not yet in H (want_h): [NB_CALIB_HBUF][dim] */
+    int64_t hbuf_n;
+    float *hscratch;      /* the update's transposed / packed copies */
 } nb_calib_stats;
+
+/* Tokens buffered before one H += X^T X update (larger updates amortise the
+ * tiles' conversion to double). */
+#define NB_CALIB_HBUF 1024
 
 nb_status nb_calib_stats_init(nb_calib_stats *s, int64_t dim, bool want_h) __attribute__((warn_unused_result));
 void nb_calib_stats_free(nb_calib_stats *s);
 void nb_calib_stats_reset(nb_calib_stats *s);
 /* Adds n rows of dim values (a token containing NaN/Inf is skipped and
- * counted). H is updated on the pool (may be NULL). */
+ * counted). H is updated on the pool (may be NULL) once NB_CALIB_HBUF
+ * tokens are buffered; nb_calib_stats_flush adds the rest: call it before
+ * reading H. */
 void nb_calib_stats_add(nb_calib_stats *s, const float *x, int64_t n, nb_pool *pool);
+void nb_calib_stats_flush(nb_calib_stats *s, nb_pool *pool);
 
 #endif

@@ -163,11 +163,13 @@ nb_status nb_imatrix_save_dat(const nb_imatrix *m, const char *path) {
     fwrite(m->dataset, 1, strlen(m->dataset), f);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad || rename(tmp, path) != 0) {
+    if (bad) {
         remove(tmp);
         return nb_fail(NB_ERR_IO, "imatrix: cannot write %s", path);
     }
-    return NB_OK;
+    nb_status st = nb_file_commit(tmp, path); /* fsync, rename, fsync the directory */
+    if (st != NB_OK) remove(tmp);
+    return st;
 }
 
 /* ---- GGUF ------------------------------------------------------------------- */

@@ -7,13 +7,15 @@
 #include <assert.h>
 #include <stdint.h>
 
-#include "quant/blocks.h"
+#include "base/status.h"
+#include "base/blocks.h"
 
 /* The precondition of every reference (de)quantizer: whole blocks only.
  * A caller passing a ragged row is a bug (the GGUF reader and nb_rtn check
  * row lengths against the block size); without this the tail would be
- * dropped silently. */
-#define NB_QBLOCKS(n, qk) assert((n) % (qk) == 0 && "row length is not a multiple of the quantization block")
+ * dropped silently. NB_ASSERT: checked in every build type (one modulo per
+ * row), aborting with file:line. */
+#define NB_QBLOCKS(n, qk) NB_ASSERT((n) % (qk) == 0 && "row length is not a multiple of the quantization block")
 
 /* Round to nearest, ties to even, for |x| < 2^22 (llama.cpp's nearest_int). */
 static inline int nb_nearest_int(float x) {

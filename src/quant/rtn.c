@@ -587,16 +587,10 @@ static nb_status fill_tensor(void *vctx, const char *name, void *buf, uint64_t n
     return NB_OK;
 }
 
-static const char *gguf_arch_name(const nb_hparams *hp) {
-    if (!strcmp(hp->arch_name, "llama") || !strcmp(hp->arch_name, "mistral") || !strcmp(hp->arch_name, "qwen2"))
-        return hp->arch_name;
-    return hp->arch == NB_ARCH_QWEN2 ? "qwen2" : "llama";
-}
-
 /* Architecture keys for sources that are not GGUF (what source_gguf.c reads). */
 static nb_status write_hparams(nb_gguf_writer *w, const nb_source *src) {
-    const nb_hparams *hp = &src->hp;
-    const char *a = gguf_arch_name(hp);
+    const nb_arch_desc *hp = &src->hp;
+    const char *a = nb_arch_gguf_name(hp); /* formats/arch.c */
     char key[128];
 #define KEY(s) (snprintf(key, sizeof key, "%s.%s", a, s), key)
     NB_TRY(nb_gguf_set_str(w, "general.architecture", a));

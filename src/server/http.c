@@ -114,7 +114,7 @@ static void reader_free_cb(void *cls) {
 }
 
 void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
-    if (r->n_extra >= NB_HTTP_MAX_EXTRA_HEADERS || !name || !value) return;
+    if (r->n_extra >= NB_LIMIT_EXTRA_HEADERS || !name || !value) return;
     r->extra_name[r->n_extra] = name;
     r->extra_value[r->n_extra] = value;
     r->n_extra++;
@@ -519,8 +519,8 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
     s->early = c->early;
     s->ud = ud;
     s->max_body = c->max_body;
-    s->max_conn = c->max_connections ? c->max_connections : 1024u;
-    s->req_timeout = c->request_timeout_s ? (double)c->request_timeout_s : 30.0;
+    s->max_conn = c->max_connections ? c->max_connections : NB_LIMIT_CONNECTIONS;
+    s->req_timeout = (double)(c->request_timeout_s ? c->request_timeout_s : NB_LIMIT_REQUEST_TIMEOUT_S);
     s->wake[0] = s->wake[1] = -1;
     s->pending = nb_calloc(s->max_conn, sizeof *s->pending);
     s->pfd = nb_calloc(s->max_conn + 2, sizeof *s->pfd);
@@ -562,7 +562,7 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, s,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_cb, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none,
                             NULL, MHD_OPTION_CONNECTION_LIMIT, s->max_conn + 64, MHD_OPTION_CONNECTION_TIMEOUT,
-                            c->idle_timeout_s ? c->idle_timeout_s : 300u, MHD_OPTION_END);
+                            c->idle_timeout_s ? c->idle_timeout_s : NB_LIMIT_IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (!s->d) {
         close(s->listen_fd);
         close(s->wake[0]);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/limits.h"
 #include "base/status.h"
 
 typedef struct nb_http nb_http;
@@ -47,9 +48,9 @@ typedef struct nb_http_config {
     const char *host;          /* numeric address or name; NULL: 127.0.0.1 */
     int port;                  /* 0: any free port (see nb_http_port) */
     size_t max_body;           /* bytes */
-    unsigned max_connections;  /* 0: 1024 */
-    unsigned idle_timeout_s;   /* 0: 300 (inactivity while a response is produced) */
-    unsigned request_timeout_s;/* 0: 30 (request line + headers + body) */
+    unsigned max_connections;  /* 0: NB_LIMIT_CONNECTIONS */
+    unsigned idle_timeout_s;   /* 0: NB_LIMIT_IDLE_TIMEOUT_S (inactivity while a response is produced) */
+    unsigned request_timeout_s;/* 0: NB_LIMIT_REQUEST_TIMEOUT_S (request line + headers + body) */
     /* Called when the headers have arrived, before the body is read (req.body
      * is empty). Leave resp->status 0 to go on reading the body; set a
      * response to answer now (the connection is closed after it when the
@@ -78,7 +79,7 @@ typedef ssize_t (*nb_http_stream_fn)(void *ud, char *buf, size_t cap);
  * client disconnected). */
 typedef void (*nb_http_stream_free_fn)(void *ud);
 
-#define NB_HTTP_MAX_EXTRA_HEADERS 8
+#define NB_HTTP_MAX_EXTRA_HEADERS NB_LIMIT_EXTRA_HEADERS /* old name (base/limits.h) */
 
 struct nb_http_resp {
     int status;
@@ -90,12 +91,12 @@ struct nb_http_resp {
     void *stream_ud;
     const char *header_name, *header_value; /* one extra header (Allow, WWW-Authenticate), optional */
     /* more headers (CORS, Retry-After); values must outlive the call */
-    const char *extra_name[NB_HTTP_MAX_EXTRA_HEADERS], *extra_value[NB_HTTP_MAX_EXTRA_HEADERS];
+    const char *extra_name[NB_LIMIT_EXTRA_HEADERS], *extra_value[NB_LIMIT_EXTRA_HEADERS];
     int n_extra;
     bool close;                    /* close the connection after this response */
 };
 
-/* Adds a header to resp (ignored beyond NB_HTTP_MAX_EXTRA_HEADERS). */
+/* Adds a header to resp (ignored beyond NB_LIMIT_EXTRA_HEADERS). */
 void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value);
 
 nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb_http **out)

@@ -32,7 +32,35 @@ void nb_metrics_init(nb_metrics *m) {
     m->h[NB_HIST_QUEUE] = (nb_histogram){.name = "nibble:request_queue_time_seconds",
                                          .help = "Time a request waited before it was first scheduled.",
                                          .le = LAT_LE, .n_le = N_OF(LAT_LE)};
+    m->h[NB_HIST_TPOT] = (nb_histogram){.name = "nibble:request_time_per_output_token_seconds",
+                                        .help = "Per request: (last token - first token) / (generated tokens - 1).",
+                                        .le = ITL_LE, .n_le = N_OF(ITL_LE)};
 }
+
+void nb_metrics_http_response(nb_metrics *m, int status) {
+    int c = status / 100;
+    if (c != 2 && c != 4 && c != 5) return;
+    pthread_mutex_lock(&m->mu);
+    m->http_by_class[c]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void nb_metrics_abort(nb_metrics *m, nb_abort_reason r) {
+    if (r < 0 || r >= NB_ABORT_COUNT) r = NB_ABORT_OTHER;
+    pthread_mutex_lock(&m->mu);
+    m->aborts[r]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void nb_metrics_set_startup(nb_metrics *m, const double *seconds) {
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < NB_PHASE_COUNT; i++) m->startup[i] = seconds[i] > 0 ? seconds[i] : 0;
+    m->startup_set = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
+const char *const nb_abort_reason_names[NB_ABORT_COUNT] = {"client_disconnect", "shutdown", "server_error", "other"};
+const char *const nb_startup_phase_names[NB_PHASE_COUNT] = {"read", "repack", "kv_alloc", "warmup", "total"};
 
 void nb_metrics_destroy(nb_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
@@ -155,6 +183,25 @@ char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const c
              (unsigned long long)st->requests_finished[reasons[i]]);
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < NB_HIST_COUNT; i++) nb_histogram_format(&m->h[i], labels, &b, &l, &c);
+    addf(&b, &l, &c, "# HELP nibble:http_responses_total HTTP responses by status class.\n"
+                     "# TYPE nibble:http_responses_total counter\n");
+    for (int k = 2; k <= 5; k += k == 2 ? 2 : 1)
+        addf(&b, &l, &c, "nibble:http_responses_total{%s,code=\"%dxx\"} %llu\n", labels, k,
+             (unsigned long long)m->http_by_class[k]);
+    addf(&b, &l, &c, "# HELP nibble:request_aborts_total Aborted requests by reason.\n"
+                     "# TYPE nibble:request_aborts_total counter\n");
+    for (int k = 0; k < NB_ABORT_COUNT; k++)
+        addf(&b, &l, &c, "nibble:request_aborts_total{%s,reason=\"%s\"} %llu\n", labels, nb_abort_reason_names[k],
+             (unsigned long long)m->aborts[k]);
+    if (m->startup_set) {
+        addf(&b, &l, &c, "# HELP nibble:startup_seconds Cold-start time by phase (total: process start to ready).\n"
+                         "# TYPE nibble:startup_seconds gauge\n");
+        for (int k = 0; k < NB_PHASE_COUNT; k++) {
+            char v[48];
+            fmt_num(v, sizeof v, m->startup[k]);
+            addf(&b, &l, &c, "nibble:startup_seconds{%s,phase=\"%s\"} %s\n", labels, nb_startup_phase_names[k], v);
+        }
+    }
     pthread_mutex_unlock(&m->mu);
     return b;
 }

@@ -8,7 +8,9 @@
  *   nibble:inter_token_latency_seconds   between consecutive tokens
  *   nibble:e2e_request_latency_seconds   submit -> final event
  *   nibble:request_queue_time_seconds    submit -> first scheduled
- * Buckets are vLLM's.
+ *   nibble:request_time_per_output_token_seconds  per request, TPOT
+ * Buckets are vLLM's. Beside them: HTTP responses by status class, aborts
+ * by reason and the cold-start phases (docs/metrics.md).
  *
  * Thread-safety: observe and format may be called from any thread (one
  * mutex per nb_metrics). */
@@ -16,6 +18,7 @@
 #define NB_SERVER_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,17 +40,50 @@ typedef enum nb_hist_id {
     NB_HIST_ITL,
     NB_HIST_E2E,
     NB_HIST_QUEUE,
+    NB_HIST_TPOT,   /* per request: (last token - first token) / (tokens - 1), requests with >= 2 tokens */
     NB_HIST_COUNT
 } nb_hist_id;
+
+/* Why a request was aborted (nibble:request_aborts_total{reason}). */
+typedef enum nb_abort_reason {
+    NB_ABORT_CLIENT = 0, /* client_disconnect: the client closed the connection */
+    NB_ABORT_SHUTDOWN,   /* shutdown: still running at the end of the grace period */
+    NB_ABORT_SERVER,     /* server_error: the server could not store the output (out of memory) */
+    NB_ABORT_OTHER,      /* other: aborted by the engine */
+    NB_ABORT_COUNT
+} nb_abort_reason;
+
+/* Cold-start phases (nibble:startup_seconds{phase}). */
+typedef enum nb_startup_phase {
+    NB_PHASE_READ = 0, /* read: open, parse and map the model file, load the tokenizer */
+    NB_PHASE_REPACK,   /* repack: copy/repack the weights into resident memory (0 with --mmap) */
+    NB_PHASE_KV,       /* kv_alloc: KV pool, scheduler, forward buffers, engine thread */
+    NB_PHASE_WARMUP,   /* warmup: --warmup N decode steps */
+    NB_PHASE_TOTAL,    /* total: process start -> ready */
+    NB_PHASE_COUNT
+} nb_startup_phase;
 
 typedef struct nb_metrics {
     pthread_mutex_t mu;
     nb_histogram h[NB_HIST_COUNT];
+    uint64_t http_by_class[6];         /* responses by status class: [2] = 2xx ... [5] = 5xx */
+    uint64_t aborts[NB_ABORT_COUNT];
+    double startup[NB_PHASE_COUNT];
+    bool startup_set;
 } nb_metrics;
+
+extern const char *const nb_abort_reason_names[NB_ABORT_COUNT];
+extern const char *const nb_startup_phase_names[NB_PHASE_COUNT];
 
 void nb_metrics_init(nb_metrics *m);
 void nb_metrics_destroy(nb_metrics *m);
 void nb_metrics_observe(nb_metrics *m, nb_hist_id h, double seconds);
+/* One HTTP response with this status (counted by class 2xx / 4xx / 5xx;
+ * others are ignored). */
+void nb_metrics_http_response(nb_metrics *m, int status);
+void nb_metrics_abort(nb_metrics *m, nb_abort_reason r);
+/* The cold-start breakdown (NB_PHASE_COUNT seconds), exported from now on. */
+void nb_metrics_set_startup(nb_metrics *m, const double *seconds);
 /* Adds one histogram in exposition format to *buf (malloc'd, grown; *len
  * its length). Labels: `labels` is inserted as is (e.g. model_name="x"). */
 void nb_histogram_format(const nb_histogram *h, const char *labels, char **buf, size_t *len, size_t *cap);

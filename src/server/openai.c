@@ -191,17 +191,9 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
             return false;
         }
     }
-    /* tools and chat_template_kwargs go into the chat template's context */
-    v = json_object_get(o, "tools");
-    if (v && !json_is_null(v) && !json_is_array(v)) return bad_type(e, "tools", v, "an array of tool objects");
+    /* chat_template_kwargs go into the chat template's context; tools: server/toolcall.c */
     v = json_object_get(o, "chat_template_kwargs");
     if (v && !json_is_null(v) && !json_is_object(v)) return bad_type(e, "chat_template_kwargs", v, "an object");
-    v = json_object_get(o, "tool_choice");
-    if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "none"))) {
-        nb_oai_error_set(e, 400, INVALID, "tool_choice", "unsupported_parameter",
-                         "'tool_choice' is not supported by this server (allowed: null or \"none\")");
-        return false;
-    }
     v = json_object_get(o, "best_of");
     if (v && !json_is_null(v)) {
         if (!json_is_integer(v)) return bad_type(e, "best_of", v, "an integer");
@@ -283,9 +275,9 @@ static bool parse_constraint(json_t *o, nb_oai_request *r, nb_oai_error *e) {
         return st == NB_OK || grammar_error(e, "guided_regex", st);
     }
     if (!strcmp(given, "guided_choice")) {
-        if (!json_is_array(g) || json_array_size(g) == 0 || json_array_size(g) > 64)
-            return bad_type(e, "guided_choice", g, "a list of 1..64 strings");
-        const char *c[64];
+        if (!json_is_array(g) || json_array_size(g) == 0 || json_array_size(g) > NB_LIMIT_GUIDED_CHOICES)
+            return bad_type(e, "guided_choice", g, "a list of 1.." NB_LIMIT_STR(NB_LIMIT_GUIDED_CHOICES) " strings");
+        const char *c[NB_LIMIT_GUIDED_CHOICES];
         size_t i;
         json_t *x;
         json_array_foreach(g, i, x) {
@@ -309,9 +301,9 @@ static bool parse_ids(json_t *a, const char *param, nb_oai_request *r, nb_oai_er
         nb_oai_error_set(e, 400, INVALID, param, "invalid_value", "'%s' is an empty token list", param);
         return false;
     }
-    if (n > NB_OAI_MAX_PROMPT_IDS) {
+    if (n > NB_LIMIT_PROMPT_IDS) {
         nb_oai_error_set(e, 400, INVALID, param, "invalid_value", "'%s' has %zu tokens, at most %d allowed", param, n,
-                         NB_OAI_MAX_PROMPT_IDS);
+                         NB_LIMIT_PROMPT_IDS);
         return false;
     }
     r->prompt_ids = malloc(n * sizeof *r->prompt_ids);
@@ -428,9 +420,9 @@ static bool parse_messages(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     }
     if (!json_is_array(m)) return bad_type(e, "messages", m, "an array");
     size_t n = json_array_size(m);
-    if (n == 0 || n > NB_OAI_MAX_MESSAGES) {
+    if (n == 0 || n > NB_LIMIT_MESSAGES) {
         nb_oai_error_set(e, 400, INVALID, "messages", "invalid_value", "'messages' has %zu entries, allowed 1..%d", n,
-                         NB_OAI_MAX_MESSAGES);
+                         NB_LIMIT_MESSAGES);
         return false;
     }
     r->msgs = calloc(n, sizeof *r->msgs);
@@ -488,9 +480,9 @@ static bool parse_stop(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     size_t n = 1;
     if (json_is_array(s)) n = json_array_size(s);
     else if (!json_is_string(s)) return bad_type(e, "stop", s, "a string or an array of strings");
-    if (n > NB_MAX_STOP_STRINGS) {
+    if (n > NB_LIMIT_STOP_STRINGS) {
         nb_oai_error_set(e, 400, INVALID, "stop", "invalid_value", "'stop' has %zu strings, at most %d allowed", n,
-                         NB_MAX_STOP_STRINGS);
+                         NB_LIMIT_STOP_STRINGS);
         return false;
     }
     for (size_t i = 0; i < n; i++) {
@@ -499,9 +491,9 @@ static bool parse_stop(json_t *o, nb_oai_request *r, nb_oai_error *e) {
         snprintf(p, sizeof p, json_is_array(s) ? "stop[%zu]" : "stop", i);
         if (!json_is_string(x)) return bad_type(e, p, x, "a string");
         size_t l = json_string_length(x);
-        if (l == 0 || l > NB_MAX_STOP_LEN) {
+        if (l == 0 || l > NB_LIMIT_STOP_LEN) {
             nb_oai_error_set(e, 400, INVALID, p, "invalid_value", "'%s' is %zu bytes long, allowed 1..%d", p, l,
-                             NB_MAX_STOP_LEN);
+                             NB_LIMIT_STOP_LEN);
             return false;
         }
         if (strlen(json_string_value(x)) != l) {
@@ -515,6 +507,7 @@ static bool parse_stop(json_t *o, nb_oai_request *r, nb_oai_error *e) {
 
 static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     if (!check_keys(o, r->kind, e)) return false;
+    if (r->kind == NB_OAI_CHAT && !nb_tool_request_parse(o, &r->tools, e)) return false;
     if (!get_str(o, "model", &r->model, e)) return false;
     if (!get_str(o, "user", &r->user, e)) return false;
     if (r->kind == NB_OAI_CHAT ? !parse_messages(o, r, e) : !parse_prompt(o, r, e)) return false;
@@ -522,29 +515,29 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     int64_t v;
     bool has;
     /* completions: max_tokens 0 with echo scores the prompt only (prompt logprobs) */
-    if (!get_int(o, "max_tokens", r->kind == NB_OAI_COMPLETIONS ? 0 : 1, NB_OAI_MAX_TOKENS_CAP, &v, &has, e))
+    if (!get_int(o, "max_tokens", r->kind == NB_OAI_COMPLETIONS ? 0 : 1, NB_LIMIT_MAX_TOKENS, &v, &has, e))
         return false;
     if (has) r->max_tokens = (int32_t)v;
     if (r->kind == NB_OAI_COMPLETIONS) {
         if (!get_bool(o, "echo", &r->echo, e)) return false;
         if (has && v == 0 && !r->echo) {
             nb_oai_error_set(e, 400, INVALID, "max_tokens", "invalid_value",
-                             "'max_tokens' is 0, must be in [1, %d] (0 only with echo: true)", NB_OAI_MAX_TOKENS_CAP);
+                             "'max_tokens' is 0, must be in [1, %d] (0 only with echo: true)", NB_LIMIT_MAX_TOKENS);
             return false;
         }
     }
     if (r->kind == NB_OAI_CHAT) {
-        if (!get_int(o, "max_completion_tokens", 1, NB_OAI_MAX_TOKENS_CAP, &v, &has, e)) return false;
+        if (!get_int(o, "max_completion_tokens", 1, NB_LIMIT_MAX_TOKENS, &v, &has, e)) return false;
         if (has) r->max_tokens = (int32_t)v; /* wins over the deprecated max_tokens, as in OpenAI's API */
     }
-    if (!get_int(o, "min_tokens", 0, NB_OAI_MAX_TOKENS_CAP, &v, &has, e)) return false;
+    if (!get_int(o, "min_tokens", 0, NB_LIMIT_MAX_TOKENS, &v, &has, e)) return false;
     if (has) r->min_tokens = (int32_t)v;
     if (r->max_tokens > 0 && r->min_tokens > r->max_tokens) {
         nb_oai_error_set(e, 400, INVALID, "min_tokens", "invalid_value",
                          "'min_tokens' (%d) must be at most max_tokens (%d)", r->min_tokens, r->max_tokens);
         return false;
     }
-    if (!get_int(o, "n", 1, 128, &v, &has, e)) return false;
+    if (!get_int(o, "n", 1, NB_LIMIT_N, &v, &has, e)) return false;
     if (has && v > 1) {
         nb_oai_error_set(e, 400, INVALID, "n", "unsupported_parameter",
                          "'n' is %lld; only n = 1 is supported (send separate requests)", (long long)v);
@@ -602,13 +595,13 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
      * chat takes a boolean plus top_logprobs 0..20. */
     json_t *lp = json_object_get(o, "logprobs");
     if (r->kind == NB_OAI_COMPLETIONS) {
-        if (!get_int(o, "logprobs", 0, NB_OAI_MAX_LOGPROBS_COMPLETIONS, &v, &has, e)) return false;
+        if (!get_int(o, "logprobs", 0, NB_LIMIT_LOGPROBS_COMPLETIONS, &v, &has, e)) return false;
         if (has) r->logprobs = (int32_t)v;
     } else {
         bool want = false;
         if (lp && !json_is_null(lp) && !json_is_boolean(lp)) return bad_type(e, "logprobs", lp, "a boolean");
         want = lp && json_is_true(lp);
-        if (!get_int(o, "top_logprobs", 0, NB_MAX_TOP_LOGPROBS, &v, &has, e)) return false;
+        if (!get_int(o, "top_logprobs", 0, NB_LIMIT_TOP_LOGPROBS, &v, &has, e)) return false;
         if (has && !want) {
             nb_oai_error_set(e, 400, INVALID, "top_logprobs", "invalid_value",
                              "'top_logprobs' requires 'logprobs' to be true");

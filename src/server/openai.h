@@ -22,15 +22,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/limits.h"
 #include "engine/engine.h"
+#include "server/toolcall.h"
 #include "tokenizer/chat_template.h"
 
-/* Caps on what one request may carry (errors quote them). */
-#define NB_OAI_MAX_MESSAGES 4096
-#define NB_OAI_MAX_TOKENS_CAP (1 << 24)
-#define NB_OAI_MAX_PROMPT_IDS (1 << 22)
-#define NB_OAI_MAX_LOGPROBS_COMPLETIONS 5 /* OpenAI's limit for /v1/completions */
-#define NB_OAI_COMPLETIONS_DEFAULT_MAX_TOKENS 16 /* OpenAI's and vLLM's default */
+/* Caps on what one request may carry (errors quote them): base/limits.h.
+ * Old names, kept for code written before it: */
+#define NB_OAI_MAX_MESSAGES NB_LIMIT_MESSAGES
+#define NB_OAI_MAX_TOKENS_CAP NB_LIMIT_MAX_TOKENS
+#define NB_OAI_MAX_PROMPT_IDS NB_LIMIT_PROMPT_IDS
+#define NB_OAI_MAX_LOGPROBS_COMPLETIONS NB_LIMIT_LOGPROBS_COMPLETIONS
+#define NB_OAI_COMPLETIONS_DEFAULT_MAX_TOKENS NB_LIMIT_COMPLETIONS_DEFAULT_MAX_TOKENS
 
 typedef enum nb_oai_kind { NB_OAI_COMPLETIONS = 0, NB_OAI_CHAT } nb_oai_kind;
 
@@ -58,7 +61,7 @@ typedef struct nb_oai_request {
     int32_t max_tokens;         /* -1: not given (the caller picks the default) */
     int32_t min_tokens;
     nb_sampling sampling;
-    const char *stop[NB_MAX_STOP_STRINGS];
+    const char *stop[NB_LIMIT_STOP_STRINGS];
     size_t n_stop;
     bool stream, include_usage, ignore_eos;
     bool echo;                  /* completions: the prompt (and its logprobs) come first in the answer */
@@ -68,6 +71,7 @@ typedef struct nb_oai_request {
      * guided_choice, compiled (engine/grammar.h); owned until handed to the
      * engine (set to NULL then), freed with the request otherwise */
     struct nb_grammar *grammar;
+    nb_tool_request tools;      /* chat: tools / tool_choice / parallel_tool_calls (server/toolcall.h) */
 } nb_oai_request;
 
 /* Parses and validates one body. On failure returns false with *err filled

@@ -8,7 +8,8 @@
  * tested against a fake engine.
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions,
- * GET /v1/models, GET /health, GET /metrics (docs/serve.md).
+ * GET /v1/models, GET /health, GET /metrics, POST /admin/drain
+ * (docs/serve.md, docs/operations.md).
  *
  * Threads: HTTP connections run on libmicrohttpd's threads (one per
  * connection); backend sinks run on the engine thread. All functions below
@@ -22,7 +23,7 @@
 
 #include "engine/engine.h"
 
-#define NB_SERVER_DEFAULT_MAX_REQUEST_BYTES (8u << 20)
+#define NB_SERVER_DEFAULT_MAX_REQUEST_BYTES NB_LIMIT_REQUEST_BYTES /* old name (base/limits.h) */
 
 typedef struct nb_server_backend {
     void *ctx;
@@ -45,9 +46,12 @@ typedef struct nb_server_config {
     const char *served_model_name;  /* the only accepted `model` value */
     const char *api_key;            /* NULL or "": no auth */
     bool protect_metrics;           /* /health and /metrics need the key too */
-    size_t max_request_bytes;       /* 0: NB_SERVER_DEFAULT_MAX_REQUEST_BYTES */
-    unsigned max_connections;       /* 0: 1024 */
-    unsigned request_timeout_s;     /* 0: 30; request line + headers + body must arrive in this time */
+    size_t max_request_bytes;       /* 0: NB_LIMIT_REQUEST_BYTES */
+    size_t max_response_bytes;      /* 0: NB_LIMIT_RESPONSE_BYTES; the output one request may hold and its
+                                       response body: beyond it the answer is a 500 (or, streamed, an
+                                       error event), never a truncated text */
+    unsigned max_connections;       /* 0: NB_LIMIT_CONNECTIONS */
+    unsigned request_timeout_s;     /* 0: NB_LIMIT_REQUEST_TIMEOUT_S; request line + headers + body must arrive in this time */
     const char *allowed_origins;    /* NULL/"": no CORS; "*" or a comma-separated list of origins */
     const char *access_log;         /* NULL: none; "-": stderr; else a file appended to */
 } nb_server_config;
@@ -60,6 +64,16 @@ int nb_server_port(const nb_server *s);
 /* The engine is loaded: detects the chat template (logging the family, and a
  * warning for the generic fallback) and starts serving. b is copied. */
 void nb_server_set_ready(nb_server *s, const nb_server_backend *b);
+/* Drain (admin.h): /health answers 503 "draining" from now on; requests
+ * are still served. Also what POST /admin/drain does. */
+void nb_server_drain(nb_server *s);
+/* True once a drain or shutdown began (SIGTERM or POST /admin/drain). */
+bool nb_server_draining(nb_server *s);
+/* Seconds since the last generation request arrived (1e9 if none yet):
+ * the drain waits for a quiet period so the balancer has stopped sending. */
+double nb_server_idle_s(nb_server *s);
+/* The server's metrics (to record the cold-start breakdown). */
+struct nb_metrics *nb_server_metrics(nb_server *s);
 /* Stops accepting connections; requests arriving on open connections get 503. */
 void nb_server_begin_shutdown(nb_server *s);
 /* Requests accepted and not yet answered completely. */

@@ -47,7 +47,15 @@ int main(int argc, char **argv) {
     nb_engine_options eo = nb_engine_options_default();
     eo.max_model_len = 128;
     eo.kv_cache_bytes = 16u << 20;
+    eo.max_prefill_tokens = 2; /* the prompt is prefilled 2 tokens a step; the text must not change */
     if (nb_engine_load(model, &eo, &e) != NB_OK) return fail("load");
+    nb_stats es;
+    nb_engine_read_stats(e, &es);
+    if (es.max_num_batched_tokens != es.max_num_seqs + 2) {
+        fprintf(stderr, "embed: max_prefill_tokens 2 gave a step budget of %d, not max_num_seqs (%d) + 2\n",
+                es.max_num_batched_tokens, es.max_num_seqs);
+        return 1;
+    }
     if (nb_engine_model_info(e, &mi) != NB_OK) return fail("engine model info");
     int bad_info = nb_model_info_n_vocab(mi) != n_vocab || nb_model_info_n_params(mi) != n_params;
     nb_model_info_free(mi);

@@ -35,7 +35,7 @@ static nb_status fake_submit(void *ctx, const nb_request_params *p, uint64_t *id
                              .text_len = strlen(pieces[i]), .logprob = -0.5f,
                              .n_top = p->logprobs > 0 ? p->logprobs : 0, .n_prompt_tokens = (int32_t)p->n_prompt,
                              .n_generated = i + 1};
-        for (int k = 0; k < ev.n_top && k < NB_MAX_TOP_LOGPROBS; k++) {
+        for (int k = 0; k < ev.n_top && k < NB_LIMIT_TOP_LOGPROBS; k++) {
             ev.top_ids[k] = 3 + k;
             ev.top_logprobs[k] = -1.0f - (float)k;
         }

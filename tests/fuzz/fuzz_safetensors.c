@@ -46,7 +46,7 @@ static void quantized(const uint8_t *data, size_t size) {
     nb_safetensors *st;
     if (c.quant.method != NB_HFQ_NONE &&
         nb_safetensors_open_mem(data + 4 + L, size - 4 - L, "fuzz.safetensors", &st) == NB_OK) {
-        const nb_hparams *hp = &c.hp;
+        const nb_arch_desc *hp = &c.hp;
         int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
         static const char *const mods[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.down_proj"};
         int64_t dims[4][2] = {{E, Q}, {E, KV}, {Q, E}, {hp->n_ff, E}};

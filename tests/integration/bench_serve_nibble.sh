@@ -21,13 +21,7 @@ trap cleanup EXIT
 # the server requires a key (NIBBLE_API_KEY); the bench finds it in the same variable
 export NIBBLE_API_KEY=bench-key-$$
 "$BIN" serve --port 0 --max-model-len 256 --no-enable-prefix-caching -t 2 >"$tmp/s.log" 2>&1 &
-PID=$!; pids+=("$PID"); PORT=
-for _ in $(seq 1 600); do
-  [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/s.log" | grep -o '[0-9]*$' | head -n 1)
-  if [ -n "$PORT" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; then break; fi
-  kill -0 "$PID" 2>/dev/null || break
-  sleep 0.1
-done
+PID=$!; pids+=("$PID"); wait_ready "$PID" "$tmp/s.log"
 if [ -z "$PORT" ] || ! kill -0 "$PID" 2>/dev/null; then
   bad "nibble serve did not start: $(tail -n 5 "$tmp/s.log")"; finish; exit 1
 fi

@@ -51,12 +51,8 @@ check "json_valid_rate counts the JSON items only" \
 # ---- the same set against a real server
 "$BIN" serve -m "$M" --port 0 >"$tmp/serve.log" 2>&1 &
 spid=$!
-port=
-for _ in $(seq 1 600); do
-  [ -z "$port" ] && port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/serve.log" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$port" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && break
-  sleep 0.1
-done
+wait_ready "$spid" "$tmp/serve.log"
+port=$PORT
 check "server started" '[ -n "$port" ]'
 "$BIN" eval golden --endpoint "http://127.0.0.1:$port" --set "$tmp/set.jsonl" --out "$tmp/remote" --parallel 6 \
   >"$tmp/remote.txt" 2>&1

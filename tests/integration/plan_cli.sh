@@ -150,17 +150,15 @@ grep -q "REFUSED" "$TMP/r.txt" || fail "refusal not in the account"
 "$BIN" plan llama-3.1-8b --gpu rtx4090-24g --engine vllm-v0 --max-model-len 8192 >/dev/null || fail "8192 should fit on a 4090 under vllm-v0"
 
 # --- --engine nibble: the plan is nibble serve's own startup account, to the byte ---------------
-if [ -n "$SHARED" ] && [ -f "$SHARED/models/synth-llama-Q4_0.gguf" ]; then
-    M="$SHARED/models/synth-llama-Q4_0.gguf"
-    timeout 60 "$BIN" serve "$M" --port 0 --max-model-len 256 --max-num-seqs 8 --max-num-batched-tokens 128 \
-        >"$TMP/s.out" 2>&1 &
+# serve_vs_plan FLAGS...: nibble serve's startup account and the plan's with the same flags agree
+serve_vs_plan() {
+    timeout 60 "$BIN" serve "$M" --port 0 "$@" >"$TMP/s.out" 2>&1 &
     SP=$!
     for _ in $(seq 1 100); do grep -q "memory in bytes" "$TMP/s.out" && break; sleep 0.1; done
     kill "$SP" 2>/dev/null; wait "$SP" 2>/dev/null
-    grep -q "memory in bytes" "$TMP/s.out" || fail "serve printed no account: $(cat "$TMP/s.out")"
-    "$BIN" plan "$M" --host --engine nibble --max-model-len 256 --max-num-seqs 8 --max-num-batched-tokens 128 --json \
-        >"$TMP/n.json" || fail "plan --engine nibble exit $?"
-    python3 - "$TMP/s.out" "$TMP/n.json" <<'PY' || fail "plan --engine nibble differs from nibble serve's account"
+    grep -q "memory in bytes" "$TMP/s.out" || fail "serve $* printed no account: $(cat "$TMP/s.out")"
+    "$BIN" plan "$M" --host --engine nibble "$@" --json >"$TMP/n.json" || fail "plan --engine nibble $* exit $?"
+    python3 - "$TMP/s.out" "$TMP/n.json" <<'PY' || fail "plan --engine nibble $* differs from nibble serve's account"
 import json, re, sys
 line = [l for l in open(sys.argv[1]) if l.startswith("memory in bytes")][0]
 serve = {k: int(v) for k, v in re.findall(r"(budget|weights|overhead|pool) (-?\d+)", line)}
@@ -169,6 +167,12 @@ plan = {"budget": a["budget_bytes"], "weights": a["weights_bytes_per_card"], "ov
         "pool": a["pool_bytes"]}
 assert serve == plan, (serve, plan)
 PY
+}
+if [ -n "$SHARED" ] && [ -f "$SHARED/models/synth-llama-Q4_0.gguf" ]; then
+    M="$SHARED/models/synth-llama-Q4_0.gguf"
+    serve_vs_plan --max-model-len 256 --max-num-seqs 8 --max-num-batched-tokens 128
+    serve_vs_plan --max-model-len 256 --max-num-seqs 8       # the step budget both default to
+    serve_vs_plan --max-model-len 256 --max-num-seqs 200     # a default budget of max_num_seqs
 else
     echo "SKIP: ../shared models absent: plan --engine nibble vs serve not checked"
 fi

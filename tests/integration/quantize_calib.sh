@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Calibrated quantization end to end (docs/quantize.md "Calibrated methods"):
 #  - bad input: --method without --calib, an empty calibration file, an
-#    imatrix for another model, NaN weights: exit 2 with a message naming the
-#    problem and no output file;
+#    imatrix for another model: exit 2 with a message naming the problem and
+#    no output file; a text shorter than one sample gives one short sample
+#    (warned) and a loadable output; rows that no group divides fall back
+#    (named in the report); NaN/Inf and all-zero inputs are unit-tested
+#    (test_gptq, test_awq);
 #  - nibble imatrix on aidreams260K (GGUF and legacy .dat), quantize --imatrix
 #    with both, and an imatrix of aidreams refused for synth-llama;
 #  - aidreams260K to W4G32 with rtn, gptq, gptq --desc-act and awq: every
 #    output loads and generates, carries its recipe metadata, and GPTQ and
 #    AWQ have a lower mean KLD than RTN on the sample text (the ordering is
 #    asserted, not a number);
+#  - AWQ's module-output search through the other attention paths of the
+#    serving forward pass: synthetic GQA llama (8 heads, 2 KV heads) and
+#    qwen2 (NEOX RoPE, q/k/v biases) quantize, load and beat RTN on mean KLD;
 #  - SmoothQuant's folding written as F32 leaves the float logits unchanged
 #    (top-K logits of every position within 1e-4), and --format gguf-compat
 #    writes Q4_1 tensors.
@@ -34,6 +40,12 @@ check "empty calibration text exits 2, no output" '[ $rc -eq 2 ] && grep -q "cal
 printf '{"text": "hello"}\n{"nope": 1}\n' >"$tmp/bad.jsonl"
 "$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method awq --calib "$tmp/bad.jsonl" >/dev/null 2>"$tmp/e"; rc=$?
 check "bad JSONL line is named" '[ $rc -eq 2 ] && grep -q "bad.jsonl:2" "$tmp/e" && [ ! -e "$tmp/o.gguf" ]'
+printf 'Once upon a time.' >"$tmp/short.txt"
+"$BIN" quantize "$M" "$tmp/short.gguf" --type W4G32 --method gptq --calib "$tmp/short.txt" --calib-seq-len 128 \
+  >/dev/null 2>"$tmp/e"; rc=$?
+"$BIN" generate -m "$tmp/short.gguf" -p "Once" -n 4 --temp 0 >/dev/null 2>&1; rc2=$?
+check "calibration text shorter than one sample: one short sample, warned, output loads" \
+  '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "only 1 samples" "$tmp/e" && grep -q "shorter than" "$tmp/e"'
 "$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method smoothquant --calib "$T" >/dev/null 2>"$tmp/e"; rc=$?
 check "smoothquant refuses W4 types" '[ $rc -eq 2 ] && grep -q "W8A8" "$tmp/e"'
 
@@ -79,8 +91,33 @@ echo "W4G32 mean KLD: rtn ${K[rtn]}, gptq ${K[gptq]}, gptq --desc-act ${K[gptq-d
 for m in gptq gptq-desc awq; do
   check "$m beats rtn on mean KLD" "python3 -c 'import sys; sys.exit(not (${K[$m]} < ${K[rtn]}))'"
 done
+check "rows that no group divides fall back, named in the report (172-wide ffn_down -> F16)" "python3 - \"$tmp/j-gptq\" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))['tensors']
+fb = [x for x in t if x['fallback'] and '172' in x['why'] and x['type'] == 'F16']
+print(len(fb), 'fallback tensors, e.g.', fb[0]['name'] if fb else None, fb[0]['why'] if fb else None)
+sys.exit(0 if fb and all('ffn_down' in x['name'] for x in fb) else 1)
+PY"
 "$BIN" inspect "$tmp/gptq-desc.gguf" >"$tmp/i" 2>&1
 check "GPTQ recipe metadata" 'grep -q "nibble.quantize.method.*gptq" "$tmp/i" && grep -q "nibble.quantize.desc_act.*true" "$tmp/i" && grep -q "nibble.quantize.calib_sha256" "$tmp/i" && grep -q "nibble.quantize.input_sha256" "$tmp/i" && grep -q "nibble.quantize.damp" "$tmp/i"'
+
+# --- AWQ's module search on GQA and qwen2 (biases, NEOX RoPE) synthetic models ---
+n=$(wc -l <"$T")
+head -n $((n / 2)) "$T" >"$tmp/calib.txt"
+tail -n +$((n / 2 + 1)) "$T" >"$tmp/eval.txt"
+"$BIN" synth --arch llama --dim 128 --layers 2 --heads 8 --kv-heads 2 --ffn 384 --outliers 2 -o "$tmp/gqa.gguf" >/dev/null 2>&1
+"$BIN" synth --arch qwen2 --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 384 -o "$tmp/qw.gguf" >/dev/null 2>&1
+for sm in gqa qw; do
+  for m in rtn awq; do
+    args=""
+    [ $m = awq ] && args="--method awq --calib $tmp/calib.txt --calib-samples 32 --calib-seq-len 128 --seed 1"
+    "$BIN" quantize "$tmp/$sm.gguf" "$tmp/$sm-$m.gguf" --type W4G32 $args -q >/dev/null 2>"$tmp/e"
+    K[$sm-$m]=$("$BIN" eval kld "$tmp/$sm.gguf" "$tmp/$sm-$m.gguf" -f "$tmp/eval.txt" -c 128 --json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)['kld_mean'])" 2>/dev/null || echo 9)
+  done
+  echo "$sm W4G32 mean KLD: rtn ${K[$sm-rtn]}, awq ${K[$sm-awq]}"
+  check "awq beats rtn on the synthetic $sm model" "python3 -c 'import sys; sys.exit(not (${K[$sm-awq]} < ${K[$sm-rtn]} < 9))'"
+done
 
 # --- SmoothQuant folding is exact in float; gguf-compat ---
 "$BIN" quantize "$M" "$tmp/sq.gguf" --type F32 --method smoothquant $C -q >/dev/null 2>&1; rc=$?

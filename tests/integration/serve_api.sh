@@ -27,16 +27,8 @@ curl() { command curl -m 60 "$@"; }  # no request may hang the test
 start_server() {
   local log=$1; shift
   "$BIN" serve "$@" --port 0 >"$log" 2>&1 &
-  PID=$!; pids+=("$PID"); PORT=
-  for _ in $(seq 1 600); do
-    [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' | head -n 1)
-    if [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; then
-      return 0
-    fi
-    kill -0 "$PID" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
+  PID=$!; pids+=("$PID")
+  wait_ready "$PID" "$log"
 }
 
 # --- flag errors exit 2 naming the flag ---

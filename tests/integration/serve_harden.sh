@@ -27,17 +27,8 @@ H() { PYTHONUNBUFFERED=1 timeout 240 python3 "$HERE/clients/harden.py" "$@"; }
 start_server() {
   local log=$1; shift
   "$BIN" serve "$@" --port 0 >"$log" 2>&1 &
-  PID=$!; pids+=("$PID"); PORT=
-  for _ in $(seq 1 600); do
-    [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' | head -n 1)
-    if [ -n "$PORT" ]; then
-      [ -n "${NOWAIT:-}" ] && return 0
-      [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ] && return 0
-    fi
-    kill -0 "$PID" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
+  PID=$!; pids+=("$PID")
+  wait_ready "$PID" "$log" ${NOWAIT:+listening}
 }
 group() { # group NAME PORT KEY ARGS...: runs a harden.py group, one check per line
   local name=$1; shift

@@ -11,15 +11,9 @@ for t in node npm curl; do
   command -v $t >/dev/null || { echo "SKIP: $t not installed (scripts/deps.sh installs nodejs + npm)"; exit 77; }
 done
 NPM_DIR=${NB_NPM_DIR:-$(cd "$(dirname "$BIN")" && pwd)/npm-clients}
-mkdir -p "$NPM_DIR"
-cp "$HERE/clients/package.json" "$HERE/clients/openai_client.mjs" "$NPM_DIR/"
-if [ ! -f "$NPM_DIR/node_modules/openai/package.json" ] || ! cmp -s "$HERE/clients/package.json" "$NPM_DIR/.installed"; then
-  if ! (cd "$NPM_DIR" && timeout 300 npm install --no-audit --no-fund --loglevel=error >npm.log 2>&1); then
-    echo "SKIP: npm install of the pinned openai client failed: $(tail -n 3 "$NPM_DIR/npm.log")"
-    exit 77
-  fi
-  cp "$HERE/clients/package.json" "$NPM_DIR/.installed"
-fi
+. "$HERE/../lib/npm_client.sh"
+. "$HERE/../lib/server.sh"
+npm_client_setup "$NPM_DIR" "$HERE/clients/openai_client.mjs"
 
 tmp=$(mktemp -d)
 PID=
@@ -30,13 +24,7 @@ else echo "SKIP: $SHARED/models not found; using the built-in default model"; M=
 KEY=npm-test-$$
 NIBBLE_API_KEY=$KEY "$BIN" serve ${M:+"$M"} --port 0 --max-model-len 128 -t 2 >"$tmp/log" 2>&1 &
 PID=$!
-PORT=
-for _ in $(seq 1 600); do
-  [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/log" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$PORT" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ] && break
-  kill -0 $PID 2>/dev/null || break
-  sleep 0.1
-done
+wait_ready "$PID" "$tmp/log"
 if [ -z "$PORT" ]; then echo "FAIL: server did not start: $(tail -n 5 "$tmp/log")"; exit 1; fi
 (cd "$NPM_DIR" && timeout 120 node openai_client.mjs "$PORT" "$KEY" "$NAME"); rc=$?
 kill -TERM $PID; wait $PID; src=$?

@@ -16,12 +16,7 @@ unset NIBBLE_API_KEY
 "$BIN" serve --port 0 --max-model-len 256 >"$tmp/log" 2>&1 &
 PID=$!
 trap 'kill -9 $PID 2>/dev/null; rm -rf "$tmp"' EXIT
-PORT=
-for _ in $(seq 1 600); do
-  [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/log" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$PORT" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ] && break
-  sleep 0.1
-done
+wait_ready "$PID" "$tmp/log"
 check "server ready" '[ -n "$PORT" ]'
 
 timeout 600 python3 "$HERE/clients/structured.py" "$PORT" 200 >"$tmp/out" 2>&1; rc=$?

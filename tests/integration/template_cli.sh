@@ -73,13 +73,7 @@ trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 unset NIBBLE_API_KEY
 "$BIN" serve "$M" --chat-template "$T/google-gemma-2-2b-it.jinja" --port 0 --max-model-len 128 -t 2 >"$tmp/s.log" 2>&1 &
 pid=$!
-PORT=
-for _ in $(seq 1 600); do
-  [ -z "$PORT" ] && PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/s.log" | grep -o '[0-9]*$' | head -n 1)
-  [ -n "$PORT" ] && [ "$(curl -m 5 -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ] && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.1
-done
+wait_ready "$pid" "$tmp/s.log"
 check "server with --chat-template is ready and says so" 'grep -q "chat template: --chat-template" "$tmp/s.log"'
 U=http://127.0.0.1:$PORT/v1/chat/completions
 code=$(curl -m 60 -s -o "$tmp/r1" -w '%{http_code}' "$U" \

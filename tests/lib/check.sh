@@ -22,3 +22,5 @@ skip_rest() {
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+. "$(dirname "${BASH_SOURCE[0]}")/server.sh" # wait_ready

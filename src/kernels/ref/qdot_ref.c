@@ -14,7 +14,7 @@
 
 #include "base/half.h"
 #include "kernels/qdot.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 #include "quant/qtypes.h"
 #include "quant/quant_ref.h"
 

@@ -108,6 +108,89 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
 void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1); }
 void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0); }
 
+/* planar_dot for T (1..4) tokens at once: each weight vector is loaded,
+ * unpacked and its scales converted once and meets every token's
+ * activations (small-batch decode reads and unpacks each weight once per
+ * step instead of once per token). Per token the operations and their
+ * order are planar_dot's, so the results are identical to T calls. */
+static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
+                                                               size_t a_stride, float *out, const int four,
+                                                               const int T) {
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const uint16_t *wd = w;
+    const uint8_t *q = (const uint8_t *)w + nb * 2;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc0[4], acc1[4];
+    __m128 off[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        acc0[t] = acc1[t] = _mm512_setzero_ps();
+        off[t] = _mm_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const uint8_t *qi = q + i * qs;
+        __m512i w0, w1;
+        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        if (four) {
+            __m512i v = _mm512_loadu_si512((const void *)qi);
+            w0 = _mm512_and_si512(v, m4);
+            w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        } else {
+            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            w0 = _mm512_loadu_si512((const void *)qi);
+            w1 = _mm512_loadu_si512((const void *)(qi + 64));
+        }
+        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+            const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
+            const float *ad = (const float *)((const uint8_t *)x + nb * 32), *ads = ad + nb;
+            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)(x + i * 32)));
+            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1,
+                                             _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
+            __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
+            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1[t]);
+            off[t] = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - (four ? 8.0f : 128.0f) * hsum128(off[t]);
+        for (int64_t j = i; j < nb; j++)
+            sum += tail_scale(w, (const uint8_t *)x + nb * 32, j) * (float)(four ? tail_q4(q, x, j) : tail_q8(q, x, j));
+        out[t] = sum;
+    }
+}
+
+/* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
+ * out[i*ldo + j]), a row at a time. */
+static inline __attribute__((always_inline)) void planar_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
+                                                             const void *act, size_t a_stride, float *out, size_t ldo,
+                                                             const int four) {
+    for (int r = 0; r < m; r++) {
+        const void *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        float *o = out + (size_t)r * ldo;
+        switch (nn) {
+        case 1: planar_dot_t(n, wr, act, a_stride, o, four, 1); break;
+        case 2: planar_dot_t(n, wr, act, a_stride, o, four, 2); break;
+        case 3: planar_dot_t(n, wr, act, a_stride, o, four, 3); break;
+        default: planar_dot_t(n, wr, act, a_stride, o, four, 4); break;
+        }
+    }
+}
+
+void nb_q4_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo) {
+    planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 1);
+}
+void nb_q8_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo) {
+    planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 0);
+}
+
 /* Dequantization of repacked rows (token embeddings, the float fallback):
  * 16 weights at a time widened to floats. */
 static inline void put16(float *dst, __m128i q8, float s, float off) {

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kernels/repack.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 
 
 #ifndef PREFETCH_AHEAD

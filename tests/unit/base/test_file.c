@@ -64,7 +64,44 @@ static void test_out_check(void **state) {
     free(in); free(out); free(lnk); free(hard); free(fifo); free(sub); free(tmp);
 }
 
+/* The directory form: OUT_DIR not a directory (always refused), the input
+ * directory itself (unless force), and the rule for each named file in it. */
+static void test_out_dir_check(void **state) {
+    (void)state;
+    char d[] = "/tmp/nb_test_outdir_XXXXXX";
+    assert_non_null(mkdtemp(d));
+    char in[128], out[128], fifo[128], file[128], lnk[128];
+    snprintf(in, sizeof in, "%s/in", d);
+    snprintf(out, sizeof out, "%s/out", d);
+    snprintf(fifo, sizeof fifo, "%s/out/results.json", d);
+    snprintf(file, sizeof file, "%s/set.jsonl", d);
+    snprintf(lnk, sizeof lnk, "%s/out/items.jsonl", d);
+    assert_int_equal(mkdir(in, 0700), 0);
+    assert_int_equal(nb_write_file(file, "{}", 2), NB_OK);
+    const char *ins[] = {in, file};
+    const char *names[] = {"results.json", "items.jsonl"};
+    assert_int_equal(nb_out_dir_check(out, names, 2, ins, 2, false, "--out"), NB_OK); /* absent */
+    assert_int_equal(nb_out_dir_check(in, names, 2, ins, 2, false, "OUT_DIR"), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "OUT_DIR"));
+    assert_non_null(strstr(nb_errmsg(), "same directory as the input"));
+    assert_int_equal(nb_out_dir_check(in, names, 2, ins, 2, true, "OUT_DIR"), NB_OK);
+    assert_int_equal(nb_out_dir_check("/dev/null", names, 2, ins, 2, true, "--out"), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "--out '/dev/null' is a character device, not a directory"));
+    assert_int_equal(nb_out_dir_check(file, names, 2, NULL, 0, false, "--out"), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "not a directory"));
+    assert_int_equal(mkdir(out, 0700), 0);
+    assert_int_equal(nb_out_dir_check(out, names, 2, ins, 2, false, "--out"), NB_OK); /* empty directory */
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(nb_out_dir_check(out, names, 2, ins, 2, false, "--out"), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "results.json' is a FIFO"));
+    assert_int_equal(unlink(fifo), 0);
+    assert_int_equal(symlink(file, lnk), 0); /* a file in OUT_DIR that is the input */
+    assert_int_equal(nb_out_dir_check(out, names, 2, ins, 2, false, "--out"), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "same file as the input"));
+    unlink(lnk); unlink(file); rmdir(out); rmdir(in); rmdir(d);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_out_check)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_out_check), cmocka_unit_test(test_out_dir_check)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

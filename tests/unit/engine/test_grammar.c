@@ -146,6 +146,43 @@ static uint32_t next_rand(void) {
     return (uint32_t)rng;
 }
 
+/* A uniformly random one of the n tokens the mask allows. */
+static int32_t pick_allowed(const uint8_t *allowed, int32_t nv, int32_t n) {
+    int32_t k = (int32_t)(next_rand() % (uint32_t)n);
+    for (int32_t i = 0; i < nv; i++)
+        if (allowed[i] && k-- == 0) return i;
+    fail_msg("the mask allows fewer than %d tokens", n);
+    return -1;
+}
+
+/* A random walk under g's mask: at most `budget` tokens, each a uniform
+ * pick among the allowed ones, until the match closes or EOS is picked;
+ * the text goes to out (NUL-terminated). Returns the match, for the
+ * caller's checks and nb_gmatch_free. `what` and `w` name the walk in a
+ * failure. */
+static nb_gmatch *random_walk(nb_vtrie *v, const nb_tokenizer *tk, const nb_grammar *g, int budget, int32_t eos,
+                              uint8_t *allowed, int32_t nv, char *out, size_t cap, const char *what, int w) {
+    nb_gmatch *m;
+    assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
+    size_t on = 0;
+    out[0] = 0;
+    for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
+        int32_t n = nb_grammar_mask(v, m, left, &eos, 1, allowed, nv);
+        if (n == 0) fprintf(stderr, "%s %d: no token allowed after %.*s\n", what, w, (int)on, out);
+        assert_true(n > 0);
+        int32_t id = pick_allowed(allowed, nv, n);
+        if (id == eos) break;
+        size_t l;
+        const char *p = nb_token_piece_ref(tk, id, false, &l);
+        assert_true(nb_gmatch_feed(m, p, l));
+        assert_true(on + l < cap);
+        memcpy(out + on, p, l);
+        on += l;
+        out[on] = 0;
+    }
+    return m;
+}
+
 static void walk(const nb_grammar *g, int budget, char *out) {
     nb_gmatch *m;
     assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
@@ -248,29 +285,8 @@ static void test_token_walks(void **state) {
     /* {"name":"","email":"a@a.com","n":0,"tags":["a"]} is 49 bytes */
     for (int w = 0; w < 120; w++) {
         int budget = 49 + w % 60;
-        nb_gmatch *m;
-        assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
         char out[1024];
-        size_t on = 0;
-        for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
-            int32_t n = nb_grammar_mask(v, m, left, &eos, 1, allowed, nv);
-            if (n == 0) fprintf(stderr, "walk %d: no token allowed after %.*s\n", w, (int)on, out);
-            assert_true(n > 0);
-            int32_t k = (int32_t)(next_rand() % (uint32_t)n), id = -1;
-            for (int32_t i = 0; i < nv; i++)
-                if (allowed[i] && k-- == 0) {
-                    id = i;
-                    break;
-                }
-            if (id == eos) break;
-            size_t l;
-            const char *p = nb_token_piece_ref(tk, id, false, &l);
-            assert_true(nb_gmatch_feed(m, p, l));
-            assert_true(on + l < sizeof out);
-            memcpy(out + on, p, l);
-            on += l;
-        }
-        out[on] = 0;
+        nb_gmatch *m = random_walk(v, tk, g, budget, eos, allowed, nv, out, sizeof out, "walk", w);
         assert_true(nb_gmatch_complete(m));
         json_t *j = json_loads(out, 0, NULL);
         if (!j) fprintf(stderr, "walk %d: not JSON: %s\n", w, out);
@@ -284,11 +300,192 @@ static void test_token_walks(void **state) {
     nb_tokenizer_free(tk);
 }
 
+/* Tool calls (nb_grammar_tagged): a literal prefix names the function and
+ * selects its arguments' schema, then a literal suffix; token walks under
+ * the mask always end in one whole call of a declared function. */
+static void test_tagged(void **state) {
+    (void)state;
+    const char *pre[] = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+                         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "};
+    const char *sch[] = {"{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":8},"
+                         "\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"]}",
+                         "{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"integer\",\"minimum\":-12,"
+                         "\"maximum\":14}},\"required\":[\"tz\"],\"additionalProperties\":false}"};
+    nb_grammar *g = NULL;
+    assert_int_equal(nb_grammar_tagged(pre, sch, 2, "}\n</tool_call>", &g), NB_OK);
+    assert_string_equal(nb_grammar_kind(g), "tool_call");
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\",\"unit\":\"c\"}}\n</tool_call>"), 1);
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": { \"tz\" : -3 }}\n</tool_call>"), 1);
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":15"), -1);  /* maximum */
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"city\""), -1); /* the other schema */
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_date\""), -1);                       /* undeclared */
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":3}}\n</tool"), 0);
+    assert_int_equal(run(g, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":3}}\n</tool_call> "), -1);
+    assert_int_equal(run(g, " <tool_call>"), -1); /* nothing before the prefix */
+    nb_grammar_free(g);
+    /* a leading 0 or '-' that can never reach the bounds is refused at once (a dead end otherwise) */
+    g = schema("{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}");
+    assert_int_equal(run(g, "0"), -1);
+    assert_int_equal(run(g, "-"), -1);
+    assert_int_equal(run(g, "7"), 1);
+    nb_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"minimum\":0.5}");
+    assert_int_equal(run(g, "0.7"), 1);
+    assert_int_equal(run(g, "-"), -1);
+    nb_grammar_free(g);
+    g = schema("{\"type\":\"number\",\"minimum\":1}");
+    assert_int_equal(run(g, "0"), -1);
+    nb_grammar_free(g);
+    /* refusals: an undeclared keyword, a non-object schema, prefixes that are prefixes of each other */
+    const char *bad[] = {"{\"type\":\"object\",\"oneOf\":[]}"}, *num[] = {"{\"type\":\"number\"}"};
+    assert_int_equal(nb_grammar_tagged(pre, bad, 1, "}", &g), NB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(nb_errmsg(), "oneOf"));
+    assert_int_equal(nb_grammar_tagged(pre, num, 1, "}", &g), NB_ERR_UNSUPPORTED);
+    const char *dup[] = {"{\"name\": \"a", "{\"name\": \"ab"};
+    assert_int_equal(nb_grammar_tagged(dup, sch, 2, "}", &g), NB_ERR_INVALID);
+    assert_null(g);
+
+    /* token walks with the built-in vocabulary, budgets down to the shortest call */
+    char path[] = "/tmp/nb_grammar_vocab_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    nb_synth_params sp;
+    nb_synth_defaults(&sp, NB_ARCH_LLAMA);
+    sp.n_embd = 64, sp.n_layer = 1, sp.n_head = 2, sp.n_head_kv = 1, sp.n_ff = 128;
+    assert_int_equal(nb_synth_write(&sp, path), NB_OK);
+    nb_tokenizer *tk;
+    assert_int_equal(nb_tokenizer_load(path, NULL, &tk), NB_OK);
+    unlink(path);
+    nb_vtrie *v;
+    assert_int_equal(nb_vtrie_create(tk, &v), NB_OK);
+    const char *mpre[] = {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": ",
+                          "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": ",
+                          "[TOOL_CALLS][{\"name\": \"get_zone\", \"arguments\": ",
+                          "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": "};
+    const char *msch[] = {"{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},"
+                          "\"unit\":{\"enum\":[\"celsius\",\"fahrenheit\"]},\"days\":{\"type\":\"integer\","
+                          "\"minimum\":1,\"maximum\":7}},\"required\":[\"city\",\"unit\"],\"additionalProperties\":false}",
+                          sch[1],
+                          "{\"type\":\"object\",\"properties\":{\"tz\":{\"type\":\"string\",\"pattern\":"
+                          "\"^[A-Z]{3}$\"}},\"required\":[\"tz\"]}",
+                          "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"};
+    assert_int_equal(nb_grammar_tagged(mpre, msch, 4, "}]", &g), NB_OK);
+    int32_t nv = nb_tokenizer_n_vocab(tk), eos = nb_tokenizer_eos(tk);
+    uint8_t *allowed = malloc((size_t)nv);
+    assert_non_null(allowed);
+    /* [TOOL_CALLS][{"name": "get_time", "arguments": {"tz":0}}] is 58 bytes */
+    for (int w = 0; w < 300; w++) {
+        int budget = 58 + w % 90;
+        char out[1024];
+        nb_gmatch *m = random_walk(v, tk, g, budget, eos, allowed, nv, out, sizeof out, "tagged walk", w);
+        assert_true(nb_gmatch_closed(m));
+        assert_true(!strncmp(out, "[TOOL_CALLS]", 12));
+        json_t *j = json_loads(out + 12, 0, NULL);
+        if (!j) fprintf(stderr, "tagged walk %d: not JSON: %s\n", w, out);
+        assert_non_null(j);
+        json_t *c = json_array_get(j, 0), *a = json_object_get(c, "arguments");
+        const char *name = json_string_value(json_object_get(c, "name"));
+        assert_non_null(name);
+        if (!strcmp(name, "get_time")) {
+            assert_true(json_is_integer(json_object_get(a, "tz")));
+            assert_true(json_integer_value(json_object_get(a, "tz")) >= -12);
+        } else if (!strcmp(name, "get_zone")) {
+            assert_int_equal(json_string_length(json_object_get(a, "tz")), 3);
+        } else if (!strcmp(name, "ping")) {
+            assert_int_equal(json_object_size(a), 0);
+        } else {
+            assert_string_equal(name, "get_weather");
+            assert_true(json_is_string(json_object_get(a, "city")));
+            assert_true(json_is_string(json_object_get(a, "unit")));
+        }
+        json_decref(j);
+        nb_gmatch_free(m);
+    }
+    free(allowed);
+    nb_grammar_free(g);
+    nb_vtrie_free(v);
+    nb_tokenizer_free(tk);
+}
+
+/* The one-pass shortcuts of nb_grammar_mask (plain and UTF-8 tokens inside
+ * free strings, plain ones in free keys) change the cost, never the mask:
+ * on random token walks with the 32,000-token llama vocabulary (../shared,
+ * many multi-byte tokens) it equals nb_grammar_mask_walk's (the whole trie
+ * walked) at every step, byte for byte. */
+static void test_mask_shortcuts(void **state) {
+    (void)state;
+    const char *shared = getenv("NB_SHARED");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", shared ? shared : "");
+    if (!shared || access(path, R_OK) != 0) {
+        skip();
+        return;
+    }
+    nb_tokenizer *tk;
+    assert_int_equal(nb_tokenizer_load(path, NULL, &tk), NB_OK);
+    nb_vtrie *v;
+    assert_int_equal(nb_vtrie_create(tk, &v), NB_OK);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":9},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":3}},"
+        "\"required\":[\"name\",\"tags\"],\"additionalProperties\":{\"type\":\"string\",\"maxLength\":4}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]},"
+        "\"b\":{\"type\":\"string\",\"minLength\":20}},\"required\":[\"a\",\"b\"]}",
+    };
+    int32_t nv = nb_tokenizer_n_vocab(tk), eos = nb_tokenizer_eos(tk);
+    uint8_t *fast = malloc((size_t)nv), *walk = malloc((size_t)nv);
+    assert_non_null(fast);
+    assert_non_null(walk);
+    int steps = 0;
+    for (size_t si = 0; si < sizeof schemas / sizeof *schemas; si++) {
+        nb_grammar *g = schema(schemas[si]);
+        for (int w = 0; w < 6; w++) {
+            nb_gmatch *m;
+            assert_int_equal(nb_gmatch_create(g, &m), NB_OK);
+            int budget = 40 + 12 * w;
+            for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
+                int32_t n = nb_grammar_mask(v, m, left, &eos, 1, fast, nv);
+                int32_t n2 = nb_grammar_mask_walk(v, m, left, &eos, 1, walk, nv);
+                if (n != n2 || memcmp(fast, walk, (size_t)nv) != 0)
+                {
+                    fprintf(stderr, "schema %zu walk %d left %d: %d tokens vs %d walking the trie\n", si, w, left, n, n2);
+                    for (int32_t i = 0, shown = 0; i < nv && shown < 12; i++)
+                        if (fast[i] != walk[i]) {
+                            size_t l;
+                            const char *p = nb_token_piece_ref(tk, i, false, &l);
+                            fprintf(stderr, "  token %d [%.*s] fast %d walk %d\n", i, (int)l, p, fast[i], walk[i]);
+                            shown++;
+                        }
+                }
+                assert_int_equal(n, n2);
+                assert_memory_equal(fast, walk, (size_t)nv);
+                steps++;
+                assert_true(n > 0);
+                int32_t id = pick_allowed(fast, nv, n);
+                if (id == eos) break;
+                size_t l;
+                const char *p = nb_token_piece_ref(tk, id, false, &l);
+                assert_true(nb_gmatch_feed(m, p, l));
+            }
+            assert_true(nb_gmatch_complete(m));
+            nb_gmatch_free(m);
+        }
+        nb_grammar_free(g);
+    }
+    assert_true(steps > 100);
+    free(fast);
+    free(walk);
+    nb_vtrie_free(v);
+    nb_tokenizer_free(tk);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_object_keywords), cmocka_unit_test(test_arrays_enums_anyof),
         cmocka_unit_test(test_refs_and_refusals), cmocka_unit_test(test_choice_and_regex),
         cmocka_unit_test(test_budget_walks),      cmocka_unit_test(test_token_walks),
+        cmocka_unit_test(test_tagged),            cmocka_unit_test(test_mask_shortcuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,7 +38,7 @@ typedef struct sim {
 static void sim_init(sim *m, int64_t n_blocks, int32_t bs, bool prefix, int32_t max_seqs, int32_t budget) {
     memset(m, 0, sizeof *m);
     assert_int_equal(nb_kvcache_create(n_blocks, bs, prefix, &m->kv), NB_OK);
-    nb_sched_config c = {max_seqs, budget};
+    nb_sched_config c = {max_seqs, budget, 0};
     assert_int_equal(nb_sched_create(&c, m->kv, &m->s), NB_OK);
 }
 

@@ -107,14 +107,14 @@ static void test_limits(void **state) {
     const char *empty[] = {"ok", ""};
     assert_int_equal(nb_stop_init(&s, empty, 2), NB_ERR_RANGE);
     assert_non_null(strstr(nb_errmsg(), "stop[1]"));
-    char big[NB_STOP_MAX_LEN + 2];
+    char big[NB_LIMIT_STOP_LEN + 2];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
     const char *lng[] = {big};
     assert_int_equal(nb_stop_init(&s, lng, 1), NB_ERR_RANGE);
-    const char *many[NB_STOP_MAX + 1];
-    for (int i = 0; i <= NB_STOP_MAX; i++) many[i] = "a";
-    assert_int_equal(nb_stop_init(&s, many, NB_STOP_MAX + 1), NB_ERR_RANGE);
+    const char *many[NB_LIMIT_STOP_STRINGS + 1];
+    for (int i = 0; i <= NB_LIMIT_STOP_STRINGS; i++) many[i] = "a";
+    assert_int_equal(nb_stop_init(&s, many, NB_LIMIT_STOP_STRINGS + 1), NB_ERR_RANGE);
     /* no stop strings: text passes through */
     assert_int_equal(nb_stop_init(&s, NULL, 0), NB_OK);
     const char *p;

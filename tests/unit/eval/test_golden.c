@@ -7,6 +7,10 @@
  *    JSON (a schema failure still counts as valid JSON);
  *  - set loading: line numbers for malformed JSON, unknown checks, an
  *    empty set, duplicate ids, bad regexes and schemas, choice nested;
+ *  - the duplicate-id check on a 200,000-item set (a hash set: linear,
+ *    where comparing every pair took minutes): duplicates at the start,
+ *    middle and end are each found with the right lines, and near-equal ids
+ *    are not taken for duplicates;
  *  - the continuation rule over text offsets. */
 #include <jansson.h>
 #include <math.h>
@@ -216,6 +220,50 @@ static void test_bad_sets(void **state) {
                "\"check\": {\"contains\": \"h\"}}", NB_ERR_FORMAT, "messages[0].role");
 }
 
+/* A set of n items with ids "item-<i>" (line i + 1), except that the item
+ * at index dup_at (when >= 0) repeats the id of the item at dup_of. */
+static char *big_set(int n, int dup_at, int dup_of, size_t *len) {
+    size_t cap = (size_t)n * 96 + 1, off = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    for (int i = 0; i < n; i++) {
+        int id = i == dup_at ? dup_of : i;
+        off += (size_t)snprintf(t + off, cap - off,
+                                "{\"id\": \"item-%d\", \"bucket\": \"b\", \"prompt\": \"p\", \"check\": {\"exact\": \"x\"}}\n",
+                                id);
+        assert_true(off < cap);
+    }
+    *len = off;
+    return t;
+}
+
+static void expect_dup(int n, int dup_at, int dup_of) {
+    size_t len;
+    char *t = big_set(n, dup_at, dup_of, &len);
+    nb_golden_set s;
+    nb_status st = nb_golden_set_parse(t, len, "big.jsonl", &s);
+    if (st == NB_OK) nb_golden_set_free(&s);
+    char want[128];
+    snprintf(want, sizeof want, "big.jsonl:%d: duplicate id 'item-%d' (first on line %d)", dup_at + 1, dup_of,
+             dup_of + 1);
+    if (st != NB_ERR_FORMAT || strcmp(nb_errmsg(), want)) fprintf(stderr, "got %d: %s (wanted '%s')\n", st, nb_errmsg(), want);
+    assert_int_equal(st, NB_ERR_FORMAT);
+    assert_string_equal(nb_errmsg(), want);
+    free(t);
+}
+
+static void test_large_set_duplicates(void **state) {
+    (void)state;
+    enum { N = 200000 };
+    /* Each case stops at its duplicate; the end case parses all N items, so
+     * its exact message (line N, first on line N/2 + 1) also shows that no
+     * earlier pair of the near-equal ids item-1, item-10, item-100, ... was
+     * taken for a duplicate. */
+    expect_dup(N, 1, 0);          /* start: the second item repeats the first */
+    expect_dup(N, N / 2, 7);      /* middle: repeats an early item */
+    expect_dup(N, N - 1, N / 2);  /* end: the last item repeats the middle one */
+}
+
 static void test_continuation_rule(void **state) {
     (void)state;
     /* "<s>" "The" " cat" " sat": text "The cat sat", offsets 0 0 3 7, length 11 */
@@ -244,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_json_valid_rate),
         cmocka_unit_test(test_bad_sets),
         cmocka_unit_test(test_continuation_rule),
+        cmocka_unit_test(test_large_set_duplicates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,7 +98,8 @@ static void test_million_keys(void **state) {
     assert_int_equal(nb_gguf_open(p, &g), NB_ERR_FORMAT);
     print_message("1,000,000 keys with the duplicate last: refused in %.3f s\n", now_s() - t0);
     assert_non_null(strstr(nb_errmsg(), "duplicate metadata key 'k.0000000'"));
-    assert_non_null(strstr(nb_errmsg(), "byte offset"));
+    /* each kv is 8 + 9 + 4 + 1 = 22 bytes after the 24-byte header */
+    assert_non_null(strstr(nb_errmsg(), "at byte offset 22000002 (first at byte offset 24)"));
     unlink(p);
     free(p);
 
@@ -107,6 +108,8 @@ static void test_million_keys(void **state) {
     assert_int_equal(nb_gguf_open(p, &g), NB_ERR_FORMAT);
     print_message("200,000 tensor infos with the duplicate last: refused in %.3f s\n", now_s() - t0);
     assert_non_null(strstr(nb_errmsg(), "duplicate tensor name 't.0000000'"));
+    /* tensor infos start after the one 22-byte kv; each is 8 + 9 + 4 + 8 + 4 + 8 = 41 bytes */
+    assert_non_null(strstr(nb_errmsg(), "at byte offset 8200005 (first at byte offset 46)"));
     unlink(p);
     free(p);
 

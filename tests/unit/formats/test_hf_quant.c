@@ -14,8 +14,7 @@
 #include "testutil.h"
 #include "base/half.h"
 #include "formats/hf_quant.h"
-#include "quant/blocks.h"
-#include "quant/qtypes.h"
+#include "base/blocks.h"
 
 /* nibble W4G<G> block decoder written from docs/quant.md. */
 static float w4g_value(const uint8_t *row, int G, int64_t k) {

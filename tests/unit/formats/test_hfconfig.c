@@ -465,7 +465,7 @@ static void check_export(const char *model, const char *dtype) {
     snprintf(dir, sizeof dir, "%s/export-%s", nb_test_tmpdir(), dtype);
     assert_int_equal(nb_hf_export(&a, dir, dtype), NB_OK);
     assert_int_equal(nb_source_open_hf(dir, &b), NB_OK);
-    const nb_hparams *x = &a.hp, *y = &b.hp;
+    const nb_arch_desc *x = &a.hp, *y = &b.hp;
     assert_int_equal(y->rope_style, NB_ROPE_NEOX);
     assert_int_equal(x->n_embd, y->n_embd);
     assert_int_equal(x->n_layer, y->n_layer);

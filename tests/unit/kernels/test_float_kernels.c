@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "quant/qtypes.h"
 #include "testutil.h"
@@ -54,6 +55,12 @@ static void test_dots(void **state) {
             assert_true(fabs(isas[k]->dot_f32(n, w, x) - e32) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(isas[k]->dot_f16(n, h, x) - e16) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(isas[k]->dot_bf16(n, b, x) - eb) <= 1e-5 * mag + 1e-7);
+            /* every prefetch variant computes the same sums in the same order */
+            for (int v = 0; v < NB_FLOAT_PF_VARIANTS; v++) {
+                assert_true(isas[k]->dot_f32_pf[v](n, w, x) == isas[k]->dot_f32(n, w, x));
+                assert_true(isas[k]->dot_f16_pf[v](n, h, x) == isas[k]->dot_f16(n, h, x));
+                assert_true(isas[k]->dot_bf16_pf[v](n, b, x) == isas[k]->dot_bf16(n, b, x));
+            }
             isas[k]->f16_to_f32(n, h, c);
             for (int64_t i = 0; i < n; i++) assert_true(c[i] == nb_fp16_to_fp32(h[i]));
             isas[k]->bf16_to_f32(n, b, c);
@@ -151,7 +158,20 @@ static void test_matmul(void **state) {
                 uint64_t es = types[ty] == NB_F32 ? 4 : 2;
                 nb_tensor W = {"w", types[ty], 2, {K, R, 1, 1}, wraw, (uint64_t)(K * R) * es, NULL};
                 for (int f = 0; f < n_isas; f++) {
-                    k.fk = isas[f];
+                    /* a dispatch table capped at this ISA, its decode dots of the same width
+                     * (prefetch distance varied with the shape) */
+                    nb_kernel_opts o;
+                    nb_kernel_opts_defaults(&o);
+                    o.max_isa = (nb_isa)f;
+                    o.decode_dot = f == 2 ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
+                    o.decode_prefetch_set = true;
+                    o.decode_prefetch = nb_float_pf_bytes((int)(si % NB_FLOAT_PF_VARIANTS));
+                    nb_dispatch d;
+                    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+                    assert_ptr_equal(d.fk, isas[f]);
+                    assert_string_equal(d.decode_dot, isas[f]->isa);
+                    k.d = &d;
+                    k.fk = d.fk;
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
                         int64_t n = ns[ni];
                         if (n == nmax && (f != n_isas - 1 || threads != 2)) continue; /* the big one once */
@@ -167,6 +187,8 @@ static void test_matmul(void **state) {
             }
             free(wf); free(x); free(y); free(wraw); free(want); free(mag);
         }
+        k.d = nb_dispatch_default(); /* the per-ISA tables above were local to their loop */
+        k.fk = k.d->fk;
         nb_tensor bad = {"w", NB_I32, 2, {4, 4, 1, 1}, NULL, 0, NULL};
         float x1[4] = {0}, y1[4];
         assert_int_equal(nb_matmul(&k, &bad, x1, 1, y1), NB_ERR_UNSUPPORTED);

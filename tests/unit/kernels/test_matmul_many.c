@@ -93,6 +93,34 @@ static void check(const nb_dtype *types, int count, int64_t n) {
     nb_kctx_free(&k);
 }
 
+/* Small batches (2..7 tokens, below the int8 GEMM: the per-row path, with
+ * the kernels' small-batch vec_dot_mxn where they have one) give exactly
+ * the one-token results for each token. */
+static void test_small_batch(void **state) {
+    (void)state;
+    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K};
+    const int64_t K = 512, R = 37;
+    nb_kctx k;
+    assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        void *mem;
+        nb_tensor W = make_weight(types[ti], K, R, &mem);
+        for (int64_t n = 2; n < 8; n++) {
+            float *X = malloc((size_t)(n * K) * sizeof *X), *Y = malloc((size_t)(n * R) * sizeof *Y);
+            float *y1 = malloc((size_t)R * sizeof *y1);
+            for (int64_t i = 0; i < n * K; i++) X[i] = frand();
+            assert_int_equal(nb_matmul(&k, &W, X, n, Y), NB_OK);
+            for (int64_t t = 0; t < n; t++) {
+                assert_int_equal(nb_matmul(&k, &W, X + t * K, 1, y1), NB_OK);
+                assert_memory_equal(Y + t * R, y1, (size_t)R * sizeof(float));
+            }
+            free(X); free(Y); free(y1);
+        }
+        free(mem);
+    }
+    nb_kctx_free(&k);
+}
+
 static void test_shared_jobs(void **state) {
     (void)state;
     static const nb_dtype qkv_k[] = {NB_Q4_K, NB_Q4_K, NB_Q6_K}, qkv_0[] = {NB_Q4_0, NB_Q4_0, NB_Q4_0},
@@ -146,6 +174,6 @@ static void test_slabs(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs), cmocka_unit_test(test_slabs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs), cmocka_unit_test(test_small_batch), cmocka_unit_test(test_slabs)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

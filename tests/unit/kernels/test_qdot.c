@@ -7,6 +7,8 @@
  *    counts and every group size;
  *  - Q2_K / Q3_K at their extreme codes and +-127 activations: every ISA
  *    gives exactly the integer dot of the dequantized rows;
+ *  - the small-batch forms (vec_dot_mxn, up to 4 rows x 4 tokens) equal
+ *    vec_dot per (row, token) exactly, extreme codes included;
  *  - dispatch: nb_qdot_get never returns an ISA above the cap, act types match
  *    the registry. */
 #include <math.h>
@@ -19,7 +21,7 @@
 #include "base/cpu.h"
 #include "base/half.h"
 #include "kernels/qdot.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 #include "quant/qtypes.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -218,12 +220,52 @@ static void test_k23_extremes(void **state) {
     }
 }
 
+static void test_mxn(void **state) {
+    (void)state;
+    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0};
+    for (int isa = NB_ISA_SCALAR; isa <= NB_ISA_AVX512; isa++)
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const nb_qdot *k = nb_qdot_get_exact(types[ti], (nb_isa)isa);
+            if (!k || !k->vec_dot_mxn) continue;
+            const nb_qtype *qt = nb_qtype_get(types[ti]);
+            static const int64_t nbs[] = {1, 3, 4, 9, 64};
+            for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++) {
+                int64_t K = nbs[bi] * 32;
+                uint64_t wrb, arb;
+                assert_true(nb_dtype_row_bytes(types[ti], (uint64_t)K, &wrb));
+                assert_true(nb_dtype_row_bytes(k->act_type, (uint64_t)K, &arb));
+                float *w = malloc((size_t)(4 * K) * 4), *x = malloc((size_t)(4 * K) * 4);
+                uint8_t *wq = malloc(4 * wrb), *aq = malloc(4 * arb);
+                for (int64_t i = 0; i < 4 * K; i++) {
+                    w[i] = bi == 2 ? (i % 2 ? -1.0f : 1.0f) : gauss(); /* bi 2: extreme codes */
+                    x[i] = bi == 2 ? (i % 3 ? -1.0f : 1.0f) : gauss();
+                }
+                for (int r = 0; r < 4; r++) qt->from_float(w + r * K, wq + r * wrb, K);
+                for (int t = 0; t < 4; t++) k->quantize_act(x + t * K, aq + t * arb, K);
+                for (int m = 1; m <= 4; m++)
+                    for (int nn = 1; nn <= 4; nn++) {
+                        float out[16], want;
+                        k->vec_dot_mxn(K, m, nn, wq, wrb, aq, arb, out, 4);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < nn; j++) {
+                                k->vec_dot(K, wq + i * wrb, aq + j * arb, &want);
+                                if (out[i * 4 + j] != want)
+                                    fail_msg("%s %s K=%lld m=%d n=%d (%d,%d): %g vs %g", nb_dtype_name(types[ti]),
+                                             k->isa, (long long)K, m, nn, i, j, (double)out[i * 4 + j], (double)want);
+                            }
+                    }
+                free(w); free(x); free(wq); free(aq);
+            }
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_all_types),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_k23_extremes),
+        cmocka_unit_test(test_mxn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,8 +73,7 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
 static void check_gemm(nb_dtype gguf, nb_dtype planar) {
     const nb_rgemm *gemm = nb_repack_gemm(planar, NB_ISA_AVX512);
     if (!gemm) {
-        fprintf(stderr, "  SKIP: no AVX-512 VNNI here, the int8 GEMM is not used\n");
-        return;
+        NB_TEST_SKIP("no AVX2 here, no int8 GEMM");
     }
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
@@ -122,8 +121,7 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
 static void test_actpack_simd(void **state) {
     (void)state;
     if (nb_cpu_isa() < NB_ISA_AVX512) {
-        fprintf(stderr, "  SKIP: no AVX-512 here\n");
-        return;
+        NB_TEST_SKIP("no AVX-512 here");
     }
     const int64_t K = 512, n = 21;
     float *x = malloc((size_t)(K * n) * sizeof *x);
@@ -152,6 +150,56 @@ static void test_actpack_simd(void **state) {
     free(x); free(m0); free(m1); free(row);
 }
 
+/* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
+ * unpacked once for all tokens) equal vec_dot per (row, token) exactly -
+ * same operations in the same order - for block counts with and without
+ * the 4-block tail, and extreme codes (activations at +-127 from a
+ * one-hot max, all-max weights). */
+static void check_mxn(nb_dtype gguf, nb_dtype planar) {
+    const nb_qdot *simd = nb_repack_qdot(planar, NB_ISA_AVX512);
+    if (!simd || !simd->vec_dot_mxn) {
+        fprintf(stderr, "  %s: no small-batch kernel on this CPU, skipped\n", nb_dtype_name(planar));
+        return;
+    }
+    const nb_qtype *qt = nb_qtype_get(gguf);
+    static const int64_t nblocks[] = {1, 4, 7, 64};
+    for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
+        int64_t K = nblocks[bi] * 32;
+        const int rows = 4, toks = 4;
+        uint64_t grb, prb, arb;
+        assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
+        assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
+        assert_true(nb_dtype_row_bytes(simd->act_type, (uint64_t)K, &arb));
+        float *w = malloc((size_t)(K * rows) * 4), *x = malloc((size_t)(K * toks) * 4);
+        uint8_t *g = malloc(grb * rows), *p = malloc(prb * rows), *a = malloc(arb * toks);
+        for (int64_t i = 0; i < K * rows; i++) w[i] = bi == 1 ? 1.0f : frand(); /* bi 1: every weight the max */
+        for (int64_t i = 0; i < K * toks; i++) x[i] = (i % 29 == 0) ? 100.0f : frand();
+        for (int r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
+        nb_repack_rows(gguf, g, p, rows, K);
+        for (int t = 0; t < toks; t++) simd->quantize_act(x + t * K, a + t * arb, K);
+        for (int m = 1; m <= rows; m++)
+            for (int nn = 1; nn <= toks; nn++) {
+                float out[16];
+                simd->vec_dot_mxn(K, m, nn, p, prb, a, arb, out, 4);
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < nn; j++) {
+                        float want;
+                        simd->vec_dot(K, p + i * prb, a + j * arb, &want);
+                        if (out[i * 4 + j] != want)
+                            fail_msg("%s K=%lld m=%d n=%d (%d,%d): %g vs %g", nb_dtype_name(planar), (long long)K, m,
+                                     nn, i, j, (double)out[i * 4 + j], (double)want);
+                    }
+            }
+        free(w); free(x); free(g); free(p); free(a);
+    }
+}
+
+static void test_mxn(void **state) {
+    (void)state;
+    check_mxn(NB_Q4_0, NB_Q4_0R);
+    check_mxn(NB_Q8_0, NB_Q8_0R);
+}
+
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
 static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, NB_Q8_0R); }
 
@@ -168,6 +216,6 @@ int main(void) {
                                        cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
-                                       cmocka_unit_test(test_actpack_simd)};
+                                       cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_mxn)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

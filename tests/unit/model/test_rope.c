@@ -14,7 +14,7 @@
 static void test_llama3_factors(void **state) {
     (void)state;
     /* Llama 3.1's published rope_scaling (config.json) */
-    nb_hparams hp = {0};
+    nb_arch_desc hp = {0};
     hp.rope_theta = 500000.0f;
     hp.rope_dim = 128;
     hp.rope_scaling = NB_ROPE_SCALING_LLAMA3;

@@ -9,7 +9,13 @@
  *    objective tr(dW H dW^T) agrees within 2%;
  *  - GPTQ beats round-to-nearest on that objective (natural order, static
  *    groups, act order, Q4_K and Q4_0 grids);
- *  - dead inputs, NaN weights and a zero count are handled / refused. */
+ *  - dead inputs, NaN weights and a zero count are handled / refused;
+ *  - the fast paths at sizes that use the blocking (n = 333 > 64, not a
+ *    multiple of the block or of the 6 x 16 tile): blocked Cholesky +
+ *    triangular inverse against a double Gauss-Jordan inverse (U^T U H = I
+ *    to 2e-3 in float), the H += X^T X statistics against a double loop
+ *    (relative 1e-5), identical bytes with 1 and 2 threads, and one shared
+ *    factorisation (nb_gptq_hinv) giving the same bytes as per-layer calls. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +23,10 @@
 
 #include "testutil.h"
 
+#include "base/threadpool.h"
+#include "quant/calib.h"
 #include "quant/gptq.h"
+#include "quant/qla.h"
 #include "quant/qtypes.h"
 
 enum { ROWS = 64, COLS = 128, NTOK = 512 };
@@ -305,12 +314,122 @@ static void test_bad_input(void **state) {
     memcpy(W, W0, sizeof W);
     assert_int_equal(nb_gptq_quantize(W, ROWS, COLS, H, NTOK, &p, q, NULL, &res), NB_OK);
     assert_int_equal(res.n_dead, COLS);
+    /* Inf in the statistics: refused */
+    memcpy(H, Hsum, sizeof H);
+    H[3 * COLS + 9] = INFINITY;
+    nb_gptq_hinv *h = NULL;
+    assert_int_equal(nb_gptq_hinv_create(H, NTOK, COLS, &p, NULL, &h), NB_ERR_INVALID);
+    assert_null(h);
+    assert_non_null(strstr(nb_errmsg(), "NaN or Inf"));
+    /* a token with NaN never reaches the statistics: skipped and counted */
+    nb_calib_stats cs;
+    assert_int_equal(nb_calib_stats_init(&cs, 8, true), NB_OK);
+    float x[3 * 8];
+    for (int i = 0; i < 24; i++) x[i] = (float)(i % 5) - 2;
+    x[8 + 3] = NAN;
+    nb_calib_stats_add(&cs, x, 3, NULL);
+    nb_calib_stats_flush(&cs, NULL);
+    assert_int_equal(cs.n_nonfinite, 1);
+    assert_true(cs.count == 2);
+    for (int i = 0; i < 8; i++) assert_true(isfinite(cs.H[i * 8 + i]) && isfinite(cs.sum2[i]));
+    nb_calib_stats_free(&cs);
+}
+
+enum { BN = 333, BT = 200, BR = 50 };
+
+static void test_blocked(void **state) {
+    (void)state;
+    static float X[BT * BN];
+    static double Hn[BN * BN], Hd[BN * BN];
+    for (int i = 0; i < BT * BN; i++) X[i] = (float)(gauss() * ((i % BN) % 23 == 0 ? 5 : 1));
+    /* statistics: the pool path against a plain double loop */
+    nb_pool *pool;
+    assert_int_equal(nb_pool_create(2, &pool), NB_OK);
+    nb_calib_stats cs;
+    assert_int_equal(nb_calib_stats_init(&cs, BN, true), NB_OK);
+    nb_calib_stats_add(&cs, X, BT / 2, pool);
+    nb_calib_stats_add(&cs, X + (BT / 2) * BN, BT - BT / 2, NULL);
+    nb_calib_stats_flush(&cs, pool);
+    memset(Hn, 0, sizeof Hn);
+    for (int t = 0; t < BT; t++)
+        for (int i = 0; i < BN; i++)
+            for (int k = i; k < BN; k++) Hn[i * BN + k] += (double)X[t * BN + i] * X[t * BN + k];
+    double worst = 0;
+    for (int i = 0; i < BN; i++)
+        for (int k = i; k < BN; k++)
+            worst = fmax(worst, fabs(cs.H[i * BN + k] - Hn[i * BN + k]) /
+                                    sqrt(Hn[i * BN + i] * Hn[k * BN + k] + 1e-30));
+    printf("H += X^T X, %d x %d: worst relative error %.3g\n", BT, BN, worst);
+    assert_true(worst < 1e-5);
+    assert_true(cs.count == BT);
+    /* U^T U H = I with H damped by 1% of its mean diagonal */
+    double mean = 0;
+    for (int i = 0; i < BN; i++) mean += Hn[i * BN + i] / BN;
+    for (int i = 0; i < BN; i++)
+        for (int k = 0; k < BN; k++) Hd[i * BN + k] = (i <= k ? Hn[i * BN + k] : Hn[k * BN + i]) + (i == k ? 0.01 * mean : 0);
+    static double Hc[BN * BN];
+    static float U[BN * BN], U2[BN * BN];
+    memcpy(Hc, Hd, sizeof Hc);
+    assert_true(nb_gptq_chol_inv_upper(Hc, BN, U, pool));
+    memcpy(Hc, Hd, sizeof Hc);
+    assert_true(nb_gptq_chol_inv_upper(Hc, BN, U2, NULL));
+    assert_memory_equal(U, U2, sizeof U);
+    static double UtU[BN * BN];
+    memset(UtU, 0, sizeof UtU);
+    for (int a = 0; a < BN; a++)
+        for (int i = 0; i < BN; i++) {
+            const double ua = U[a * BN + i];
+            if (ua == 0) continue;
+            for (int m = 0; m < BN; m++) UtU[i * BN + m] += ua * U[a * BN + m];
+        }
+    worst = 0;
+    for (int i = 0; i < BN; i++)
+        for (int k = 0; k < BN; k++) {
+            double s = 0;
+            for (int m = 0; m < BN; m++) s += UtU[i * BN + m] * Hd[m * BN + k];
+            worst = fmax(worst, fabs(s - (i == k)));
+        }
+    for (int i = 0; i < BN; i++)
+        for (int k = 0; k < i; k++) assert_true(U[i * BN + k] == 0);
+    printf("blocked Cholesky + inverse, n = %d: max |U^T U H - I| = %.3g\n", BN, worst);
+    assert_true(worst < 2e-3);
+    /* one layer: identical bytes with 1 and 2 threads; a shared factorisation
+     * gives the bytes of the per-layer call */
+    const int cols = 320; /* multiple of 32 and of the W4G64 group */
+    static float W[BR * 320], Wa[BR * 320];
+    static uint8_t q1[BR * 320], q2[BR * 320], q3[BR * 320];
+    for (int i = 0; i < BR * cols; i++) W[i] = (float)(0.05 * gauss());
+    static double Hs[320 * 320];
+    for (int i = 0; i < cols; i++)
+        for (int k = 0; k < cols; k++) Hs[i * cols + k] = Hn[i * BN + k];
+    for (int desc = 0; desc < 2; desc++) {
+        nb_gptq_params p = {.type = (nb_dtype)NB_W4G64, .damp = 0.01, .desc_act = desc};
+        nb_gptq_result r1, r2, r3;
+        memcpy(Wa, W, sizeof Wa);
+        assert_int_equal(nb_gptq_quantize(Wa, BR, cols, Hs, BT, &p, q1, NULL, &r1), NB_OK);
+        memcpy(Wa, W, sizeof Wa);
+        assert_int_equal(nb_gptq_quantize(Wa, BR, cols, Hs, BT, &p, q2, pool, &r2), NB_OK);
+        assert_memory_equal(q1, q2, (size_t)BR * 36 * (cols / 64));
+        nb_gptq_hinv *h;
+        assert_int_equal(nb_gptq_hinv_create(Hs, BT, cols, &p, pool, &h), NB_OK);
+        memcpy(Wa, W, sizeof Wa);
+        assert_int_equal(nb_gptq_quantize_hinv(Wa, BR, cols, h, &p, q3, pool, &r3), NB_OK);
+        assert_memory_equal(q1, q3, (size_t)BR * 36 * (cols / 64));
+        memcpy(Wa, W, sizeof Wa); /* a second linear on the same factorisation */
+        assert_int_equal(nb_gptq_quantize_hinv(Wa, BR / 2, cols, h, &p, q3, pool, &r3), NB_OK);
+        assert_memory_equal(q1, q3, (size_t)(BR / 2) * 36 * (cols / 64));
+        p.desc_act = !desc; /* refused: factorised for the other order */
+        assert_int_equal(nb_gptq_quantize_hinv(Wa, BR, cols, h, &p, q3, pool, &r3), NB_ERR_INVALID);
+        nb_gptq_hinv_free(h);
+    }
+    nb_calib_stats_free(&cs);
+    nb_pool_free(pool);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chol),      cmocka_unit_test(test_against_reference), cmocka_unit_test(test_beats_rtn),
-        cmocka_unit_test(test_q4k),       cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_q4k),       cmocka_unit_test(test_bad_input), cmocka_unit_test(test_blocked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

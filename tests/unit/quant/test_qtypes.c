@@ -17,7 +17,7 @@
 
 #include "base/half.h"
 #include "formats/gguf.h"
-#include "quant/blocks.h"
+#include "base/blocks.h"
 #include "quant/qtypes.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

@@ -263,7 +263,7 @@ static synth_src *synth_make(int n_layer, int n_head, int n_head_kv) {
     s->src.tensors = s->t;
     s->src.format = "synthetic";
     s->src.path = (char *)"synthetic";
-    nb_hparams *hp = &s->src.hp;
+    nb_arch_desc *hp = &s->src.hp;
     hp->arch = NB_ARCH_LLAMA;
     snprintf(hp->arch_name, sizeof hp->arch_name, "llama");
     hp->n_embd = 512; hp->n_ff = 1024; hp->n_vocab = 1000; hp->n_layer = n_layer;

@@ -1,0 +1,84 @@
+/* Paged attention, flash style: a tile of queries (nt consecutive tokens of
+ * one sequence x the nq query heads of one GQA group) against the keys and
+ * values of one KV head, read through the sequence's block table from a
+ * paged KV pool of any element type.
+ *
+ * For query head h of token i (position pos0 + i), causally:
+ *     s_p = scale * (q . K_p) * ks_p      p = 0 .. pos0 + i
+ *     out = sum_p softmax(s)_p * V_p * vs_p
+ * (ks / vs: the per-slot, per-head scales of the 8-bit pools, else 1).
+ *
+ * The SIMD kernels walk the keys once per tile, NB_ATTN_KC at a time: each
+ * chunk of K and V is converted to f32 once and used by every row of the
+ * tile (all nt x nq query vectors), with an online softmax (running max and
+ * sum per row, the partial output rescaled when the max grows), so a long
+ * prompt reads its K/V once per tile of queries instead of once per token,
+ * and no score buffer of context length exists. Rows are the SIMD lanes:
+ * Q is transposed once per tile (query rows in lanes, scale folded in), so
+ * both products broadcast one K or V element against a vector of rows and
+ * the softmax needs no horizontal reductions - the same shape as the float
+ * GEMM's micro-kernel.
+ *
+ * nb_attn_ref is the definition (scalar, key by key, a streaming softmax
+ * per row); the AVX2 (8 rows per vector) and AVX-512 (16) kernels differ
+ * from it by summation order and a polynomial exp only, and are tested
+ * against it. nb_attn_get picks the best one the CPU has (nb_cpu_isa(),
+ * capped by max_isa). */
+#ifndef NB_KERNELS_ATTN_H
+#define NB_KERNELS_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/cpu.h"
+
+/* KV element types (model/kv.h describes the encodings). */
+typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
+
+/* One layer of a paged KV pool: slot s of block b holds its row at
+ * k + (b * block_size + s) * row (bytes), head h at + h * head_dim * elem. */
+typedef struct nb_attn_kv {
+    nb_kv_type type;
+    int32_t elem, head_dim, n_head_kv, block_size;
+    int64_t row;          /* bytes per slot: n_head_kv * head_dim * elem */
+    const uint8_t *k, *v;
+    const float *ks, *vs; /* [(b * block_size + s) * n_head_kv + h]; NULL: 1 */
+} nb_attn_kv;
+
+typedef struct nb_attn_tile {
+    const nb_attn_kv *kv;
+    const int32_t *blocks; /* the sequence's block table (covers pos0 + nt - 1) */
+    int kvh;               /* KV head */
+    int nq;                /* query heads of the group, 1..NB_ATTN_MAX_GROUP */
+    int nt;                /* tokens, >= 1 */
+    int32_t pos0;          /* token i sits at pos0 + i and attends to 0..pos0 + i */
+    const float *q;        /* head h of token i at q + i * q_stride + h * head_dim */
+    int64_t q_stride;
+    float *out;            /* same layout as q, out_stride */
+    int64_t out_stride;
+    float scale;
+    float *scratch;        /* nb_attn_scratch_floats(head_dim, nq, nt), 64-byte aligned */
+} nb_attn_tile;
+
+#define NB_ATTN_KC 16          /* keys per chunk */
+#define NB_ATTN_MAX_GROUP 128  /* query heads per KV head */
+
+typedef void (*nb_attn_fn)(const nb_attn_tile *t);
+
+/* Floats of scratch any kernel needs for such a tile. */
+size_t nb_attn_scratch_floats(int head_dim, int nq, int nt);
+
+void nb_attn_ref(const nb_attn_tile *t);
+nb_attn_fn nb_attn_avx2(void); /* NULL when not compiled */
+nb_attn_fn nb_attn_avx512(void);
+/* Best kernel the CPU runs (nb_cpu_isa()) at or below max_isa, and its name. */
+nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
+
+/* fp8 e4m3fn -> f32 for all 256 codes (bias 7, 3 mantissa bits, no inf,
+ * 0x7f / 0xff NaN), filled once, thread-safe. */
+const float *nb_attn_fp8_table(void);
+
+/* Element i of a K or V row of type t, as f32 (no scale applied). */
+float nb_attn_elem(nb_kv_type t, const uint8_t *row, int32_t i);
+
+#endif

@@ -1,0 +1,185 @@
+/* The kernel dispatch table (dispatch.h), built once. */
+#include "kernels/dispatch.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "kernels/sbatch.h"
+
+void nb_kernel_opts_defaults(nb_kernel_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_isa = NB_ISA_AMX;
+    o->repack = true;
+    o->int8_gemm = true;
+    o->small_batch = true;
+    o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
+    o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
+    o->decode_dot = NB_DECODE_DOT_AUTO;
+    o->decode_prefetch = 0;
+    o->sgemm_max = 32; /* 8 sequences: one 8-token unit instead of a half-empty 16-token group */
+}
+
+static nb_status env_int(const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    const char *e = getenv(name);
+    if (!e) return NB_OK;
+    char *end;
+    long long v = strtoll(e, &end, 10);
+    if (!*e || *end || v < lo || v > hi)
+        return nb_fail(NB_ERR_INVALID, "environment %s='%s': expected an integer %lld..%lld", name, e, (long long)lo,
+                       (long long)hi);
+    *out = v;
+    return NB_OK;
+}
+
+nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
+    const char *e = getenv("NIBBLE_ISA");
+    if (e && *e) {
+        nb_isa isa;
+        if (!nb_isa_parse(e, &isa))
+            return nb_fail(NB_ERR_INVALID, "environment NIBBLE_ISA='%s': expected scalar, avx2, avx512 or amx", e);
+        o->max_isa = isa;
+    }
+    e = getenv("NIBBLE_REPACK");
+    if (e && !strcmp(e, "0")) o->repack = false;
+    e = getenv("NIBBLE_NO_INT8_GEMM");
+    if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
+    NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
+    NB_TRY(env_int("NIBBLE_SGEMM_MAX", 0, (int64_t)1 << 40, &o->sgemm_max));
+    return NB_OK;
+}
+
+/* The float dots for one token (decode). Per CPU: on AMD Zen 4 the 256-bit
+ * F16 dot streams faster than the 512-bit one (F16 decode 15.5 vs 10.8
+ * tok/s on TinyLlama, ../shared/MEASURED.md; docs/performance.md has the
+ * interleaved measurement), so AMD takes the AVX2 dots unless told
+ * otherwise; Intel and other CPUs take the widest. */
+static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
+    const nb_float_kernels *k512 = isa >= NB_ISA_AVX512 ? nb_float_kernels_avx512() : NULL;
+    const nb_float_kernels *k256 = isa >= NB_ISA_AVX2 ? nb_float_kernels_avx2() : NULL;
+    const nb_float_kernels *pick = k512 ? k512 : k256;
+    nb_decode_dot want = o->decode_dot;
+    /* Zen 4 (AMD family 25) runs 512-bit ops as two 256-bit halves and its
+     * AVX-512 F16 dot was the slower one (issue 14: 10.8 vs 15.5 tok/s);
+     * Zen 5 (family 26) has full-width units and measured 22.8-23.0 vs
+     * 21.5 tok/s for AVX-512 in 2 of 3 interleaved pairs (docs/speed.md). */
+    const nb_cpu *c = nb_cpu_get();
+    if (want == NB_DECODE_DOT_AUTO)
+        want = c->vendor == NB_CPU_AMD && c->family == 25 ? NB_DECODE_DOT_AVX2 : NB_DECODE_DOT_AVX512;
+    if (want == NB_DECODE_DOT_AVX2 && k256) pick = k256;
+    if (want == NB_DECODE_DOT_AVX512 && k512) pick = k512;
+    if (!pick) pick = nb_float_kernels_ref();
+    int pf = o->decode_prefetch_set ? o->decode_prefetch : 2048;
+    int v = nb_float_pf_variant(pf);
+    d->decode_prefetch = nb_float_pf_bytes(v);
+    d->dot_f32 = pick->dot_f32_pf[v];
+    d->dot_f16 = pick->dot_f16_pf[v];
+    d->dot_bf16 = pick->dot_bf16_pf[v];
+    d->decode_dot = pick->isa;
+}
+
+static void actpack_avx512(nb_actpack *ap, const float *X, int64_t g, void *row) {
+    (void)row;
+    nb_actpack_group_avx512(ap, X, g);
+}
+
+static void actpack_avx2(nb_actpack *ap, const float *X, int64_t g, void *row) {
+    (void)row;
+    nb_actpack_group_avx2(ap, X, g);
+}
+
+nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
+    memset(d, 0, sizeof *d);
+    nb_kernel_opts def;
+    if (!o) {
+        nb_kernel_opts_defaults(&def);
+        o = &def;
+    }
+    if (o->qgemm_min < 0 || o->rgemm_min < 0 || o->decode_prefetch < 0)
+        return nb_fail(NB_ERR_INVALID, "kernel options: qgemm_min %lld, rgemm_min %lld, decode_prefetch %d (none may be negative)",
+                       (long long)o->qgemm_min, (long long)o->rgemm_min, o->decode_prefetch);
+    d->opts = *o;
+    nb_isa isa = nb_cpu_isa();
+    if (isa > o->max_isa) isa = o->max_isa;
+    d->isa = isa;
+    d->fk = nb_float_kernels_get(isa);
+    d->attn = nb_attn_get(isa, &d->attn_name);
+    pick_decode(o, isa, d);
+    d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
+    d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
+    d->sgemm_max = o->sgemm_max < 0 ? 0 : o->sgemm_max;
+    bool vnni512 = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
+    d->actpack_group = isa >= NB_ISA_AVX512 ? actpack_avx512 : nb_actpack_group_ref;
+    /* AVX2 CPUs (and AVX-512 ones without VNNI) repack too: kernels/x86/repack_avx2_impl.h */
+    bool rp = vnni512 || isa >= NB_ISA_AVX2;
+    if (isa == NB_ISA_AVX2) d->actpack_group = actpack_avx2;
+    for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
+        int s = nb_dispatch_slot((nb_dtype)v);
+        if (s < 0) continue;
+        nb_dtype t = (nb_dtype)v;
+        const nb_qdot *qd = nb_repack_qdot(t, isa);
+        d->qdot[s] = qd ? qd : nb_qdot_get(t, isa);
+        nb_to_float_fn f = nb_repack_to_float_isa(t, isa);
+        if (!f) {
+            const nb_qtype *qt = nb_qtype_get(t);
+            f = qt ? qt->to_float : NULL;
+        }
+        d->to_float[s] = f;
+        d->rgemm[s] = o->int8_gemm ? nb_repack_gemm(t, isa) : NULL;
+        d->sgemm[s] = d->rgemm[s] ? nb_sbatch_gemm(t, isa) : NULL;
+        nb_dtype to = nb_repack_layout(t);
+        d->repack_to[s] = o->repack && rp && to != t ? to : t;
+    }
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, attention %s",
+             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
+             o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, (long long)d->qgemm_min,
+             o->small_batch ? "on" : "off", d->attn_name ? d->attn_name : "?");
+    return NB_OK;
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static nb_dispatch table;
+static nb_kernel_opts configured;
+static bool have_configured, built;
+
+nb_status nb_dispatch_configure(const nb_kernel_opts *o) {
+    pthread_mutex_lock(&mu);
+    nb_status st = NB_OK;
+    if (built) {
+        if (memcmp(&table.opts, o, sizeof *o) != 0)
+            st = nb_fail(NB_ERR_INVALID, "kernel options: the dispatch table was already built with other options");
+    } else {
+        configured = *o;
+        have_configured = true;
+        nb_cpu_cap_isa(o->max_isa);
+    }
+    pthread_mutex_unlock(&mu);
+    return st;
+}
+
+const nb_dispatch *nb_dispatch_default(void) {
+    if (__atomic_load_n(&built, __ATOMIC_ACQUIRE)) return &table; /* constant once built */
+    pthread_mutex_lock(&mu);
+    if (!built) {
+        nb_kernel_opts o;
+        if (have_configured) {
+            o = configured;
+        } else {
+            nb_kernel_opts_defaults(&o);
+            if (nb_kernel_opts_from_env(&o) != NB_OK) {
+                NB_WARN("%s; using the default kernel options", nb_errmsg());
+                nb_kernel_opts_defaults(&o);
+            }
+        }
+        if (nb_dispatch_build(&o, &table) != NB_OK) { /* configure's options are checked: cannot happen */
+            NB_WARN("%s; using the default kernel options", nb_errmsg());
+            if (nb_dispatch_build(NULL, &table) != NB_OK) NB_WARN("%s", nb_errmsg()); /* the defaults are valid */
+        }
+        __atomic_store_n(&built, true, __ATOMIC_RELEASE);
+        NB_DEBUG("kernels: %s", table.desc);
+    }
+    pthread_mutex_unlock(&mu);
+    return &table;
+}

@@ -1,0 +1,130 @@
+/* One kernel dispatch table, chosen once (issue 12, section 2).
+ *
+ * nb_dispatch_build() fills an nb_dispatch from the CPU's features
+ * (base/cpu.h) and an options struct: the float dots and GEMM, the per-type
+ * quantized dots (GGUF, nibble's own and the repacked layouts), the int8
+ * GEMMs of the repacked types, dequantization, the activation pack, which
+ * file types are repacked at load and to what, and the matmul's path
+ * thresholds. After that nothing on a hot path asks the CPU or the
+ * environment: the matmul reads the table through its nb_kctx.
+ *
+ * The process has one table, nb_dispatch_default(), built on first use
+ * (model load or the first kernel context, i.e. at engine creation) from
+ * the options given to nb_dispatch_configure() (the CLI's --isa, --repack,
+ * --qgemm-min, --no-int8-gemm, --int8-gemm-min, --decode-dot, --decode-prefetch flags, see
+ * cli/engine_opts.c), else from the defaults plus the environment
+ * variables, which are read once, there, and kept for scripts and tests:
+ *   NIBBLE_ISA=scalar|avx2|avx512   cap the ISA (also base/cpu.h's cap)
+ *   NIBBLE_REPACK=0                 keep GGUF layouts in memory
+ *   NIBBLE_QGEMM_MIN=N              the dequantize-into-float-GEMM threshold
+ *   NIBBLE_NO_INT8_GEMM=1           no int8 GEMM for batches
+ *   NIBBLE_SGEMM_MAX=N              the small-batch int8 GEMMs up to N tokens (0: off)
+ * Tests and benches build their own tables with nb_dispatch_build.
+ *
+ * The attention kernel (kernels/attn.h: flash-style tiles over the paged
+ * KV) is the table's too: nb_attn_get at the table's ISA. */
+#ifndef NB_KERNELS_DISPATCH_H
+#define NB_KERNELS_DISPATCH_H
+
+#include "kernels/attn.h"
+#include "kernels/kernels.h"
+#include "kernels/qdot.h"
+#include "kernels/repack.h"
+
+/* Which vector width the one-token float dots (decode) use. */
+typedef enum nb_decode_dot {
+    NB_DECODE_DOT_AUTO = 0, /* per CPU: see nb_dispatch_build */
+    NB_DECODE_DOT_AVX2,     /* 256-bit loads and conversions */
+    NB_DECODE_DOT_AVX512,   /* 512-bit */
+} nb_decode_dot;
+
+typedef struct nb_kernel_opts {
+    nb_isa max_isa;          /* highest ISA the kernels may use (default NB_ISA_AMX: no cap) */
+    bool repack;             /* repack Q4_0/Q8_0/Q4_K/Q6_K at load where kernels exist (default true) */
+    bool int8_gemm;          /* int8 GEMM for batches of repacked weights (default true) */
+    int64_t qgemm_min;       /* tokens from which quantized weights without an int8 GEMM are
+                                dequantized into the float GEMM (default 16, >= 2) */
+    int64_t rgemm_min;       /* tokens from which the int8 GEMM is used (default 8, >= 2) */
+    bool small_batch;        /* small batches (2 .. the GEMM thresholds) through the kernels' multi-token
+                                dots (vec_dot_mxn) where they have one (default true) */
+    nb_decode_dot decode_dot; /* default AUTO */
+    bool decode_prefetch_set; /* false (default): the distance is chosen per CPU */
+    int decode_prefetch;     /* else: bytes the float decode dots prefetch ahead, 0 = none
+                                (the nearest of 0, 1024, 2048, 4096 is taken) */
+    int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
+                                (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
+                                (default 32; NIBBLE_SGEMM_MAX) */
+} nb_kernel_opts;
+
+void nb_kernel_opts_defaults(nb_kernel_opts *o);
+/* The environment variables above over *o; a bad value is an error naming
+ * the variable and what is allowed. */
+nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) __attribute__((warn_unused_result));
+
+/* Compact index of a dtype into the table's per-type arrays. */
+#define NB_DISPATCH_SLOTS                                                                                   \
+    ((int)NB_DTYPE_GGML_END + ((int)NB_DTYPE_EXT_END - (int)NB_DTYPE_EXT_BASE) +                              \
+     ((int)NB_DTYPE_MEM_END - (int)NB_DTYPE_MEM_BASE))
+static inline int nb_dispatch_slot(nb_dtype t) {
+    int v = (int)t;
+    if (v >= 0 && v < (int)NB_DTYPE_GGML_END) return v;
+    if (v >= (int)NB_DTYPE_EXT_BASE && v < (int)NB_DTYPE_EXT_END) return (int)NB_DTYPE_GGML_END + v - (int)NB_DTYPE_EXT_BASE;
+    if (v >= (int)NB_DTYPE_MEM_BASE && v < (int)NB_DTYPE_MEM_END)
+        return (int)NB_DTYPE_GGML_END + ((int)NB_DTYPE_EXT_END - (int)NB_DTYPE_EXT_BASE) + v - (int)NB_DTYPE_MEM_BASE;
+    return -1;
+}
+
+typedef void (*nb_actpack_group_fn)(nb_actpack *ap, const float *X, int64_t g, void *row);
+
+typedef struct nb_dispatch {
+    nb_kernel_opts opts;   /* as given, after defaults */
+    nb_isa isa;            /* the effective ISA: min(CPU, opts.max_isa) */
+    const nb_float_kernels *fk; /* float GEMM and conversions (prefill) */
+    nb_dot_fn dot_f32, dot_f16, dot_bf16; /* one-token float dots (decode) */
+    const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
+    int decode_prefetch;    /* bytes ahead the decode dots prefetch */
+    /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
+    const nb_qdot *qdot[NB_DISPATCH_SLOTS];
+    const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
+    nb_to_float_fn to_float[NB_DISPATCH_SLOTS];
+    nb_dtype repack_to[NB_DISPATCH_SLOTS];    /* load-time layout of each file type */
+    nb_actpack_group_fn actpack_group;        /* fills one token group of an int8-GEMM pack */
+    int64_t qgemm_min, rgemm_min;
+    nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
+    const char *attn_name; /* its ISA, for logs */
+    char desc[256];   /* one line: isa, decode dot, prefetch, repack, thresholds */
+    nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
+    int64_t sgemm_max;
+} nb_dispatch;
+
+nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *out) __attribute__((warn_unused_result));
+
+/* Sets the options of the process's table. Before the table is built it
+ * also caps base/cpu.h's ISA (what code outside the table, like attention,
+ * asks); afterwards it fails unless the options are the ones in use. */
+nb_status nb_dispatch_configure(const nb_kernel_opts *o) __attribute__((warn_unused_result));
+/* The process's table (built on first call; never NULL: a bad environment
+ * value is logged and the defaults are used). */
+const nb_dispatch *nb_dispatch_default(void);
+
+/* Table lookups (t may be any dtype; out-of-range ids give NULL / t). */
+static inline const nb_qdot *nb_dispatch_qdot(const nb_dispatch *d, nb_dtype t) {
+    int s = nb_dispatch_slot(t);
+    return s < 0 ? NULL : d->qdot[s];
+}
+static inline const nb_rgemm *nb_dispatch_rgemm(const nb_dispatch *d, nb_dtype t) {
+    int s = nb_dispatch_slot(t);
+    return s < 0 ? NULL : d->rgemm[s];
+}
+/* The small-batch int8 GEMM for a batch of n tokens of weight type t, NULL
+ * when the 16-token GEMM (nb_dispatch_rgemm) is the one to use. */
+static inline nb_repack_gemm_fn nb_dispatch_sgemm(const nb_dispatch *d, nb_dtype t, int64_t n) {
+    int s = nb_dispatch_slot(t);
+    return s < 0 || n > d->sgemm_max ? NULL : d->sgemm[s];
+}
+static inline nb_to_float_fn nb_dispatch_to_float(const nb_dispatch *d, nb_dtype t) {
+    int s = nb_dispatch_slot(t);
+    return s < 0 ? NULL : d->to_float[s];
+}
+
+#endif

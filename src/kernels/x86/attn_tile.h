@@ -1,0 +1,116 @@
+/* The scalar frame both x86 flash-attention kernels share (attn_avx2.c,
+ * attn_avx512.c): the scratch layout, Q transposed into W-row blocks, the
+ * K/V chunk converted to f32 once, and the final 1/L scaling. Only the
+ * vector work on one block of W rows differs between the ISAs; each kernel
+ * includes this after defining its row converter and passes W as a
+ * constant, so everything here inlines to the same code as before. */
+#ifndef NB_KERNELS_X86_ATTN_TILE_H
+#define NB_KERNELS_X86_ATTN_TILE_H
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/attn.h"
+
+#define KC NB_ATTN_KC
+
+/* hd elements of a row of type t, times sc, into dst (per ISA). */
+typedef void (*attn_row_fn)(nb_kv_type t, const uint8_t *src, float sc, float *dst, int hd, const float *lut);
+
+typedef struct attn_frame {
+    int hd, R, RB;
+    int32_t last;
+    float *QT, *OT, *M, *L, *Kf, *Vf, *extra; /* extra: scratch after V, for the kernel's own use */
+    int32_t *PS;                              /* each row's position (padding rows: the last one) */
+} attn_frame;
+
+/* Lays out the scratch and loads Q (times the scale) transposed: QT[rb][j][lane]. */
+static inline __attribute__((always_inline)) void attn_frame_begin(const nb_attn_tile *t, int hd, int W,
+                                                                   attn_frame *f) {
+    const int nq = t->nq, R = t->nt * nq, RB = (R + W - 1) / W;
+    f->hd = hd;
+    f->R = R;
+    f->RB = RB;
+    f->last = t->pos0 + t->nt - 1;
+    f->QT = t->scratch;
+    f->OT = f->QT + (size_t)RB * hd * W;
+    f->M = f->OT + (size_t)RB * hd * W;
+    f->L = f->M + RB * W;
+    f->PS = (int32_t *)(void *)(f->L + RB * W);
+    f->Kf = (float *)(void *)(f->PS + RB * W);
+    f->Vf = f->Kf + KC * hd;
+    f->extra = f->Vf + KC * hd;
+    for (int rb = 0; rb < RB; rb++)
+        for (int ln = 0; ln < W; ln++) {
+            const int r = rb * W + ln;
+            float *qt = f->QT + (size_t)rb * hd * W + ln;
+            if (r < R) {
+                const int i = r / nq, h = r % nq;
+                const float *q = t->q + (int64_t)i * t->q_stride + (int64_t)h * hd;
+                for (int j = 0; j < hd; j++) qt[j * W] = q[j] * t->scale;
+                f->PS[r] = t->pos0 + i;
+            } else {
+                for (int j = 0; j < hd; j++) qt[j * W] = 0;
+                f->PS[r] = f->last;
+            }
+        }
+    memset(f->OT, 0, (size_t)RB * hd * W * sizeof *f->OT);
+    for (int r = 0; r < RB * W; r++) {
+        f->M[r] = -INFINITY;
+        f->L[r] = 0;
+    }
+}
+
+/* Keys k0 .. k0+KC-1 (zeros past the last) into Kf and Vf, scales folded in. */
+static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn_tile *t, const attn_frame *f,
+                                                                   int32_t k0, attn_row_fn row_f32) {
+    const nb_attn_kv *kv = t->kv;
+    const int hd = f->hd;
+    const int32_t bs = kv->block_size;
+    const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
+    const float *lut = nb_attn_fp8_table();
+    const int nk = f->last - k0 + 1 < KC ? f->last - k0 + 1 : KC;
+    /* the next chunk's rows into the cache while this one is computed: at
+     * long contexts K/V of a head no longer fit in L2, and the block table
+     * breaks the hardware prefetcher's stride every block_size keys */
+    const int nn = f->last - (k0 + KC) + 1 < KC ? f->last - (k0 + KC) + 1 : KC;
+    const int64_t bytes = (int64_t)hd * kv->elem;
+    for (int c = 0; c < nn; c++) {
+        const int32_t p = k0 + KC + c;
+        const int64_t off = ((int64_t)t->blocks[p / bs] * bs + p % bs) * kv->row + head_off;
+        for (int64_t b = 0; b < bytes; b += 64) {
+            __builtin_prefetch(kv->k + off + b);
+            __builtin_prefetch(kv->v + off + b);
+        }
+    }
+    for (int c = 0; c < KC; c++) {
+        if (c < nk) {
+            const int32_t p = k0 + c;
+            const int64_t idx = (int64_t)t->blocks[p / bs] * bs + p % bs;
+            const float ks = kv->ks ? kv->ks[idx * kv->n_head_kv + t->kvh] : 1.0f;
+            const float vs = kv->vs ? kv->vs[idx * kv->n_head_kv + t->kvh] : 1.0f;
+            row_f32(kv->type, kv->k + idx * kv->row + head_off, ks, f->Kf + c * hd, hd, lut);
+            row_f32(kv->type, kv->v + idx * kv->row + head_off, vs, f->Vf + c * hd, hd, lut);
+        } else {
+            memset(f->Kf + c * hd, 0, (size_t)hd * sizeof *f->Kf);
+            memset(f->Vf + c * hd, 0, (size_t)hd * sizeof *f->Vf);
+        }
+    }
+}
+
+/* out = O / L, rows back from the transposed blocks. */
+static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_tile *t, const attn_frame *f, int W) {
+    const int hd = f->hd, nq = t->nq;
+    for (int rb = 0; rb < f->RB; rb++) {
+        const float *ot = f->OT + (size_t)rb * hd * W;
+        for (int ln = 0; ln < W; ln++) {
+            const int r = rb * W + ln;
+            if (r >= f->R) break;
+            const float inv = 1.0f / f->L[r];
+            float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
+            for (int j = 0; j < hd; j++) o[j] = ot[j * W + ln] * inv;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,471 @@
+/* AVX2 kernels over the repacked layouts of kernels/repack.h (Q4_0R, Q8_0R,
+ * Q4_KR, Q6_KR): decode dots and the batched int8 GEMM, on 256-bit vectors.
+ * Included twice: by repack_avx2.c with RP_VNNI 0 (u8 x s8 sums by
+ * vpmaddubsw + vpmaddwd, any AVX2 CPU) and by repack_vnni_avx2.c with
+ * RP_VNNI 1 (AVX-VNNI's 256-bit vpdpbusd, detected at run time: base/cpu.h
+ * avxvnni). RP_FN(name) names the functions nb_<name>_avx2 / _avxvnni.
+ *
+ * The layouts are the AVX-512 kernels' (a 64-byte vector of those is two
+ * 32-byte halves here): weights unsigned (Q4 0..15, Q8 q+128, Q6 0..63),
+ * activations signed. vpmaddubsw adds two u8*s8 products into a saturating
+ * int16, exact while both weights are <= 127 - 15 and 63 are; Q8_0R's
+ * unsigned q+128 are not, so without VNNI its weights are turned back into
+ * signed q and multiplied as |q| times the activation with q's sign (the
+ * activations are Q8_0P, within +-127). With 4-bit weights a pair is at
+ * most 2*15*128 = 3840, so eight 4-byte steps (one 32-weight block) add up
+ * in int16 (30720) before one vpmaddwd widens them. Integer sums are exact
+ * in both variants, equal to the scalar references'; only the float
+ * summation order differs.
+ *
+ * GEMM tile: two weight rows x one group of 16 packed tokens (two 8-lane
+ * halves): every activation load feeds two dots and every weight broadcast
+ * two. Blocks are unpacked once into 32 (Q4_0R) or 256 (K types) bytes on
+ * the stack and broadcast from there. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/repack.h"
+#include "base/blocks.h"
+
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 2048
+#endif
+
+#define RP_CAT_(a, b, c) a##b##c
+#define RP_CAT(a, b, c) RP_CAT_(a, b, c)
+#if RP_VNNI
+#define RP_FN(name) RP_CAT(nb_, name, _avxvnni)
+#else
+#define RP_FN(name) RP_CAT(nb_, name, _avx2)
+#endif
+
+/* acc + per 32-bit lane the sum of four u8 x s8 products (weights <= 127
+ * without VNNI, see above). */
+static inline __m256i dp(__m256i acc, __m256i w, __m256i a) {
+#if RP_VNNI
+    return _mm256_dpbusd_avx_epi32(acc, w, a);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Q8_0R: acc + the sums of (w - Q8OFF) * a: with VNNI the unsigned weights
+ * as they are (the offset comes off later, Q8OFF = 128), else through |q|
+ * and the sign (no offset left). */
+#if RP_VNNI
+#define Q8OFF 128
+static inline __m256i dp8(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_avx_epi32(acc, w, a); }
+#else
+#define Q8OFF 0
+static inline __m256i dp8(__m256i acc, __m256i w, __m256i a) {
+    __m256i s = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+    return dp(acc, _mm256_abs_epi8(s), _mm256_sign_epi8(a, s));
+}
+#endif
+
+static inline __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline __m256i bcast4(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32((int)v);
+}
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline float hsum128(__m128 v) {
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* ---- decode: Q4_0R / Q8_0R x Q8_0P ------------------------------------- */
+
+static inline int tail_q4(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
+    return s;
+}
+static inline int tail_q8(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
+    return s;
+}
+
+/* Four blocks per step: their lane sums folded by three vphaddd into
+ * [b0 b1 b2 b3 | b0 b1 b2 b3] (two partial sums per block), converted and
+ * scaled once. The unsigned offset (8, or Q8OFF) comes off once per row
+ * through the activations' d*sum (repack.h). */
+static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four) {
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const uint16_t *wd = w;
+    const uint8_t *q = (const uint8_t *)w + nb * 2;
+    const int8_t *x = a;
+    const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 off = _mm_setzero_ps();
+    const __m256i z = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const uint8_t *qi = q + i * qs;
+        const int8_t *xi = x + i * 32;
+        __m256i p0, p1, p2, p3;
+        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
+            __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
+            p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
+            p1 = dp(z, _mm256_and_si256(v1, m4), loadu(xi + 32));
+            p2 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
+            p3 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
+        } else {
+            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            p0 = dp8(z, loadu(qi), loadu(xi));
+            p1 = dp8(z, loadu(qi + 32), loadu(xi + 32));
+            p2 = dp8(z, loadu(qi + 64), loadu(xi + 64));
+            p3 = dp8(z, loadu(qi + 96), loadu(xi + 96));
+        }
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
+        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
+    }
+    float sum = hsum256(acc) - (four ? 8.0f : (float)Q8OFF) * hsum128(off);
+    for (; i < nb; i++) {
+        float b;
+        memcpy(&b, ad + i, 4);
+        sum += h2f(wd[i]) * b * (float)(four ? tail_q4(q, x, i) : tail_q8(q, x, i));
+    }
+    return sum;
+}
+
+void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1); }
+void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0); }
+
+/* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
+
+static inline void prefetch_block(const void *p, int bytes) {
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + PREFETCH_AHEAD + l, _MM_HINT_T0);
+}
+
+/* Half h (bytes 32h..32h+31 of each 64-byte vector: 16-weight groups
+ * 8h..8h+7, one per lane) of a Q4_KR super-block, as four weight vectors. */
+static inline void q4_kr_half(const nb_block_q4_kr *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i v0 = loadu(b->qs + 32 * h), v1 = loadu(b->qs + 64 + 32 * h);
+    q[0] = _mm256_and_si256(v0, m4);
+    q[1] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+    q[2] = _mm256_and_si256(v1, m4);
+    q[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+}
+
+static inline void q6_kr_half(const nb_block_q6_kr *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256i a = loadu(b->ql + 32 * h), c = loadu(b->ql + 64 + 32 * h), hb = loadu(b->qh + 32 * h);
+    /* 16-bit shifts move bits across bytes only into positions the masks clear */
+    q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(hb, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+}
+
+/* lane l of half h = the integer sum of 16-weight group 8h + l */
+static inline __m256i half_sums(const __m256i q[4], const int8_t *a8, int h) {
+    __m256i s = dp(_mm256_setzero_si256(), q[0], loadu(a8 + 32 * h));
+    s = dp(s, q[1], loadu(a8 + 64 + 32 * h));
+    s = dp(s, q[2], loadu(a8 + 128 + 32 * h));
+    return dp(s, q[3], loadu(a8 + 192 + 32 * h));
+}
+
+void RP_FN(q4_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q4_kr *x = w;
+    const nb_block_q8_K *y = a;
+    /* bytes of (sc[0..7], m[0..7]) for lane l of half h: sc[4h + l/2]; the
+     * mins of groups 0..15 as int16: m[g/2] */
+    const __m128i sidx0 = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i sidx1 = _mm_setr_epi8(4, 4, 5, 5, 6, 6, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i midx = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_block(&x[i], 192);
+        __m128i scm = _mm_loadu_si128((const __m128i *)x[i].sc);
+        __m256i q[4];
+        q4_kr_half(&x[i], 0, q);
+        __m256i s0 = half_sums(q, y[i].qs, 0); /* |lane| <= 16*15*128 < 2^15: vpmaddwd by the scale is exact */
+        __m256i isc = _mm256_madd_epi16(s0, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx0)));
+        q4_kr_half(&x[i], 1, q);
+        __m256i s1 = half_sums(q, y[i].qs, 1);
+        isc = _mm256_add_epi32(isc, _mm256_madd_epi16(s1, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx1))));
+        __m256i imn = _mm256_madd_epi16(loadu(y[i].bsums), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, midx)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_set1_ps(h2f(x[i].dmin) * y[i].d), acc);
+    }
+    *out = hsum256(acc);
+}
+
+void RP_FN(q6_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
+    const nb_block_q6_kr *x = w;
+    const nb_block_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        prefetch_block(&x[i], 256);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_kr_half(&x[i], h, q);
+            __m256i s = half_sums(q, y[i].qs, h);
+            /* q - 32: minus 32 * the group's activation sum, then times its scale */
+            __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[i].bsums + 8 * h)));
+            s = _mm256_sub_epi32(s, _mm256_slli_epi32(bs, 5));
+            s = _mm256_mullo_epi32(s, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x[i].sc + 8 * h))));
+            isum = _mm256_add_epi32(isum, s);
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
+    }
+    *out = hsum256(acc);
+}
+
+/* ---- batched int8 GEMM ------------------------------------------------- */
+
+enum { W_Q4 = 0, W_Q8 = 1, W_Q6 = 2 };
+
+/* The integer sums over 4-byte steps kk = k0 .. k0+nk-1 of one 32-weight
+ * block, rows 0/1 x tokens 0-7/8-15 of the group: i[row][half]. The
+ * weights of step kk are at u + off(kk) (kq: the K types' lane order, where
+ * block j's weights 4kk..4kk+3 sit at 64*(kk%4) + 4*(kk/4), u already at
+ * 8j; else 4kk). Without VNNI, Q8 takes |q| from u and q from s. */
+static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const uint8_t *u1, const uint8_t *s0,
+                                                       const uint8_t *s1, const int8_t *a, const int k0, const int nk,
+                                                       const int mode, const int kq, __m256i i[2][2]) {
+    (void)s0;
+    (void)s1;
+    const __m256i z = _mm256_setzero_si256();
+#if RP_VNNI
+    (void)mode;
+    __m256i i00 = z, i01 = z, i10 = z, i11 = z;
+#pragma GCC unroll 8
+    for (int kk = k0; kk < k0 + nk; kk++) {
+        const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+        __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+        __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+        i00 = _mm256_dpbusd_avx_epi32(i00, w0, alo);
+        i01 = _mm256_dpbusd_avx_epi32(i01, w0, ahi);
+        i10 = _mm256_dpbusd_avx_epi32(i10, w1, alo);
+        i11 = _mm256_dpbusd_avx_epi32(i11, w1, ahi);
+    }
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i i00 = z, i01 = z, i10 = z, i11 = z;
+    if (mode == W_Q4) { /* int16 sums: at most 8 steps x 3840 */
+#pragma GCC unroll 8
+        for (int kk = k0; kk < k0 + nk; kk++) {
+            const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+            __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+            __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+            i00 = _mm256_add_epi16(i00, _mm256_maddubs_epi16(w0, alo));
+            i01 = _mm256_add_epi16(i01, _mm256_maddubs_epi16(w0, ahi));
+            i10 = _mm256_add_epi16(i10, _mm256_maddubs_epi16(w1, alo));
+            i11 = _mm256_add_epi16(i11, _mm256_maddubs_epi16(w1, ahi));
+        }
+        i00 = _mm256_madd_epi16(i00, ones);
+        i01 = _mm256_madd_epi16(i01, ones);
+        i10 = _mm256_madd_epi16(i10, ones);
+        i11 = _mm256_madd_epi16(i11, ones);
+    } else {
+#pragma GCC unroll 8
+        for (int kk = k0; kk < k0 + nk; kk++) {
+            const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+            __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+            __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+            if (mode == W_Q8) {
+                __m256i g0 = bcast4(s0 + o), g1 = bcast4(s1 + o);
+                i00 = _mm256_add_epi32(i00, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_sign_epi8(alo, g0)), ones));
+                i01 = _mm256_add_epi32(i01, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_sign_epi8(ahi, g0)), ones));
+                i10 = _mm256_add_epi32(i10, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, _mm256_sign_epi8(alo, g1)), ones));
+                i11 = _mm256_add_epi32(i11, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, _mm256_sign_epi8(ahi, g1)), ones));
+            } else {
+                i00 = dp(i00, w0, alo);
+                i01 = dp(i01, w0, ahi);
+                i10 = dp(i10, w1, alo);
+                i11 = dp(i11, w1, ahi);
+            }
+        }
+    }
+#endif
+    i[0][0] = i00;
+    i[0][1] = i01;
+    i[1][0] = i10;
+    i[1][1] = i11;
+}
+
+/* The 16 tokens' results of rows r (f[0]) and r+1 (f[1], when `two`) for
+ * token group g into y[t*ldy + r]. */
+static inline void store_tile(float *y, int64_t ldy, int64_t r, int two, int64_t g, int64_t n, const __m256 f[2][2]) {
+    _Alignas(32) float t[2][16];
+    for (int i = 0; i < 2; i++) {
+        _mm256_store_ps(t[i], f[i][0]);
+        _mm256_store_ps(t[i] + 8, f[i][1]);
+    }
+    const int64_t nt = n - g * 16 < 16 ? n - g * 16 : 16;
+    float *o = y + g * 16 * ldy + r;
+    for (int64_t k = 0; k < nt; k++) {
+        o[k * ldy] = t[0][k];
+        if (two) o[k * ldy + 1] = t[1][k];
+    }
+}
+
+/* Block b of a Q4_0R row's quants (nb blocks) as 32 bytes 0..15 at u. */
+static inline void unpack_q4_0r(const uint8_t *q, int64_t nb, int64_t b, uint8_t *u) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i v;
+    if (b < nb / 4 * 4) { /* grouped: low (blocks 0, 1) or high (2, 3) nibbles of 32 bytes */
+        v = loadu(q + (b / 4) * 64 + 32 * (b & 1));
+        if (b & 2) v = _mm256_srli_epi16(v, 4);
+    } else { /* the tail keeps Q4_0's order: low nibbles 0..15, high 16..31 */
+        __m128i s = _mm_loadu_si128((const __m128i *)(q + b * 16));
+        v = _mm256_set_m128i(_mm_srli_epi16(s, 4), s);
+    }
+    _mm256_store_si256((__m256i *)u, _mm256_and_si256(v, m4));
+}
+
+static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
+                                                              const nb_actpack *ap, float *y, int64_t ldy,
+                                                              const int four) {
+    const int64_t nb = ap->nb;
+    const int mode = four ? W_Q4 : W_Q8;
+    const int shift = four ? 3 : (Q8OFF ? 7 : -1); /* offset 8 or 128 = 1 << shift; -1: none */
+    _Alignas(32) uint8_t u[2][32], sg[2][32];
+    for (int64_t r = 0; r < nr; r += 2) {
+        const int two = r + 1 < nr;
+        const uint8_t *row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+        for (int64_t g = 0; g < ap->ng; g++) {
+            __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *p[2], *s[2] = {sg[0], sg[1]};
+                for (int k = 0; k < 2; k++) {
+                    const uint8_t *qk = row[k] + nb * 2;
+                    if (four) {
+                        unpack_q4_0r(qk, nb, b, u[k]);
+                        p[k] = u[k];
+                    } else if (Q8OFF) {
+                        p[k] = qk + b * 32;
+                    } else { /* |q| and q */
+                        __m256i sv = _mm256_xor_si256(loadu(qk + b * 32), _mm256_set1_epi8((char)0x80));
+                        _mm256_store_si256((__m256i *)u[k], _mm256_abs_epi8(sv));
+                        _mm256_store_si256((__m256i *)sg[k], sv);
+                        p[k] = u[k];
+                    }
+                }
+                const int8_t *a = ap->q + (g * nb + b) * 512;
+                __m256i i[2][2];
+                tile(p[0], p[1], s[0], s[1], a, 0, 8, mode, 0, i);
+                const int64_t at = (g * nb + b) * 16;
+                __m256 da[2] = {_mm256_load_ps(ap->d + at), _mm256_load_ps(ap->d + at + 8)};
+                __m256i o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                if (shift >= 0)
+                    for (int hf = 0; hf < 2; hf++)
+                        o[hf] = _mm256_slli_epi32(_mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf)), shift);
+                for (int k = 0; k < 2; k++) {
+                    __m256 sw = _mm256_set1_ps(h2f(((const uint16_t *)row[k])[b]));
+                    for (int hf = 0; hf < 2; hf++)
+                        f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], o[hf])),
+                                                   _mm256_mul_ps(da[hf], sw), f[k][hf]);
+                }
+            }
+            store_tile(y, ldy, r, two, g, ap->n, f);
+        }
+    }
+}
+
+void RP_FN(q4_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
+    planar_gemm(w, row_bytes, nr, ap, y, ldy, 1);
+}
+void RP_FN(q8_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
+    planar_gemm(w, row_bytes, nr, ap, y, ldy, 0);
+}
+
+/* K types: per pair of rows and token group, super-block by super-block:
+ * both rows' weights unpacked into u (lane order), their scales into sc
+ * (Q4_K: d*sc[8], dmin*m[8]; Q6_K: d*sc[16]), then each 32-weight block's
+ * integer sums (per 16-weight half for Q6_K) scaled into f, and f times the
+ * tokens' Q8_K scale into F at the end of the super-block. */
+static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
+                                                        const nb_actpack *ap, float *y, int64_t ldy, const int six) {
+    const int64_t nb = ap->nb, nsb = ap->K / 256;
+    const uint64_t bsz = six ? sizeof(nb_block_q6_kr) : sizeof(nb_block_q4_kr);
+    _Alignas(32) uint8_t u[2][256];
+    float sc[2][16];
+    for (int64_t r = 0; r < nr; r += 2) {
+        const int two = r + 1 < nr;
+        const uint8_t *x[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+        for (int64_t g = 0; g < ap->ng; g++) {
+            __m256 F[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+            for (int64_t s = 0; s < nsb; s++) {
+                for (int k = 0; k < 2; k++) {
+                    const uint8_t *blk = x[k] + s * bsz;
+                    for (int h = 0; h < 2; h++) {
+                        __m256i q[4];
+                        if (six) q6_kr_half((const nb_block_q6_kr *)blk, h, q);
+                        else q4_kr_half((const nb_block_q4_kr *)blk, h, q);
+                        for (int v = 0; v < 4; v++) _mm256_store_si256((__m256i *)(u[k] + 64 * v + 32 * h), q[v]);
+                    }
+                    if (six) {
+                        const nb_block_q6_kr *b6 = (const nb_block_q6_kr *)blk;
+                        const float d = h2f(b6->d);
+                        for (int j = 0; j < 16; j++) sc[k][j] = d * (float)b6->sc[j];
+                    } else {
+                        const nb_block_q4_kr *b4 = (const nb_block_q4_kr *)blk;
+                        const float d = h2f(b4->d), dm = h2f(b4->dmin);
+                        for (int j = 0; j < 8; j++) {
+                            sc[k][j] = d * (float)b4->sc[j];
+                            sc[k][8 + j] = dm * (float)b4->m[j];
+                        }
+                    }
+                }
+                __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = s * 8 + j, at = (g * nb + b) * 16;
+                    const int8_t *a = ap->q + (g * nb + b) * 512;
+                    __m256i i[2][2];
+                    if (six) {
+                        for (int half = 0; half < 2; half++) {
+                            tile(u[0] + 8 * j, u[1] + 8 * j, NULL, NULL, a, 4 * half, 4, W_Q6, 1, i);
+                            for (int hf = 0; hf < 2; hf++) { /* q - 32: through the tokens' sums of these 16 */
+                                __m256i o = _mm256_slli_epi32(
+                                    _mm256_load_si256((const __m256i *)(ap->sum16 + (g * nb + b) * 32 + 16 * half + 8 * hf)), 5);
+                                for (int k = 0; k < 2; k++)
+                                    f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], o)),
+                                                               _mm256_set1_ps(sc[k][2 * j + half]), f[k][hf]);
+                            }
+                        }
+                    } else {
+                        tile(u[0] + 8 * j, u[1] + 8 * j, NULL, NULL, a, 0, 8, W_Q4, 1, i);
+                        for (int hf = 0; hf < 2; hf++) { /* d*sc*q - dmin*m: the min through the tokens' sums */
+                            __m256 fs = _mm256_load_ps(ap->fsum + at + 8 * hf);
+                            for (int k = 0; k < 2; k++)
+                                f[k][hf] = _mm256_fnmadd_ps(fs, _mm256_set1_ps(sc[k][8 + j]),
+                                                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[k][hf]),
+                                                                            _mm256_set1_ps(sc[k][j]), f[k][hf]));
+                        }
+                    }
+                }
+                for (int hf = 0; hf < 2; hf++) {
+                    __m256 d = _mm256_load_ps(ap->d + (g * nb + s * 8) * 16 + 8 * hf);
+                    for (int k = 0; k < 2; k++) F[k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[k][hf]);
+                }
+            }
+            store_tile(y, ldy, r, two, g, ap->n, F);
+        }
+    }
+}
+
+void RP_FN(q4_kr_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
+    kgemm(w, row_bytes, nr, ap, y, ldy, 0);
+}
+void RP_FN(q6_kr_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
+    kgemm(w, row_bytes, nr, ap, y, ldy, 1);
+}

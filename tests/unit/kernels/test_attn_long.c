@@ -1,0 +1,244 @@
+/* The SIMD flash attention kernels (kernels/attn.h) against the scalar one
+ * over long contexts: about 1100 keys in KV blocks of 16 and 5 through a
+ * shuffled block table, so a tile's queries sit far past the first key
+ * chunk and every chunk, block and causal-diagonal offset is crossed; for
+ * every KV type (f32, f16, bf16, int8 and fp8 with per-slot scales), head
+ * sizes 64 and 128 (the compiled constants) and 40 (run-time, column tail),
+ * GQA groups 1, 2, 4 and 8, tiles of 1, 13, 21 and 37 tokens (the last
+ * tile of the context, a decode token, tiles off the key-chunk grid). Some
+ * keys are made to dominate (a scaled copy of a query), at the first
+ * position and at odd places later on, so the running max grows both early and late (the
+ * kernels' rescaling paths) or never after the first key. The pool is laid
+ * out here as nb_attn_kv describes it, so this runs with nb_kernels alone.
+ * A kernel the CPU lacks is a real skip. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/half.h"
+#include "kernels/attn.h"
+#include "testutil.h"
+
+#define NPOS 1100
+#define NKVH 2
+#define MAXNQ 8
+#define MAXNT 37
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((float)((*s >> 8) & 0xffff) / 65535.0f) * 2.0f - 1.0f;
+}
+
+/* A random fp8 e4m3 code of magnitude below 16 (exponent field 0..10). */
+static uint8_t rand_fp8(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    const unsigned r = *s >> 8;
+    return (uint8_t)((r & 0x80) | ((r >> 3) % 11) << 3 | (r & 7));
+}
+
+typedef struct pool {
+    nb_attn_kv kv;
+    int32_t *blocks;
+    uint8_t *k, *v;
+    float *ks, *vs;
+} pool;
+
+/* Element i of a row of type t from a float (the 8-bit types get the value
+ * already divided by the slot's scale). */
+static void put(nb_kv_type t, uint8_t *row, int i, float x) {
+    switch (t) {
+    case NB_KVT_F32: memcpy(row + 4 * (size_t)i, &x, 4); break;
+    case NB_KVT_F16: { uint16_t h = nb_fp32_to_fp16(x); memcpy(row + 2 * (size_t)i, &h, 2); break; }
+    case NB_KVT_BF16: { uint16_t h = nb_fp32_to_bf16(x); memcpy(row + 2 * (size_t)i, &h, 2); break; }
+    case NB_KVT_INT8: { long c = lrintf(x); row[i] = (uint8_t)(int8_t)(c > 127 ? 127 : c < -127 ? -127 : c); break; }
+    case NB_KVT_FP8: { /* the nearest code (only the few hot keys come here) */
+        const float *lut = nb_attn_fp8_table();
+        int best = 0;
+        for (int c = 1; c < 256; c++)
+            if ((c & 0x7f) != 0x7f && fabsf(lut[c] - x) < fabsf(lut[best] - x)) best = c;
+        row[i] = (uint8_t)best;
+        break;
+    }
+    }
+}
+
+/* NPOS positions, head_dim hd, block size bs; the keys at `hot` positions
+ * are 3x the query row qhot (KV head 0), so they dominate that row. */
+static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, const float *qhot, const int *hot, int nhot) {
+    static const int elem[] = {4, 2, 2, 1, 1};
+    memset(p, 0, sizeof *p);
+    const int nblk = (NPOS + bs - 1) / bs;
+    p->kv.type = t;
+    p->kv.elem = elem[t];
+    p->kv.head_dim = hd;
+    p->kv.n_head_kv = NKVH;
+    p->kv.block_size = bs;
+    p->kv.row = (int64_t)NKVH * hd * elem[t];
+    p->blocks = malloc((size_t)nblk * sizeof *p->blocks);
+    p->k = malloc((size_t)nblk * bs * p->kv.row);
+    p->v = malloc((size_t)nblk * bs * p->kv.row);
+    assert_non_null(p->blocks);
+    assert_non_null(p->k);
+    assert_non_null(p->v);
+    for (int b = 0; b < nblk; b++) p->blocks[b] = (int32_t)((b * 37 + 11) % nblk); /* 37 is prime to every nblk here */
+    const bool scaled = t == NB_KVT_INT8 || t == NB_KVT_FP8;
+    if (scaled) {
+        p->ks = malloc((size_t)nblk * bs * NKVH * sizeof(float));
+        p->vs = malloc((size_t)nblk * bs * NKVH * sizeof(float));
+        assert_non_null(p->ks);
+        assert_non_null(p->vs);
+    }
+    for (int pos = 0; pos < NPOS; pos++) {
+        const int64_t idx = (int64_t)p->blocks[pos / bs] * bs + pos % bs;
+        bool is_hot = false;
+        for (int i = 0; i < nhot; i++) is_hot |= hot[i] == pos;
+        for (int h = 0; h < NKVH; h++) {
+            uint8_t *kr = p->k + idx * p->kv.row + (int64_t)h * hd * elem[t];
+            uint8_t *vr = p->v + idx * p->kv.row + (int64_t)h * hd * elem[t];
+            const float ksc = 0.05f + 0.1f * (frand(&seed) + 1), vsc = 0.05f + 0.1f * (frand(&seed) + 1);
+            for (int j = 0; j < hd; j++) {
+                float kx = 2.0f * frand(&seed), vx = frand(&seed);
+                if (is_hot && h == 0) kx = 3.0f * qhot[j];
+                /* the 8-bit types store x / scale; the kernels multiply it back */
+                if (t == NB_KVT_FP8 && !(is_hot && h == 0)) { /* any code but NaN */
+                    kr[j] = rand_fp8(&seed);
+                } else {
+                    put(t, kr, j, scaled ? kx / ksc : kx);
+                }
+                if (t == NB_KVT_FP8) {
+                    vr[j] = rand_fp8(&seed);
+                } else {
+                    put(t, vr, j, scaled ? vx / vsc : vx);
+                }
+            }
+            if (scaled) {
+                p->ks[idx * NKVH + h] = ksc;
+                p->vs[idx * NKVH + h] = vsc;
+            }
+        }
+    }
+    p->kv.k = p->k;
+    p->kv.v = p->v;
+    p->kv.ks = p->ks;
+    p->kv.vs = p->vs;
+}
+
+static void pool_free(pool *p) {
+    free(p->blocks);
+    free(p->k);
+    free(p->v);
+    free(p->ks);
+    free(p->vs);
+}
+
+static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, int kvh, int nq, int nt, int32_t pos0) {
+    const int hd = p->kv.head_dim;
+    float *scratch = aligned_alloc(64, (nb_attn_scratch_floats(hd, nq, nt) * sizeof(float) + 63) & ~(size_t)63);
+    assert_non_null(scratch);
+    nb_attn_tile t = {&p->kv, p->blocks, kvh, nq, nt, pos0, q, (int64_t)nq * hd, out, (int64_t)nq * hd,
+                      1.0f / sqrtf((float)hd), scratch};
+    fn(&t);
+    free(scratch);
+}
+
+static void check_kernel(nb_attn_fn fn, const char *name) {
+    const int hds[] = {64, 128, 40}, bss[] = {16, 5};
+    /* (group, tokens, first position): the last tile of the context, one
+     * decode token at its end, a mid tile off the chunk grid, an early one */
+    static const struct { int nq, nt; int32_t pos0; } cases_[] = {
+        {8, 21, NPOS - 21}, {4, 1, NPOS - 1}, {1, 13, 511}, {8, 13, 17}, {2, MAXNT, 700}};
+    enum { NCASE = sizeof cases_ / sizeof cases_[0] };
+    float *q = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    float *want = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    float *got = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    assert_non_null(q);
+    assert_non_null(want);
+    assert_non_null(got);
+    int ncases = 0;
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int hot_kind = 0; hot_kind < 2; hot_kind++) {
+                const int hd = hds[hi], bs = bss[(t + hi + hot_kind) % 2];
+                unsigned s = 101u + (unsigned)(t * 7 + hi * 3 + hot_kind);
+                for (int i = 0; i < MAXNT * MAXNQ * hd; i++) q[i] = frand(&s);
+                /* hot keys: the first one only (max never grows after key 0), or
+                 * some spread over the context (it grows late, mid-chunk) */
+                const int hot_first[] = {0}, hot_late[] = {3, 200, 517, 1049};
+                pool p;
+                pool_fill(&p, (nb_kv_type)t, hd, bs, 7u + (unsigned)t, q, hot_kind ? hot_late : hot_first,
+                          hot_kind ? 4 : 1);
+                for (int c = 0; c < NCASE; c++) {
+                    const int nq = cases_[c].nq, nt = cases_[c].nt, kvh = (c + hot_kind) % 2;
+                    const int32_t pos0 = cases_[c].pos0;
+                    const int n = nt * nq * hd;
+                    run_tile(nb_attn_ref, &p, q, want, kvh, nq, nt, pos0);
+                    for (int i = 0; i < n; i++) got[i] = NAN;
+                    run_tile(fn, &p, q, got, kvh, nq, nt, pos0);
+                    for (int i = 0; i < n; i++)
+                        if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
+                            fail_msg("%s type %d hd %d bs %d hot %d nq %d nt %d pos0 %d: row %d elem %d ref %g got %g",
+                                     name, t, hd, bs, hot_kind, nq, nt, pos0, i / hd, i % hd, want[i], got[i]);
+                    ncases++;
+                }
+                pool_free(&p);
+            }
+    assert_int_equal(ncases, 5 * 3 * 2 * NCASE);
+    free(q);
+    free(want);
+    free(got);
+}
+
+static void test_avx2_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX2 kernel on this CPU (or NIBBLE_ISA below it)");
+    check_kernel(fn, "avx2");
+}
+
+static void test_avx512_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX-512 kernel on this CPU (or NIBBLE_ISA below it)");
+    check_kernel(fn, "avx512");
+}
+
+/* The kernel nb_attn_get picks (whatever the CPU and NIBBLE_ISA allow,
+ * the scalar one included) against the scalar one on one long tile. */
+static void test_dispatched_long(void **state) {
+    (void)state;
+    const char *name = NULL;
+    nb_attn_fn fn = nb_attn_get(nb_cpu_isa(), &name);
+    assert_non_null(fn);
+    assert_non_null(name);
+    const int hd = 64, nq = 8, nt = 37;
+    unsigned s = 9;
+    float *q = malloc((size_t)nt * nq * hd * sizeof(float)), *want = malloc((size_t)nt * nq * hd * sizeof(float)),
+          *got = malloc((size_t)nt * nq * hd * sizeof(float));
+    assert_non_null(q);
+    assert_non_null(want);
+    assert_non_null(got);
+    for (int i = 0; i < nt * nq * hd; i++) q[i] = frand(&s);
+    const int hot[] = {700};
+    pool p;
+    pool_fill(&p, NB_KVT_F16, hd, 16, 3, q, hot, 1);
+    run_tile(nb_attn_ref, &p, q, want, 0, nq, nt, NPOS - nt);
+    run_tile(fn, &p, q, got, 0, nq, nt, NPOS - nt);
+    for (int i = 0; i < nt * nq * hd; i++)
+        if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
+            fail_msg("%s: elem %d ref %g got %g", name, i, want[i], got[i]);
+    pool_free(&p);
+    free(q);
+    free(want);
+    free(got);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_avx2_long),
+        cmocka_unit_test(test_avx512_long),
+        cmocka_unit_test(test_dispatched_long),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

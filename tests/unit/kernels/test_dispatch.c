@@ -1,0 +1,171 @@
+/* The kernel dispatch table (kernels/dispatch.h): the per-type slots cover
+ * every dtype once; a table capped at each ISA holds only that ISA's (or
+ * lower) kernels and matches the per-ISA lookups; the options turn
+ * repacking, the int8 GEMM and the thresholds on and off; the environment
+ * is parsed with errors that name the variable; and the process table,
+ * once built, refuses other options. The numerical checks of the kernels
+ * themselves are in test_float_kernels / test_qdot / test_repack. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dispatch.h"
+#include "testutil.h"
+
+static void test_slots(void **state) {
+    (void)state;
+    static bool seen[NB_DISPATCH_SLOTS];
+    int n = 0;
+    for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
+        int s = nb_dispatch_slot((nb_dtype)v);
+        bool valid = v < (int)NB_DTYPE_GGML_END || (v >= (int)NB_DTYPE_EXT_BASE && v < (int)NB_DTYPE_EXT_END) ||
+                     (v >= (int)NB_DTYPE_MEM_BASE && v < (int)NB_DTYPE_MEM_END);
+        if (!valid) {
+            assert_int_equal(s, -1);
+            continue;
+        }
+        assert_true(s >= 0 && s < NB_DISPATCH_SLOTS);
+        assert_false(seen[s]);
+        seen[s] = true;
+        n++;
+    }
+    assert_int_equal(n, NB_DISPATCH_SLOTS);
+    assert_int_equal(nb_dispatch_slot((nb_dtype)-1), -1);
+    assert_int_equal(nb_dispatch_slot(NB_DTYPE_MAX), -1);
+}
+
+static void test_isa_caps(void **state) {
+    (void)state;
+    for (int isa = NB_ISA_SCALAR; isa <= (int)nb_cpu_isa() && isa <= NB_ISA_AVX512; isa++) {
+        nb_kernel_opts o;
+        nb_kernel_opts_defaults(&o);
+        o.max_isa = (nb_isa)isa;
+        nb_dispatch d;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_int_equal(d.isa, isa);
+        assert_ptr_equal(d.fk, nb_float_kernels_get((nb_isa)isa));
+        if (isa == NB_ISA_SCALAR) assert_string_equal(d.decode_dot, "scalar");
+        static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_Q5_K, NB_W8, NB_NF4};
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            const nb_qdot *q = nb_dispatch_qdot(&d, types[i]);
+            assert_ptr_equal(q, nb_qdot_get(types[i], (nb_isa)isa));
+            assert_non_null(q);
+            if (isa == NB_ISA_SCALAR) assert_string_equal(q->isa, "scalar");
+        }
+        bool vnni = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
+        bool rp = vnni || isa >= NB_ISA_AVX2; /* AVX2 repacks too (kernels/x86/repack_avx2_impl.h) */
+        const char *rk = vnni ? "avx512" : isa < NB_ISA_AVX2 ? "scalar" : nb_cpu_get()->avxvnni ? "avxvnni" : "avx2";
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q4_0)], rp ? NB_Q4_0R : NB_Q4_0);
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q6_K)], rp ? NB_Q6_KR : NB_Q6_K);
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q5_K)], NB_Q5_K);
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_F16)], NB_F16);
+        assert_true((nb_dispatch_rgemm(&d, NB_Q4_0R) != NULL) == rp);
+        /* the repacked types have their kernels at every level (scalar references below AVX2) */
+        assert_non_null(nb_dispatch_qdot(&d, NB_Q4_KR));
+        assert_string_equal(nb_dispatch_qdot(&d, NB_Q4_KR)->isa, rk);
+        assert_non_null(nb_dispatch_to_float(&d, NB_Q4_0R));
+        assert_non_null(nb_dispatch_to_float(&d, NB_Q4_K));
+        assert_null(nb_dispatch_to_float(&d, NB_F32));
+        assert_non_null(d.actpack_group);
+        assert_true(strstr(d.desc, nb_isa_name((nb_isa)isa)) != NULL);
+    }
+}
+
+static void test_options(void **state) {
+    (void)state;
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    o.repack = false;
+    o.int8_gemm = false;
+    o.qgemm_min = 1; /* raised to 2 */
+    o.rgemm_min = 33;
+    nb_dispatch d;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q4_0)], NB_Q4_0);
+    assert_null(nb_dispatch_rgemm(&d, NB_Q4_0R));
+    assert_int_equal(d.qgemm_min, 2);
+    assert_int_equal(d.rgemm_min, 33);
+    o.qgemm_min = -1;
+    assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "qgemm_min"));
+    /* decode dot width and prefetch distance */
+    if (nb_cpu_isa() >= NB_ISA_AVX2) {
+        nb_kernel_opts_defaults(&o);
+        o.decode_dot = NB_DECODE_DOT_AVX2;
+        o.decode_prefetch_set = true;
+        o.decode_prefetch = 0;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_string_equal(d.decode_dot, "avx2");
+        assert_int_equal(d.decode_prefetch, 0);
+        assert_ptr_equal(d.dot_f16, nb_float_kernels_avx2()->dot_f16_pf[0]);
+        o.decode_prefetch = 3000; /* nearest: 2048 */
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_int_equal(d.decode_prefetch, 2048);
+        assert_ptr_equal(d.dot_bf16, nb_float_kernels_avx2()->dot_bf16_pf[2]);
+    }
+    if (nb_cpu_isa() >= NB_ISA_AVX512) {
+        nb_kernel_opts_defaults(&o);
+        o.decode_dot = NB_DECODE_DOT_AVX512;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_string_equal(d.decode_dot, "avx512");
+        /* AUTO: AVX2 dots on AMD family 25 (Zen 3/4), AVX-512 elsewhere */
+        o.decode_dot = NB_DECODE_DOT_AUTO;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        const nb_cpu *c = nb_cpu_get();
+        assert_string_equal(d.decode_dot, c->vendor == NB_CPU_AMD && c->family == 25 ? "avx2" : "avx512");
+    }
+}
+
+static void test_env(void **state) {
+    (void)state;
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    setenv("NIBBLE_ISA", "avx2", 1);
+    setenv("NIBBLE_REPACK", "0", 1);
+    setenv("NIBBLE_NO_INT8_GEMM", "1", 1);
+    setenv("NIBBLE_QGEMM_MIN", "40", 1);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_int_equal(o.max_isa, NB_ISA_AVX2);
+    assert_false(o.repack);
+    assert_false(o.int8_gemm);
+    assert_int_equal(o.qgemm_min, 40);
+    setenv("NIBBLE_QGEMM_MIN", "4x", 1);
+    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_QGEMM_MIN"));
+    unsetenv("NIBBLE_QGEMM_MIN");
+    setenv("NIBBLE_ISA", "sse9", 1);
+    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ISA"));
+    unsetenv("NIBBLE_ISA");
+    unsetenv("NIBBLE_REPACK");
+    unsetenv("NIBBLE_NO_INT8_GEMM");
+}
+
+/* Last: builds the process table. */
+static void test_process_table(void **state) {
+    (void)state;
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    o.qgemm_min = 24;
+    assert_int_equal(nb_dispatch_configure(&o), NB_OK);
+    const nb_dispatch *d = nb_dispatch_default();
+    assert_ptr_equal(d, nb_dispatch_default()); /* built once */
+    assert_int_equal(d->qgemm_min, 24);
+    assert_int_equal(nb_dispatch_configure(&o), NB_OK); /* the same options: fine */
+    o.qgemm_min = 25;
+    assert_int_not_equal(nb_dispatch_configure(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "already built"));
+    assert_int_equal(nb_repack_target(NB_Q8_0), d->repack_to[nb_dispatch_slot(NB_Q8_0)]);
+    nb_kctx k;
+    assert_int_equal(nb_kctx_init(&k, 1), NB_OK);
+    assert_ptr_equal(k.d, d);
+    assert_ptr_equal(k.fk, d->fk);
+    nb_kctx_free(&k);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_slots), cmocka_unit_test(test_isa_caps),
+                                       cmocka_unit_test(test_options), cmocka_unit_test(test_env),
+                                       cmocka_unit_test(test_process_table)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

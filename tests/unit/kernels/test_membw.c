@@ -1,0 +1,81 @@
+/* The read-bandwidth probe (kernels/membw.h): every compiled inner loop sums
+ * exactly the 64-bit words of its streams (1, 3, 8 and 11 streams - past
+ * the 8 walked in lockstep - with and without prefetch) against a plain
+ * scalar sum, and the whole probe measures every pattern of a small set on
+ * a real pool (a positive rate for each, the best one the maximum). No
+ * timing is asserted beyond "positive". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/membw.h"
+#include "testutil.h"
+
+typedef uint64_t (*sum_fn)(const void *const *p, int streams, size_t bytes, int prefetch);
+
+static void check_loop(sum_fn f, const char *name) {
+    static const int streams[] = {1, 2, 3, 8, 11};
+    static const size_t sizes[] = {256, 512, 4096, 256 * 37};
+    for (size_t si = 0; si < sizeof streams / sizeof streams[0]; si++)
+        for (size_t zi = 0; zi < sizeof sizes / sizeof sizes[0]; zi++) {
+            int ns = streams[si];
+            size_t bytes = sizes[zi];
+            uint64_t *buf = aligned_alloc(64, bytes * (size_t)ns);
+            assert_non_null(buf);
+            uint64_t want = 0, x = 0x243F6A8885A308D3ull ^ (uint64_t)(ns * 131 + (int)zi);
+            for (size_t i = 0; i < bytes * (size_t)ns / 8; i++) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                buf[i] = (i % 97 == 0) ? UINT64_MAX - i : x; /* extreme words too: sums wrap mod 2^64 */
+                want += buf[i];
+            }
+            const void *p[16];
+            for (int s = 0; s < ns; s++) p[s] = (const char *)buf + (size_t)s * bytes;
+            for (int pf = 0; pf <= 2048; pf += 2048) {
+                uint64_t got = f(p, ns, bytes, pf);
+                if (got != want) fprintf(stderr, "%s: streams %d bytes %zu prefetch %d: %llu != %llu\n", name, ns,
+                                         bytes, pf, (unsigned long long)got, (unsigned long long)want);
+                assert_true(got == want);
+            }
+            free(buf);
+        }
+}
+
+static void test_loops(void **state) {
+    (void)state;
+    check_loop(nb_membw_sum_ref, "ref");
+#if defined(__x86_64__)
+    if (nb_cpu_isa() >= NB_ISA_AVX2) check_loop(nb_membw_sum_avx2, "avx2");
+    if (nb_cpu_isa() >= NB_ISA_AVX512) check_loop(nb_membw_sum_avx512, "avx512");
+#endif
+}
+
+static void test_probe(void **state) {
+    (void)state;
+    nb_pool *pool;
+    assert_int_equal(nb_pool_create(2, &pool), NB_OK);
+    nb_membw_result r;
+    assert_int_equal(nb_membw_measure(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &r), NB_OK);
+    assert_int_equal(r.n, 8);
+    double mx = 0;
+    int n_huge = 0, n_multi = 0, n_pf = 0;
+    for (int i = 0; i < r.n; i++) {
+        assert_true(r.p[i].gbps > 0);
+        if (r.p[i].gbps > mx) mx = r.p[i].gbps;
+        n_huge += r.p[i].huge_pages;
+        n_multi += r.p[i].streams > 1;
+        n_pf += r.p[i].prefetch > 0;
+    }
+    assert_true(r.gbps == mx && r.p[r.best].gbps == mx);
+    assert_int_equal(n_huge, 4);
+    assert_int_equal(n_multi, 4);
+    assert_int_equal(n_pf, 4);
+    /* a bad pattern is refused with a message */
+    nb_membw_pattern bad = {0, 0, false, 0};
+    assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &bad, 1, &r), NB_OK);
+    nb_pool_free(pool);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_loops), cmocka_unit_test(test_probe)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
