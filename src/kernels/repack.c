@@ -91,7 +91,7 @@ static int q6_kr_q(const nb_block_q6_kr *b, int e) {
 
 /* Q8_K with each super-block's qs in lane order: the activations of the
  * Q4_KR / Q6_KR decode kernels (d and the per-16 bsums as in Q8_K). */
-static void q8_kp_quantize(const float *x, void *dst, int64_t n) {
+void nb_q8_kp_quantize_ref(const float *x, void *dst, int64_t n) {
     nb_quantize_row_q8_K_ref(x, dst, n);
     for (int64_t i = 0; i < n / 256; i++) {
         nb_block_q8_K *y = (nb_block_q8_K *)dst + i;
@@ -302,23 +302,23 @@ void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
 
 static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar"};
 static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx512, nb_q4_0r_dot_mxn_avx512, "avx512"};
-static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx512, nb_q8_0r_dot_mxn_avx512, "avx512"};
+static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q4_0r_dot_avx512, nb_q4_0r_dot_mxn_avx512, "avx512"};
+static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q8_0r_dot_avx512, nb_q8_0r_dot_mxn_avx512, "avx512"};
 #define Q8_KP (NB_Q8_KP)
-static const nb_qdot q4kr_ref = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q6kr_ref = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q4kr_512 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx512, NULL, "avx512"};
-static const nb_qdot q6kr_512 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx512, NULL, "avx512"};
+static const nb_qdot q4kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q4_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q6kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q6_kr_dot_ref, NULL, "scalar"};
+static const nb_qdot q4kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q4_kr_dot_avx512, NULL, "avx512"};
+static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_avx512, NULL, "avx512"};
 
 /* AVX2 (vpmaddubsw) and AVX-VNNI (256-bit vpdpbusd) decode dots. */
-static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avx2, NULL, "avx2"};
-static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avx2, NULL, "avx2"};
-static const nb_qdot q4kr_avx2 = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avx2, NULL, "avx2"};
-static const nb_qdot q6kr_avx2 = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avx2, NULL, "avx2"};
-static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q4kr_vnni = {Q8_KP, q8_kp_quantize, nb_q4_kr_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q6kr_vnni = {Q8_KP, q8_kp_quantize, nb_q6_kr_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, NULL, "avx2"};
+static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avx2, NULL, "avx2"};
+static const nb_qdot q4kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avx2, NULL, "avx2"};
+static const nb_qdot q6kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avx2, NULL, "avx2"};
+static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni"};
 
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
  * this CPU: AVX-512 VNNI, else AVX-VNNI, else AVX2, else scalar. */

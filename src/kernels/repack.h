@@ -76,6 +76,12 @@ nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa);
 
 /* Scalar references (the definitions; tests compare the SIMD kernels to them). */
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
+/* The same, and Q8_KP (the K-quant dots' activations), vectorised; byte-identical. */
+void nb_q8_0p_quantize_avx512(const float *x, void *dst, int64_t n);
+void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n);
+void nb_q8_kp_quantize_ref(const float *x, void *dst, int64_t n);
+void nb_q8_kp_quantize_avx512(const float *x, void *dst, int64_t n);
+void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n);
 void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_ref(int64_t n, const void *w, const void *a, float *out); /* a: Q8_KP */

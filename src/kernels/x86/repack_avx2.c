@@ -39,6 +39,73 @@ static float q8k_scale(const float *x, float *d) {
     return 0;
 }
 
+/* 32 int32 in four vectors (values within -127..127) -> 32 int8 in order. */
+static inline __m256i pack_i8(const __m256i q[4]) {
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+}
+
+/* One token's activations for the decode dots, byte-identical to
+ * nb_q8_0p_quantize_ref (see nb_q8_0p_quantize_avx512). */
+void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n) {
+    const int64_t nb = n / 32;
+    int8_t *q = dst;
+    float *d = (float *)(q + nb * 32), *ds = d + nb;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m256 v[4];
+        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
+                                 _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
+        float amax = hmax256(m);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        float s = _cvtsh_ss(_cvtss_sh(amax / 127.f, 0));
+        __m256i qi[4];
+        for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+        _mm256_storeu_si256((__m256i *)(void *)(q + i * 32), pack_i8(qi));
+        float fs = s * (float)hsum_i32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+        memcpy(d + i, &s, 4);
+        memcpy(ds + i, &fs, 4);
+    }
+}
+
+/* Q8_KP for the K-quant decode dots, byte-identical to the reference (see
+ * nb_q8_kp_quantize_avx512): group l's four words go to words 16c + l. */
+void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        nb_block_q8_K *y = (nb_block_q8_K *)dst + i;
+        float d;
+        const float s = q8k_scale(x, &d);
+        if (s == 0) {
+            memset(y, 0, sizeof *y);
+            continue;
+        }
+        const __m256 sv = _mm256_set1_ps(s);
+        const __m256i top = _mm256_set1_epi32(127);
+        uint32_t *w = (uint32_t *)(void *)y->qs;
+        for (int l = 0; l < 16; l += 2) { /* two groups of 16 per 32 values */
+            __m256i qi[4];
+            for (int k = 0; k < 4; k++)
+                qi[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * l + 8 * k), sv)), top);
+            y->bsums[l] = (int16_t)hsum_i32(_mm256_add_epi32(qi[0], qi[1]));
+            y->bsums[l + 1] = (int16_t)hsum_i32(_mm256_add_epi32(qi[2], qi[3]));
+            _Alignas(32) uint32_t words[8];
+            _mm256_store_si256((__m256i *)(void *)words, pack_i8(qi));
+            for (int c = 0; c < 4; c++) {
+                w[16 * c + l] = words[c];
+                w[16 * c + l + 1] = words[4 + c];
+            }
+        }
+        y->d = d;
+    }
+}
+
 /* nb_actpack_group_ref with the quantization vectorised: the same roundings
  * (x * scale in float, then to nearest, ties to even - vcvtps2dq in the
  * default rounding mode), so the bytes are identical (tests compare). */
@@ -80,9 +147,7 @@ void nb_actpack_group_avx2(nb_actpack *ap, const float *X, int64_t g) {
                 q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], sv));
                 if (ap->act == NB_Q8_K) q[k] = _mm256_min_epi32(q[k], _mm256_set1_epi32(127));
             }
-            /* int32 -> int8 (values within -127..127), back in order */
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            __m256i p = pack_i8(q);
             _Alignas(32) int8_t blk[32];
             _mm256_store_si256((__m256i *)blk, p);
             for (int kk = 0; kk < 8; kk++) memcpy(dst + kk * 64 + tt * 4, blk + kk * 4, 4);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/blocks.h"
 #include "kernels/repack.h"
 
 static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
@@ -341,6 +342,60 @@ static float q8k_scale(const float *x, float *d) {
         }
     }
     return 0;
+}
+
+/* One token's activations for the decode dots, byte-identical to
+ * nb_q8_0p_quantize_ref (same products, ties-to-even conversion, the scale
+ * rounded through fp16 by vcvtps2ph; test_repack compares). The reference is
+ * scalar with a libm call per element, and it runs on the caller while the
+ * other threads wait: about 4% of a TinyLlama decode step. */
+void nb_q8_0p_quantize_avx512(const float *x, void *dst, int64_t n) {
+    const int64_t nb = n / 32;
+    int8_t *q = dst;
+    float *d = (float *)(q + nb * 32), *ds = d + nb;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        float s = _cvtsh_ss(_cvtss_sh(amax / 127.f, 0));
+        int32_t s0, s1;
+        put_block(q + i * 32, _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), _mm512_cvtps_epi32(_mm512_mul_ps(v1, id)),
+                  &s0, &s1);
+        float fs = s * (float)(s0 + s1);
+        memcpy(d + i, &s, 4);
+        memcpy(ds + i, &fs, 4);
+    }
+}
+
+/* Q8_KP (Q8_K with its qs in lane order, kernels/repack.h) for the K-quant
+ * decode dots, byte-identical to the reference (nb_quant_q8_K, then the
+ * lane permutation): group l of 16 values holds positions 64c + 4l + b, i.e.
+ * its four 4-byte words go to words 16c + l. */
+void nb_q8_kp_quantize_avx512(const float *x, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        nb_block_q8_K *y = (nb_block_q8_K *)dst + i;
+        float d;
+        const float s = q8k_scale(x, &d);
+        if (s == 0) {
+            memset(y, 0, sizeof *y);
+            continue;
+        }
+        const __m512 sv = _mm512_set1_ps(s);
+        uint32_t *w = (uint32_t *)(void *)y->qs;
+        for (int l = 0; l < 16; l++) {
+            __m512i v = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * l), sv)),
+                                         _mm512_set1_epi32(127));
+            y->bsums[l] = (int16_t)_mm512_reduce_add_epi32(v);
+            __m128i b = _mm512_cvtepi32_epi8(v);
+            for (int c = 0; c < 4; c++) {
+                uint32_t word = (uint32_t)_mm_extract_epi32(b, 0);
+                memcpy(w + 16 * c + l, &word, 4);
+                b = _mm_srli_si128(b, 4);
+            }
+        }
+        y->d = d;
+    }
 }
 
 /* nb_actpack_group_ref with the quantization vectorised: the same roundings

@@ -150,6 +150,48 @@ static void test_actpack_simd(void **state) {
     free(x); free(m0); free(m1); free(row);
 }
 
+/* The vectorised row quantizers of the decode dots (Q8_0P, Q8_KP) are
+ * byte-identical to the scalar ones: random blocks, an all-zero block,
+ * products that fall exactly on .5 (ties to even), a block whose largest
+ * magnitude occurs with both signs (Q8_K keeps the first), tiny and huge
+ * values. */
+static void test_quantize_act_simd(void **state) {
+    (void)state;
+    const int64_t K = 2048;
+    float *x = malloc((size_t)K * sizeof *x);
+    for (int64_t i = 0; i < K; i++) x[i] = frand() * 3;
+    for (int64_t i = 256; i < 512; i++) x[i] = 0;                      /* a zero super-block (Q8_K: all zeros) */
+    for (int64_t i = 512; i < 544; i++) x[i] = (float)(i - 528) * 0.5f; /* amax 8: x*127/8 on .5 steps */
+    x[544 + 3] = -7.25f, x[544 + 20] = 7.25f;                          /* both signs, minus first */
+    x[800] = 7.25f, x[900] = -7.25f;                                   /* both signs, plus first */
+    for (int64_t i = 1024; i < 1056; i++) x[i] = 1e-30f * (float)(i - 1040);
+    for (int64_t i = 1056; i < 1088; i++) x[i] = 1e30f * frand();
+    typedef void (*qfn)(const float *, void *, int64_t);
+    struct { const char *name; nb_dtype t; qfn ref, simd; bool ok; } c[] = {
+        {"Q8_0P avx512", NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0p_quantize_avx512, nb_cpu_isa() >= NB_ISA_AVX512},
+        {"Q8_KP avx512", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx512, nb_cpu_isa() >= NB_ISA_AVX512},
+        {"Q8_0P avx2", NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0p_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
+        {"Q8_KP avx2", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
+    };
+    int ran = 0;
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        if (!c[i].ok) continue;
+        uint64_t rb;
+        assert_true(nb_dtype_row_bytes(c[i].t, (uint64_t)K, &rb));
+        uint8_t *a = malloc(rb), *b = malloc(rb);
+        memset(a, 0x55, rb);
+        memset(b, 0xaa, rb);
+        c[i].ref(x, a, K);
+        c[i].simd(x, b, K);
+        assert_memory_equal(a, b, rb);
+        fprintf(stderr, "  %s quantizer == scalar\n", c[i].name);
+        free(a); free(b);
+        ran++;
+    }
+    free(x);
+    if (!ran) NB_TEST_SKIP("no AVX2 here");
+}
+
 /* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
  * unpacked once for all tokens) equal vec_dot per (row, token) exactly -
  * same operations in the same order - for block counts with and without
@@ -216,6 +258,7 @@ int main(void) {
                                        cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
-                                       cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_mxn)};
+                                       cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_quantize_act_simd),
+                                       cmocka_unit_test(test_mxn)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
