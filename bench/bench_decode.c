@@ -1,24 +1,27 @@
 /* A/B micro-benchmark of one-token (decode) matmuls over TinyLlama-shaped
- * F16/BF16/F32 weights: about 1 GiB of 2048 x 5632 matrices on huge pages,
- * read once per "token" with nb_matmul (n = 1) through dispatch tables that
- * differ only in the decode dot's width (avx2 / avx512) and software
- * prefetch distance (0, 1024, 2048, 4096). The variants run interleaved,
- * rep by rep, so a busy host slows them alike; prints the median and best
- * GB/s of each and the ratio of medians to the first variant.
+ * 2048 x 5632 matrices, about 1 GiB (floats) or 0.5 GiB (quantized) of them
+ * on huge pages, each read once per "token" with nb_matmul through dispatch
+ * tables that differ only in the streaming kernels' prefetch distance
+ * (kernels.h nb_prefetch_bytes: 0, 1, 2, 4, 8 and 16 KiB) and, for the
+ * float types, the decode dot's width (avx2 / avx512). Quantized weights are
+ * repacked where the CPU has the kernels, as a model load does. The
+ * variants run interleaved, rep by rep, so a busy host slows them alike;
+ * prints the median and best GB/s of each and the ratio of medians to the
+ * first variant.
+ * With "batch" after a quantized type: that type at 1, 2, 4 and 7 tokens per
+ * step, with and without the small-batch multi-token dots; GB/s counts the
+ * weights once per step.
  * Not built by default. Build by hand (after building the library):
  *   cc -O2 -Iinclude -Isrc bench/bench_decode.c build/libnibble.a -lm -lpthread -lpcre2-8 -ljansson
- * With "q4_0" as the type: Q4_0 weights (repacked where the CPU has the
- * kernels) at 1, 2, 4 and 7 tokens per step, with and without the
- * small-batch multi-token dots; GB/s counts the weights once per step.
- * usage: bench_decode [THREADS] [REPS] [f16|bf16|f32|q4_0] */
+ * usage: bench_decode [THREADS] [REPS] [f16|bf16|f32|q4_0|q8_0|q4_k|q6_k] [batch] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
-#include "base/half.h"
 #include "kernels/dispatch.h"
+#include "quant/qtypes.h"
 
 static double now(void) {
     struct timespec ts;
@@ -31,32 +34,68 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-#include "quant/qtypes.h"
+enum { K = 2048, R = 5632 };
 
-static int small_batch(int threads, int reps) {
-    const int64_t K = 2048, R = 5632;
-    const nb_qtype *qt = nb_qtype_get(NB_Q4_0);
-    uint64_t rb;
-    if (!qt || !nb_dtype_row_bytes(NB_Q4_0, (uint64_t)K, &rb)) return 1;
-    size_t mat = rb * (size_t)R;
-    int nm = (int)(((size_t)512 << 20) / mat);
-    nb_dtype to = nb_repack_target(NB_Q4_0);
-    uint64_t prb = rb;
-    if (to != NB_Q4_0 && !nb_dtype_row_bytes(to, (uint64_t)K, &prb)) return 1;
-    uint8_t *w = malloc(mat * (size_t)nm);
-    float *row = malloc((size_t)K * 4), *x = malloc((size_t)(8 * K) * 4), *y = malloc((size_t)(8 * R) * 4);
-    uint8_t *tmp = malloc(mat);
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t i = 0; i < K; i++) row[i] = (float)(((r * K + i) * 2654435761u) % 1000) / 1000.0f - 0.5f;
-        qt->from_float(row, tmp + (size_t)r * rb, K);
+typedef struct {
+    nb_tensor *W;
+    int nm;
+    size_t bytes; /* of all nm matrices */
+} weights;
+
+/* nm matrices of type t (as loaded: repacked where this CPU repacks it),
+ * about `budget` bytes, on huge pages. */
+static int make_weights(nb_dtype t, size_t budget, weights *out) {
+    nb_dtype to = nb_repack_target(t);
+    uint64_t rb, prb;
+    if (!nb_dtype_row_bytes(t, K, &rb) || !nb_dtype_row_bytes(to, K, &prb)) return 1;
+    size_t mat = (size_t)prb * R;
+    int nm = (int)(budget / mat);
+    uint8_t *w = mmap(NULL, mat * (size_t)nm, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (w == MAP_FAILED) return 1;
+    madvise(w, mat * (size_t)nm, MADV_HUGEPAGE);
+    if (t == NB_F16 || t == NB_BF16 || t == NB_F32) {
+        for (size_t i = 0; i < mat * (size_t)nm / 2; i++) ((uint16_t *)w)[i] = (uint16_t)(0x3000 + (i * 2654435761u) % 0x800);
+    } else {
+        const nb_qtype *qt = nb_qtype_get(t);
+        float *row = malloc((size_t)K * 4);
+        uint8_t *tmp = malloc((size_t)rb * R);
+        if (!qt || !row || !tmp) return 1;
+        for (int64_t r = 0; r < R; r++) {
+            for (int64_t i = 0; i < K; i++) row[i] = (float)(((r * K + i) * 2654435761u) % 1000) / 1000.0f - 0.5f;
+            qt->from_float(row, tmp + (size_t)r * rb, K);
+        }
+        for (int m = 0; m < nm; m++) {
+            if (to != t) nb_repack_rows(t, tmp, w + (size_t)m * mat, R, K);
+            else memcpy(w + (size_t)m * mat, tmp, mat);
+        }
+        free(row);
+        free(tmp);
     }
-    for (int m = 0; m < nm; m++) {
-        if (to != NB_Q4_0) nb_repack_rows(NB_Q4_0, tmp, w + (size_t)m * mat, R, K);
-        else memcpy(w + (size_t)m * mat, tmp, mat);
-    }
+    out->W = calloc((size_t)nm, sizeof *out->W);
+    for (int m = 0; m < nm; m++) out->W[m] = (nb_tensor){"w", to, 2, {K, R, 1, 1}, w + (size_t)m * mat, mat, NULL};
+    out->nm = nm;
+    out->bytes = mat * (size_t)nm;
+    return 0;
+}
+
+static int run_step(nb_kctx *k, const weights *w, const float *x, int n, float *y) {
+    for (int m = 0; m < w->nm; m++)
+        if (nb_matmul(k, &w->W[m], x, n, y) != NB_OK) return 1;
+    return 0;
+}
+
+static void report(const char *name, double *g, int reps, double *base) {
+    qsort(g, (size_t)reps, sizeof *g, cmp);
+    double med = g[reps / 2], best = g[reps - 1];
+    if (*base == 0) *base = med;
+    printf("  %-20s median %6.2f GB/s  best %6.2f  ratio %.2f\n", name, med, best, med / *base);
+}
+
+static int small_batch(nb_dtype t, int threads, int reps) {
+    weights w;
+    if (make_weights(t, (size_t)512 << 20, &w)) return 1;
+    float *x = malloc((size_t)(8 * K) * 4), *y = malloc((size_t)(8 * R) * 4);
     for (int64_t i = 0; i < 8 * K; i++) x[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    nb_tensor *W = calloc((size_t)nm, sizeof *W);
-    for (int m = 0; m < nm; m++) W[m] = (nb_tensor){"w", to, 2, {K, R, 1, 1}, w + (size_t)m * mat, mat, NULL};
     nb_dispatch d[2];
     nb_kctx k[2];
     for (int v = 0; v < 2; v++) {
@@ -72,12 +111,11 @@ static int small_batch(int threads, int reps) {
         for (int ni = 0; ni < NN; ni++)
             for (int v = 0; v < 2; v++) {
                 double t0 = now();
-                for (int m = 0; m < nm; m++)
-                    if (nb_matmul(&k[v], &W[m], x, ns[ni], y) != NB_OK) return 1;
-                if (r >= 0) g[(ni * 2 + v) * reps + r] = (double)(mat * (size_t)nm) / (now() - t0) / 1e9;
+                if (run_step(&k[v], &w, x, ns[ni], y)) return 1;
+                if (r >= 0) g[(ni * 2 + v) * reps + r] = (double)w.bytes / (now() - t0) / 1e9;
             }
-    printf("%s, %d threads, %d x %lldx%lld (%.2f GB) per step, %d reps interleaved\n", nb_dtype_name(to), threads, nm,
-           (long long)R, (long long)K, (double)(mat * (size_t)nm) / 1e9, reps);
+    printf("%s, %d threads, %d x %dx%d (%.2f GB) per step, %d reps interleaved\n", nb_dtype_name(w.W[0].type),
+           threads, w.nm, R, K, (double)w.bytes / 1e9, reps);
     for (int ni = 0; ni < NN; ni++) {
         double med[2];
         for (int v = 0; v < 2; v++) {
@@ -90,60 +128,60 @@ static int small_batch(int threads, int reps) {
     return 0;
 }
 
+static nb_dtype parse_type(const char *s) {
+    static const struct { const char *name; nb_dtype t; } types[] = {
+        {"f16", NB_F16}, {"bf16", NB_BF16}, {"f32", NB_F32}, {"q4_0", NB_Q4_0},
+        {"q8_0", NB_Q8_0}, {"q4_k", NB_Q4_K}, {"q6_k", NB_Q6_K}};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcmp(s, types[i].name)) return types[i].t;
+    return NB_DTYPE_MAX;
+}
+
 int main(int argc, char **argv) {
-    if (argc > 3 && !strcmp(argv[3], "q4_0")) return small_batch(argc > 1 ? atoi(argv[1]) : 2, argc > 2 ? atoi(argv[2]) : 7);
     int threads = argc > 1 ? atoi(argv[1]) : 2, reps = argc > 2 ? atoi(argv[2]) : 7;
-    nb_dtype type = argc > 3 && !strcmp(argv[3], "bf16") ? NB_BF16 : argc > 3 && !strcmp(argv[3], "f32") ? NB_F32 : NB_F16;
-    const int64_t K = 2048, R = 5632;
-    size_t es = type == NB_F32 ? 4 : 2, mat = (size_t)(K * R) * es;
-    int nm = (int)(((size_t)1 << 30) / mat);
-    size_t total = mat * (size_t)nm;
-    uint8_t *w = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (w == MAP_FAILED) return 1;
-    madvise(w, total, MADV_HUGEPAGE);
-    for (size_t i = 0; i < total / 2; i++) ((uint16_t *)w)[i] = (uint16_t)(0x3000 + (i * 2654435761u) % 0x800);
+    nb_dtype type = argc > 3 ? parse_type(argv[3]) : NB_F16;
+    if (type == NB_DTYPE_MAX) {
+        fprintf(stderr, "bench_decode: type '%s': expected f16, bf16, f32, q4_0, q8_0, q4_k or q6_k\n", argv[3]);
+        return 2;
+    }
+    bool is_float = type == NB_F16 || type == NB_BF16 || type == NB_F32;
+    if (argc > 4 && !strcmp(argv[4], "batch") && !is_float) return small_batch(type, threads, reps);
+    weights w;
+    if (make_weights(type, is_float ? (size_t)1 << 30 : (size_t)512 << 20, &w)) return 1;
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)R * 4);
     for (int64_t i = 0; i < K; i++) x[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    nb_tensor *W = calloc((size_t)nm, sizeof *W);
-    for (int m = 0; m < nm; m++) W[m] = (nb_tensor){"w", type, 2, {K, R, 1, 1}, w + (size_t)m * mat, mat, NULL};
 
-    enum { NV = 8 };
+    static const int pfs[] = {0, 1024, 2048, 4096, 8192, 16384};
+    enum { NPF = sizeof pfs / sizeof *pfs, NV = 2 * NPF };
     nb_dispatch d[NV];
     nb_kctx k[NV];
-    const char *names[NV];
-    char nbuf[NV][64];
+    char names[NV][64];
     int nv = 0;
-    for (int wide = 0; wide < 2; wide++)
-        for (int pv = 0; pv < NB_FLOAT_PF_VARIANTS; pv++) {
+    for (int wide = 0; wide < (is_float ? 2 : 1); wide++)
+        for (int pv = 0; pv < NPF; pv++) {
             nb_kernel_opts o;
             nb_kernel_opts_defaults(&o);
-            o.decode_dot = wide ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
+            if (is_float) o.decode_dot = wide ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
             o.decode_prefetch_set = true;
-            o.decode_prefetch = nb_float_pf_bytes(pv);
+            o.decode_prefetch = pfs[pv];
             if (nb_dispatch_build(&o, &d[nv]) != NB_OK) return 1;
             if (wide && strcmp(d[nv].decode_dot, "avx512") != 0) continue;
             if (nb_kctx_init_with(&k[nv], threads, &d[nv]) != NB_OK) return 1;
-            snprintf(nbuf[nv], sizeof nbuf[nv], "%s pf %d", d[nv].decode_dot, d[nv].decode_prefetch);
-            names[nv] = nbuf[nv];
+            snprintf(names[nv], sizeof names[nv], "%s pf %d", is_float ? d[nv].decode_dot : nb_dispatch_qdot(&d[nv], w.W[0].type)->isa,
+                     d[nv].decode_prefetch);
             nv++;
         }
     double *g = calloc((size_t)(nv * reps), sizeof *g);
     for (int r = -1; r < reps; r++)
         for (int v = 0; v < nv; v++) {
             double t0 = now();
-            for (int m = 0; m < nm; m++)
-                if (nb_matmul(&k[v], &W[m], x, 1, y) != NB_OK) return 1;
-            double t = now() - t0;
-            if (r >= 0) g[v * reps + r] = (double)total / t / 1e9;
+            if (run_step(&k[v], &w, x, 1, y)) return 1;
+            if (r >= 0) g[v * reps + r] = (double)w.bytes / (now() - t0) / 1e9;
         }
-    printf("%s decode, %d threads, %d x %lldx%lld (%.2f GB) per token, %d reps interleaved\n", nb_dtype_name(type),
-           threads, nm, (long long)R, (long long)K, (double)total / 1e9, reps);
+    printf("%s decode, %d threads, %d x %dx%d (%.2f GB) per token, %d reps interleaved; this CPU's default: pf %d\n",
+           nb_dtype_name(w.W[0].type), threads, w.nm, R, K, (double)w.bytes / 1e9, reps,
+           nb_prefetch_for_cpu(nb_cpu_get()));
     double base = 0;
-    for (int v = 0; v < nv; v++) {
-        qsort(g + v * reps, (size_t)reps, sizeof *g, cmp);
-        double med = g[v * reps + reps / 2], best = g[v * reps + reps - 1];
-        if (v == 0) base = med;
-        printf("  %-16s median %6.2f GB/s  best %6.2f  ratio %.2f\n", names[v], med, best, med / base);
-    }
+    for (int v = 0; v < nv; v++) report(names[v], g + v * reps, reps, &base);
     return 0;
 }

@@ -62,7 +62,12 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
         if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, 1 << 30, &v)) return -1;
         k->sgemm_max = v;
     } else if (!strcmp(a, "--decode-prefetch")) {
-        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, 4096, &v)) return -1;
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, NB_PREFETCH_MAX, &v)) return -1;
+        if (v % 64) {
+            fprintf(stderr, "nibble %s: --decode-prefetch: %lld is not a multiple of 64 bytes (a cache line)\n", cmd,
+                    (long long)v);
+            return -1;
+        }
         k->decode_prefetch = (int)v;
         k->decode_prefetch_set = true;
     } else {
@@ -180,8 +185,9 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --qgemm-min N                batch size from which other quantized weights are dequantized into\n"
               "                                   the float GEMM (default 16; env NIBBLE_QGEMM_MIN)\n"
               "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"
-              "      --decode-prefetch BYTES      their software prefetch distance, 0 (none), 1024, 2048 or 4096\n"
-              "                                   (default: per CPU)\n",
+              "      --decode-prefetch BYTES      how far ahead the decode kernels (float and quantized dots,\n"
+              "                                   small-batch GEMMs) prefetch weights: a multiple of 64 in 0..65536\n"
+              "                                   (default per CPU: 8192 on AMD Zen 4/5, else 2048)\n",
               f);
 }
 

@@ -51,6 +51,20 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     return NB_OK;
 }
 
+_Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec"))) = NB_PREFETCH_DEFAULT;
+
+/* The streaming kernels' prefetch distance (kernels.h) on this CPU. AMD:
+ * 8 KiB. On the Zen 5-class EPYC guest of 2026-12-01 (family 26) the
+ * Q4_0R decode dot streamed 35.6 GB/s per core at 2 KiB, 39.0-39.7 at 4 KiB,
+ * 41.1-41.5 at 8 KiB and 39.5-41.0 at 12-24 KiB, two cores at once, 512 MiB
+ * of weights on huge pages (the probe's best pattern: 41-42 per core);
+ * TinyLlama Q4_0 tg64 went from 99-100 to 114-118 tok/s (docs/speed.md).
+ * Zen 4 (family 25) was not measured; its memory system rewarded the same
+ * single-stream pattern (../shared/MEASURED.md), so it takes the same.
+ * Intel and others: 2 KiB, the best of 1/2/4 KiB measured for F16 decode on
+ * Sapphire Rapids (docs/performance.md). */
+int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 25 ? 8192 : NB_PREFETCH_DEFAULT; }
+
 /* The float dots for one token (decode). Per CPU: on AMD Zen 4 the 256-bit
  * F16 dot streams faster than the 512-bit one (F16 decode 15.5 vs 10.8
  * tok/s on TinyLlama, ../shared/MEASURED.md; docs/performance.md has the
@@ -71,13 +85,11 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     if (want == NB_DECODE_DOT_AVX2 && k256) pick = k256;
     if (want == NB_DECODE_DOT_AVX512 && k512) pick = k512;
     if (!pick) pick = nb_float_kernels_ref();
-    int pf = o->decode_prefetch_set ? o->decode_prefetch : 2048;
-    int v = nb_float_pf_variant(pf);
-    d->decode_prefetch = nb_float_pf_bytes(v);
-    d->dot_f32 = pick->dot_f32_pf[v];
-    d->dot_f16 = pick->dot_f16_pf[v];
-    d->dot_bf16 = pick->dot_bf16_pf[v];
+    d->dot_f32 = pick->dot_f32;
+    d->dot_f16 = pick->dot_f16;
+    d->dot_bf16 = pick->dot_bf16;
     d->decode_dot = pick->isa;
+    d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
 }
 
 static void actpack_avx512(nb_actpack *ap, const float *X, int64_t g, void *row) {
@@ -97,9 +109,12 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         nb_kernel_opts_defaults(&def);
         o = &def;
     }
-    if (o->qgemm_min < 0 || o->rgemm_min < 0 || o->decode_prefetch < 0)
-        return nb_fail(NB_ERR_INVALID, "kernel options: qgemm_min %lld, rgemm_min %lld, decode_prefetch %d (none may be negative)",
-                       (long long)o->qgemm_min, (long long)o->rgemm_min, o->decode_prefetch);
+    if (o->qgemm_min < 0 || o->rgemm_min < 0)
+        return nb_fail(NB_ERR_INVALID, "kernel options: qgemm_min %lld, rgemm_min %lld (neither may be negative)",
+                       (long long)o->qgemm_min, (long long)o->rgemm_min);
+    if (o->decode_prefetch_set && (o->decode_prefetch < 0 || o->decode_prefetch > NB_PREFETCH_MAX || o->decode_prefetch % 64))
+        return nb_fail(NB_ERR_INVALID, "kernel options: decode_prefetch %d: expected a multiple of 64 in 0..%d bytes",
+                       o->decode_prefetch, NB_PREFETCH_MAX);
     d->opts = *o;
     nb_isa isa = nb_cpu_isa();
     if (isa > o->max_isa) isa = o->max_isa;

@@ -49,8 +49,8 @@ typedef struct nb_kernel_opts {
                                 dots (vec_dot_mxn) where they have one (default true) */
     nb_decode_dot decode_dot; /* default AUTO */
     bool decode_prefetch_set; /* false (default): the distance is chosen per CPU */
-    int decode_prefetch;     /* else: bytes the float decode dots prefetch ahead, 0 = none
-                                (the nearest of 0, 1024, 2048, 4096 is taken) */
+    int decode_prefetch;     /* else: bytes the streaming kernels prefetch ahead (kernels.h
+                                nb_prefetch_bytes), a multiple of 64 in 0..NB_PREFETCH_MAX */
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
@@ -82,7 +82,7 @@ typedef struct nb_dispatch {
     const nb_float_kernels *fk; /* float GEMM and conversions (prefill) */
     nb_dot_fn dot_f32, dot_f16, dot_bf16; /* one-token float dots (decode) */
     const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
-    int decode_prefetch;    /* bytes ahead the decode dots prefetch */
+    int decode_prefetch;    /* bytes ahead the streaming kernels prefetch (nb_prefetch_for_cpu, or the option) */
     /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
     const nb_qdot *qdot[NB_DISPATCH_SLOTS];
     const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
@@ -98,6 +98,9 @@ typedef struct nb_dispatch {
 } nb_dispatch;
 
 nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *out) __attribute__((warn_unused_result));
+/* The streaming kernels' prefetch distance the table takes on this CPU
+ * unless the options set one (dispatch.c says what it rests on). */
+int nb_prefetch_for_cpu(const nb_cpu *c);
 
 /* Sets the options of the process's table. Before the table is built it
  * also caps base/cpu.h's ISA (what code outside the table, like attention,

@@ -7,28 +7,26 @@
  *   VZERO()       zero vector         VADD(a, b)     add
  *   VFMA(a, b, c) a*b + c             VHSUM(v)       sum of the lanes
  *   VLOAD_F16(p)  VW fp16 -> floats   VLOAD_BF16(p)  VW bf16 -> floats
- * Four accumulators; weights prefetched PF bytes ahead (decode
+ * Four accumulators; weights prefetched ahead (decode
  * streams every weight once): 2 KiB took F16 decode on the TinyLlama shape
  * from 12.0 to 14.4 tok/s, 83% -> 97% of the read-bandwidth roofline (1 and
  * 4 KiB: 13.3-13.8); docs/performance.md. */
 #include "base/half.h"
 
-/* The prefetch distance is a dispatch choice (kernels/dispatch.h): every
- * dot exists once per NB_FLOAT_PF_VARIANTS distance (0 = no prefetch). Each
- * step of 4*VW elements prefetches two lines, as measured in
+/* Each step of 4*VW elements prefetches two lines nb_prefetch_bytes ahead
+ * (kernels.h: a dispatch choice per CPU), as measured in
  * docs/performance.md (at 8 lanes of 2-byte weights one of them repeats the
  * previous step's second: kept as measured). */
-#define DOT_BODY(LOAD, SCALAR, PF, ES)                                                           \
+#define DOT_BODY(LOAD, SCALAR, ES)                                                               \
+    const int pf = nb_prefetch_bytes;                                                             \
     VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                   \
     int64_t i = 0;                                                                                \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                                        \
-        if (PF) {                                                                                 \
-            _mm_prefetch((const char *)(a + i) + (PF), _MM_HINT_T0);                              \
-            _mm_prefetch((const char *)(a + i) + (PF) + 64, _MM_HINT_T0);                         \
-            if (4 * VW * ES > 128) {                                                              \
-                _mm_prefetch((const char *)(a + i) + (PF) + 128, _MM_HINT_T0);                    \
-                _mm_prefetch((const char *)(a + i) + (PF) + 192, _MM_HINT_T0);                    \
-            }                                                                                     \
+        _mm_prefetch((const char *)(a + i) + pf, _MM_HINT_T0);                                    \
+        _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);                               \
+        if (4 * VW * ES > 128) {                                                                  \
+            _mm_prefetch((const char *)(a + i) + pf + 128, _MM_HINT_T0);                          \
+            _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);                          \
         }                                                                                         \
         a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                 \
         a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                       \
@@ -42,30 +40,18 @@
 
 #define ID(v) (v)
 
-#define DOT_FNS(SUF, PF)                                                                          \
-    static float dot_f32_##SUF(int64_t n, const void *w, const float *x) {                       \
-        const float *a = w;                                                                       \
-        DOT_BODY(VLOAD, ID, PF, 4)                                                                \
-    }                                                                                             \
-    static float dot_f16_##SUF(int64_t n, const void *w, const float *x) {                       \
-        const uint16_t *a = w;                                                                    \
-        DOT_BODY(VLOAD_F16, nb_fp16_to_fp32, PF, 2)                                               \
-    }                                                                                             \
-    static float dot_bf16_##SUF(int64_t n, const void *w, const float *x) {                      \
-        const uint16_t *a = w;                                                                    \
-        DOT_BODY(VLOAD_BF16, nb_bf16_to_fp32, PF, 2)                                              \
-    }
-DOT_FNS(pf0, 0)
-DOT_FNS(pf1k, 1024)
-DOT_FNS(pf2k, 2048)
-DOT_FNS(pf4k, 4096)
-#define dot_f32 dot_f32_pf2k
-#define dot_f16 dot_f16_pf2k
-#define dot_bf16 dot_bf16_pf2k
-#define DOT_PF_TABLES                                                                             \
-    {dot_f32_pf0, dot_f32_pf1k, dot_f32_pf2k, dot_f32_pf4k},                                      \
-    {dot_f16_pf0, dot_f16_pf1k, dot_f16_pf2k, dot_f16_pf4k},                                      \
-    {dot_bf16_pf0, dot_bf16_pf1k, dot_bf16_pf2k, dot_bf16_pf4k}
+static float dot_f32(int64_t n, const void *w, const float *x) {
+    const float *a = w;
+    DOT_BODY(VLOAD, ID, 4)
+}
+static float dot_f16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    DOT_BODY(VLOAD_F16, nb_fp16_to_fp32, 2)
+}
+static float dot_bf16(int64_t n, const void *w, const float *x) {
+    const uint16_t *a = w;
+    DOT_BODY(VLOAD_BF16, nb_bf16_to_fp32, 2)
+}
 
 static void f16_to_f32(int64_t n, const void *src, float *dst) {
     const uint16_t *a = src;

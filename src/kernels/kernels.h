@@ -40,26 +40,25 @@ typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc,
                                bool add);
 
-/* The float dots exist once per software-prefetch distance (bytes ahead of
- * the weights): 0 (none), 1024, 2048, 4096; dispatch.h picks one per CPU. */
-#define NB_FLOAT_PF_VARIANTS 4
-static inline int nb_float_pf_bytes(int v) { return v <= 0 ? 0 : 512 << v; }
-/* The variant whose distance is nearest to `bytes`. */
-static inline int nb_float_pf_variant(int bytes) {
-    int best = 0;
-    for (int v = 1; v < NB_FLOAT_PF_VARIANTS; v++) {
-        int d = nb_float_pf_bytes(v) - bytes, db = nb_float_pf_bytes(best) - bytes;
-        if ((d < 0 ? -d : d) < (db < 0 ? -db : db)) best = v;
-    }
-    return best;
-}
+/* How many bytes ahead of the weights the streaming kernels (the decode
+ * dots, float and quantized, their multi-token forms and the small-batch
+ * int8 GEMMs) prefetch. Decode reads every weight once; how far ahead it
+ * must ask for them depends on the CPU's memory system (2 KiB on Sapphire
+ * Rapids, 8 KiB on a Zen 5-class EPYC: docs/speed.md), so the distance is a
+ * choice of the dispatch table (nb_dispatch.decode_prefetch), which the
+ * matmul's workers hand to the kernels through this thread-local before
+ * they run (the kernels' signatures are shared by every type, and the
+ * distance changes no result, only speed). A thread that never ran a matmul
+ * job, e.g. a test calling a kernel directly, sees NB_PREFETCH_DEFAULT. */
+#define NB_PREFETCH_DEFAULT 2048
+#define NB_PREFETCH_MAX 65536
+extern _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec")));
 
 typedef struct nb_float_kernels {
     const char *isa;
-    nb_dot_fn dot_f32, dot_f16, dot_bf16; /* prefetch 2048 */
+    nb_dot_fn dot_f32, dot_f16, dot_bf16; /* prefetch nb_prefetch_bytes ahead */
     nb_to_f32_fn f16_to_f32, bf16_to_f32;
     nb_gemm_f32_fn gemm_f32;
-    nb_dot_fn dot_f32_pf[NB_FLOAT_PF_VARIANTS], dot_f16_pf[NB_FLOAT_PF_VARIANTS], dot_bf16_pf[NB_FLOAT_PF_VARIANTS];
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);

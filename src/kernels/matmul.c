@@ -321,6 +321,7 @@ typedef struct {
     nb_actpack_group_fn pack;
     int64_t slab_groups, slabs;
     uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
+    int prefetch;     /* the table's decode_prefetch */
 } quant_job;
 
 /* The way a set of weights sharing their activations is computed: all must
@@ -413,6 +414,7 @@ static void quant_rows(quant_job *j, int64_t lo, int64_t hi) {
 static void quant_worker(void *arg, int ith, int nth) {
     (void)nth;
     quant_job *j = arg;
+    nb_prefetch_bytes = j->prefetch; /* for the kernels (kernels.h) */
     int64_t lo, hi;
     while (nb_pool_chunk(j->pool, ith, &lo, &hi)) quant_rows(j, lo, hi);
 }
@@ -428,7 +430,7 @@ static nb_status row_length_error(const nb_tensor *W, nb_dtype t) {
 static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_tensor *const *W, const float *X,
                               int64_t n, float *const *Y) {
     const int64_t K = W[0]->ne[0];
-    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X};
+    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->d->decode_prefetch};
     uint64_t max_rb = 0;
     for (int i = 0; i < count; i++) {
         mm_seg *g = &j.seg[i];

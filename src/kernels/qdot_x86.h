@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "kernels/kernels.h"
 #include "kernels/qdot.h"
 #include "base/blocks.h"
 #include "quant/qtypes.h"
@@ -74,13 +75,12 @@ static inline __m256i bits32_x16(uint32_t x) {
 
 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* Software prefetch of the weights QDOT_PREFETCH bytes ahead of block p
- * (`bytes` long): decode streams every weight once and these loops are too
- * short per byte for the hardware prefetcher to keep up (measurements in
- * docs/performance.md). */
-#define QDOT_PREFETCH 2048
+/* Software prefetch of the weights nb_prefetch_bytes (kernels.h) ahead of
+ * block p (`bytes` long): decode streams every weight once and these loops
+ * are too short per byte for the hardware prefetcher to keep up
+ * (measurements in docs/performance.md and docs/speed.md). */
 static inline void prefetch_ahead(const void *p, int bytes) {
-    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + QDOT_PREFETCH + o, _MM_HINT_T0);
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + nb_prefetch_bytes + o, _MM_HINT_T0);
 }
 
 static const __m256i *ones_u8(void) {

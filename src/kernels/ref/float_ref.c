@@ -58,8 +58,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
         }
 }
 
-static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32,
-                                     {dot_f32, dot_f32, dot_f32, dot_f32}, {dot_f16, dot_f16, dot_f16, dot_f16},
-                                     {dot_bf16, dot_bf16, dot_bf16, dot_bf16}};
+static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
 
 const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

@@ -62,6 +62,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
     else tile(1, kc, wp, xp, nt, c, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, DOT_PF_TABLES};
+static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
 
 const nb_float_kernels *nb_float_kernels_avx512(void) { return &k; }

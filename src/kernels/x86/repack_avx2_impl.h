@@ -24,12 +24,10 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "base/blocks.h"
 
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 2048
-#endif
 
 #define RP_CAT_(a, b, c) a##b##c
 #define RP_CAT(a, b, c) RP_CAT_(a, b, c)
@@ -108,12 +106,13 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     __m256 acc = _mm256_setzero_ps();
     __m128 off = _mm_setzero_ps();
     const __m256i z = _mm256_setzero_si256();
+    const int pf = nb_prefetch_bytes;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *qi = q + i * qs;
         const int8_t *xi = x + i * 32;
         __m256i p0, p1, p2, p3;
-        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
         if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
             __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
             p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
@@ -121,7 +120,7 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
             p2 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
             p3 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
         } else {
-            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
             p0 = dp8(z, loadu(qi), loadu(xi));
             p1 = dp8(z, loadu(qi + 32), loadu(xi + 32));
             p2 = dp8(z, loadu(qi + 64), loadu(xi + 64));
@@ -148,7 +147,7 @@ void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *ou
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 
 static inline void prefetch_block(const void *p, int bytes) {
-    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + PREFETCH_AHEAD + l, _MM_HINT_T0);
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + nb_prefetch_bytes + l, _MM_HINT_T0);
 }
 
 /* Half h (bytes 32h..32h+31 of each 64-byte vector: 16-weight groups

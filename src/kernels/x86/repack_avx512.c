@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "base/blocks.h"
+#include "kernels/kernels.h"
 #include "kernels/repack.h"
 
 static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
@@ -29,13 +30,10 @@ static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
     return _cvtsh_ss(h) * b;
 }
 
-/* Software prefetch distance in bytes: decode streams each weight once and
- * the loop is too short per byte for the hardware prefetcher to stay ahead
- * (measured: docs/performance.md). Past the row's end it runs into the next
- * row, which is what this thread reads next. */
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 2048
-#endif
+/* The weights are prefetched nb_prefetch_bytes ahead (kernels.h: decode
+ * streams each weight once and the loop is too short per byte for the
+ * hardware prefetcher to stay ahead). Past the row's end it runs into the
+ * next row, which is what this thread reads next. */
 
 /* Scalar (unsigned weight - offset) * activation sum of block i, for the
  * tails (the last nb % 4 blocks keep Q4_0's nibble order). */
@@ -78,17 +76,18 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     __m128 off = _mm_setzero_ps();
+    const int pf = nb_prefetch_bytes;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *qi = q + i * qs;
         __m512i w0, w1;
-        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
         if (four) {
             __m512i v = _mm512_loadu_si512((const void *)qi);
             w0 = _mm512_and_si512(v, m4);
             w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         } else {
-            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
             w0 = _mm512_loadu_si512((const void *)qi);
             w1 = _mm512_loadu_si512((const void *)(qi + 64));
         }
@@ -128,17 +127,18 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
         acc0[t] = acc1[t] = _mm512_setzero_ps();
         off[t] = _mm_setzero_ps();
     }
+    const int pf = nb_prefetch_bytes;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *qi = q + i * qs;
         __m512i w0, w1;
-        _mm_prefetch((const char *)qi + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
         if (four) {
             __m512i v = _mm512_loadu_si512((const void *)qi);
             w0 = _mm512_and_si512(v, m4);
             w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         } else {
-            _mm_prefetch((const char *)qi + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
             w0 = _mm512_loadu_si512((const void *)qi);
             w1 = _mm512_loadu_si512((const void *)(qi + 64));
         }

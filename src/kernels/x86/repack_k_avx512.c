@@ -23,16 +23,14 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "base/blocks.h"
 
 
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 2048
-#endif
 
 static inline void prefetch_block(const void *p, int bytes) {
-    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + PREFETCH_AHEAD + l, _MM_HINT_T0);
+    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + nb_prefetch_bytes + l, _MM_HINT_T0);
 }
 
 /* Q4_KR super-block -> four vectors of 64 weights (0..15), in lane order */

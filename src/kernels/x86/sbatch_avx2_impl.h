@@ -26,11 +26,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/sbatch.h"
 
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 2048
-#endif
 
 #define SB_CAT_(a, b, c) a##b##c
 #define SB_CAT(a, b, c) SB_CAT_(a, b, c)
@@ -171,7 +169,7 @@ AI void q0_unpack(const uint8_t *const *q, int64_t nb4, int64_t b, const int fou
             if (b < nb4) { /* group of 4: blocks 0, 1 the low nibbles of bytes 0-31 / 32-63, 2, 3 the high */
                 if ((b & 3) == 0) {
                     const uint8_t *s = q[i] + (b / 4) * 64;
-                    _mm_prefetch((const char *)s + PREFETCH_AHEAD, _MM_HINT_T0);
+                    _mm_prefetch((const char *)s + nb_prefetch_bytes, _MM_HINT_T0);
                     __m256i v0 = loadu(s), v1 = loadu(s + 32);
                     _mm256_store_si256((__m256i *)buf[i], _mm256_and_si256(v0, m4));
                     _mm256_store_si256((__m256i *)(buf[i] + 32), _mm256_and_si256(v1, m4));
@@ -187,7 +185,7 @@ AI void q0_unpack(const uint8_t *const *q, int64_t nb4, int64_t b, const int fou
             }
         } else {
             const uint8_t *p = q[i] + b * 32;
-            if ((b & 1) == 0) _mm_prefetch((const char *)p + PREFETCH_AHEAD, _MM_HINT_T0);
+            if ((b & 1) == 0) _mm_prefetch((const char *)p + nb_prefetch_bytes, _MM_HINT_T0);
 #if SB_VNNI
             wb[i] = p;
 #else
@@ -331,7 +329,7 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
 #pragma GCC unroll 8
         for (int i = 0; i < RR; i++) {
             const uint8_t *blk = w + (uint64_t)(r + i) * row_bytes + (uint64_t)s * bs;
-            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + l, _MM_HINT_T0);
+            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + nb_prefetch_bytes + l, _MM_HINT_T0);
             unpack_k(blk, u8[i], sc[i], six);
             f[i] = _mm256_setzero_ps();
         }

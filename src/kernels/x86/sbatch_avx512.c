@@ -30,11 +30,9 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/sbatch.h"
 
-#ifndef PREFETCH_AHEAD
-#define PREFETCH_AHEAD 2048
-#endif
 
 #define AI static inline __attribute__((always_inline))
 
@@ -197,7 +195,7 @@ AI void q0_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpac
                 if (b < nb4) { /* block b%4: low nibbles of bytes 0-31 / 32-63, then the high ones */
                     if ((b & 3) == 0) {
                         const uint8_t *s = q[i] + (b / 4) * 64;
-                        _mm_prefetch((const char *)s + PREFETCH_AHEAD, _MM_HINT_T0);
+                        _mm_prefetch((const char *)s + nb_prefetch_bytes, _MM_HINT_T0);
                         __m512i v = _mm512_loadu_si512((const void *)s);
                         _mm512_store_si512((void *)buf[i], _mm512_and_si512(v, m4));
                         _mm512_store_si512((void *)(buf[i] + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
@@ -211,7 +209,7 @@ AI void q0_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpac
                 }
             } else {
                 wb[i] = q[i] + b * 32;
-                if ((b & 1) == 0) _mm_prefetch((const char *)wb[i] + PREFETCH_AHEAD, _MM_HINT_T0);
+                if ((b & 1) == 0) _mm_prefetch((const char *)wb[i] + nb_prefetch_bytes, _MM_HINT_T0);
             }
         }
         const int8_t *a[2];
@@ -279,8 +277,8 @@ static inline __attribute__((always_inline)) void q0_pairs(const uint8_t *w, uin
 #pragma GCC unroll 4
         for (int p = 0; p < RP; p++) {
             if ((b & (four ? 3 : 1)) == 0) {
-                _mm_prefetch((const char *)q[2 * p] + b * (four ? 16 : 32) + PREFETCH_AHEAD, _MM_HINT_T0);
-                _mm_prefetch((const char *)q[2 * p + 1] + b * (four ? 16 : 32) + PREFETCH_AHEAD, _MM_HINT_T0);
+                _mm_prefetch((const char *)q[2 * p] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
+                _mm_prefetch((const char *)q[2 * p + 1] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
             }
             __m256i A = q0_words(q[2 * p], nb4, b, four), B = q0_words(q[2 * p + 1], nb4, b, four);
             __m256i X = _mm256_unpacklo_epi32(A, B), Y = _mm256_unpackhi_epi32(A, B);
@@ -378,7 +376,7 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
 #pragma GCC unroll 4
         for (int i = 0; i < RR; i++) {
             const uint8_t *blk = w + (uint64_t)(r + i) * row_bytes + (uint64_t)s * bs;
-            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + PREFETCH_AHEAD + l, _MM_HINT_T0);
+            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + nb_prefetch_bytes + l, _MM_HINT_T0);
             unpack_k(blk, u[i], sc[i], six);
         }
         __m512 f[4][2];

@@ -97,11 +97,20 @@ static void test_options(void **state) {
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_string_equal(d.decode_dot, "avx2");
         assert_int_equal(d.decode_prefetch, 0);
-        assert_ptr_equal(d.dot_f16, nb_float_kernels_avx2()->dot_f16_pf[0]);
-        o.decode_prefetch = 3000; /* nearest: 2048 */
+        assert_ptr_equal(d.dot_f16, nb_float_kernels_avx2()->dot_f16);
+        o.decode_prefetch = 8192;
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
-        assert_int_equal(d.decode_prefetch, 2048);
-        assert_ptr_equal(d.dot_bf16, nb_float_kernels_avx2()->dot_bf16_pf[2]);
+        assert_int_equal(d.decode_prefetch, 8192);
+        assert_ptr_equal(d.dot_bf16, nb_float_kernels_avx2()->dot_bf16);
+        o.decode_prefetch = 3000; /* not a whole number of cache lines */
+        assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_non_null(strstr(nb_errmsg(), "multiple of 64"));
+        o.decode_prefetch = NB_PREFETCH_MAX + 64;
+        assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+        /* unset: the CPU's distance */
+        o.decode_prefetch_set = false;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_int_equal(d.decode_prefetch, nb_prefetch_for_cpu(nb_cpu_get()));
     }
     if (nb_cpu_isa() >= NB_ISA_AVX512) {
         nb_kernel_opts_defaults(&o);

@@ -55,12 +55,17 @@ static void test_dots(void **state) {
             assert_true(fabs(isas[k]->dot_f32(n, w, x) - e32) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(isas[k]->dot_f16(n, h, x) - e16) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(isas[k]->dot_bf16(n, b, x) - eb) <= 1e-5 * mag + 1e-7);
-            /* every prefetch variant computes the same sums in the same order */
-            for (int v = 0; v < NB_FLOAT_PF_VARIANTS; v++) {
-                assert_true(isas[k]->dot_f32_pf[v](n, w, x) == isas[k]->dot_f32(n, w, x));
-                assert_true(isas[k]->dot_f16_pf[v](n, h, x) == isas[k]->dot_f16(n, h, x));
-                assert_true(isas[k]->dot_bf16_pf[v](n, b, x) == isas[k]->dot_bf16(n, b, x));
+            /* every prefetch distance computes the same sums in the same order */
+            static const int pfs[] = {0, 64, 1024, 8192, NB_PREFETCH_MAX};
+            const float e32k = isas[k]->dot_f32(n, w, x), e16k = isas[k]->dot_f16(n, h, x),
+                        ebk = isas[k]->dot_bf16(n, b, x);
+            for (size_t v = 0; v < sizeof pfs / sizeof *pfs; v++) {
+                nb_prefetch_bytes = pfs[v];
+                assert_true(isas[k]->dot_f32(n, w, x) == e32k);
+                assert_true(isas[k]->dot_f16(n, h, x) == e16k);
+                assert_true(isas[k]->dot_bf16(n, b, x) == ebk);
             }
+            nb_prefetch_bytes = NB_PREFETCH_DEFAULT;
             isas[k]->f16_to_f32(n, h, c);
             for (int64_t i = 0; i < n; i++) assert_true(c[i] == nb_fp16_to_fp32(h[i]));
             isas[k]->bf16_to_f32(n, b, c);
@@ -165,7 +170,7 @@ static void test_matmul(void **state) {
                     o.max_isa = (nb_isa)f;
                     o.decode_dot = f == 2 ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
                     o.decode_prefetch_set = true;
-                    o.decode_prefetch = nb_float_pf_bytes((int)(si % NB_FLOAT_PF_VARIANTS));
+                    o.decode_prefetch = (int)(si % 4) * 2048; /* 0, 2, 4, 6 KiB */
                     nb_dispatch d;
                     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
                     assert_ptr_equal(d.fk, isas[f]);
