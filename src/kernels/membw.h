@@ -45,9 +45,11 @@ typedef struct nb_membw_result {
     const char *isa;   /* load width used: "avx512", "avx2" or "vec16" */
 } nb_membw_result;
 
-/* The default pattern set (8: streams 1 and 8, prefetch 0 and 2048, both
- * page sizes), `bytes` per buffer (rounded down to whole MiB, at least
- * 64 MiB), best of `passes`. max_isa caps the load width. */
+/* The default pattern set (streams 1 and 8; prefetch 0, 2048 and the
+ * kernels' distance on this CPU, nb_prefetch_for_cpu, when it is another;
+ * both page sizes: 8 or 12 patterns), `bytes` per buffer (rounded down to
+ * whole MiB, at least 64 MiB), best of `passes`. max_isa caps the load
+ * width. */
 nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa, nb_membw_result *out)
     __attribute__((warn_unused_result));
 
@@ -55,6 +57,12 @@ nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_i
 nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa,
                                     const nb_membw_pattern *pats, int n, nb_membw_result *out)
     __attribute__((warn_unused_result));
+
+/* Keeps, per pattern, the better of two runs of the same set (a probe run
+ * before and one after a benchmark: a shared host's bandwidth moves from
+ * minute to minute, and a roofline measured in a slow minute is one the
+ * benchmark exceeds). */
+void nb_membw_merge(nb_membw_result *into, const nb_membw_result *other);
 
 /* "1 stream, prefetch 2048, 2M pages" style name of a pattern. */
 void nb_membw_pattern_name(const nb_membw_pattern *p, char *buf, size_t size);
