@@ -32,41 +32,46 @@ static inline __m256 load_bf16(const uint16_t *p) {
 /* The GEMM micro-kernel (contract in kernels.h) as 6 rows x 16 tokens at a
  * time: 12 ymm accumulators, 2 token vectors per k, each weight broadcast
  * from the packed panel into two FMAs; the 12 x 32 tile is up to four such
- * passes (the token half past nt is skipped). */
-static void panel_6x16(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
-    __m256 acc[6][2];
-    float tmp[16];
-#pragma GCC unroll 6
-    for (int r = 0; r < 6; r++) {
-        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-        if (add && nt >= 16) {
-            acc[r][0] = _mm256_loadu_ps(c + r * ldc);
-            acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
-        } else if (add) {
-            for (int t = 0; t < 16; t++) tmp[t] = t < nt ? c[r * ldc + t] : 0.0f;
-            acc[r][0] = _mm256_loadu_ps(tmp);
-            acc[r][1] = _mm256_loadu_ps(tmp + 8);
-        }
-    }
+ * passes (the token half past nt is skipped). The accumulators are named
+ * variables: held in an array (with a partial-tile path taking its address)
+ * GCC 12 stored all twelve to the stack on every k step, and F16 prefill
+ * at --isa avx2 ran at about half the FMA rate. A partial tile (nt < 16)
+ * goes through a full one on the stack. */
+#define ACC6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+static inline __attribute__((always_inline)) void tile_6x16(int64_t kc, const float *wp, const float *xp, float *c,
+                                                            int64_t ldc, bool add) {
+#define DECL(r) __m256 a##r##0 = add ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps(), \
+                       a##r##1 = add ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+    ACC6(DECL)
+#undef DECL
     for (int64_t k = 0; k < kc; k++) {
         __m256 x0 = _mm256_loadu_ps(xp + k * NB_GEMM_NT), x1 = _mm256_loadu_ps(xp + k * NB_GEMM_NT + 8);
-#pragma GCC unroll 6
-        for (int r = 0; r < 6; r++) {
-            __m256 wv = _mm256_broadcast_ss(wp + r * NB_GEMM_KC + k);
-            acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
-        }
+#define STEP(r)                                                                                                  \
+    {                                                                                                            \
+        __m256 wv = _mm256_broadcast_ss(wp + r * NB_GEMM_KC + k);                                                \
+        a##r##0 = _mm256_fmadd_ps(wv, x0, a##r##0);                                                              \
+        a##r##1 = _mm256_fmadd_ps(wv, x1, a##r##1);                                                              \
     }
-    for (int r = 0; r < 6; r++) {
-        if (nt >= 16) {
-            _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-            _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-        } else {
-            _mm256_storeu_ps(tmp, acc[r][0]);
-            _mm256_storeu_ps(tmp + 8, acc[r][1]);
-            for (int64_t t = 0; t < nt; t++) c[r * ldc + t] = tmp[t];
-        }
+        ACC6(STEP)
+#undef STEP
     }
+#define STORE(r) _mm256_storeu_ps(c + r * ldc, a##r##0); _mm256_storeu_ps(c + r * ldc + 8, a##r##1);
+    ACC6(STORE)
+#undef STORE
+}
+
+static void panel_6x16(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
+    if (nt >= 16) {
+        tile_6x16(kc, wp, xp, c, ldc, add);
+        return;
+    }
+    float t[6 * 16] = {0};
+    if (add)
+        for (int r = 0; r < 6; r++)
+            for (int64_t j = 0; j < nt; j++) t[r * 16 + j] = c[r * ldc + j];
+    tile_6x16(kc, wp, xp, t, 16, add);
+    for (int r = 0; r < 6; r++)
+        for (int64_t j = 0; j < nt; j++) c[r * ldc + j] = t[r * 16 + j];
 }
 
 static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, float *c, int64_t ldc, bool add) {
