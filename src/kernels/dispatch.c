@@ -20,6 +20,13 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->decode_dot = NB_DECODE_DOT_AUTO;
     o->decode_prefetch = 0;
     o->sgemm_max = 32; /* 8 sequences: one 8-token unit instead of a half-empty 16-token group */
+    /* Q4_0R rows-in-lanes (kernels/x86/rows_avx512.c) against the paths it
+     * replaces, 1 thread, 256 MiB of 5632 x 2048 weights (docs/speed.md):
+     * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24.
+     * From 8: below it the multi-token dots give exactly the one-token
+     * results (test_matmul_many), which the int8 GEMMs from 8 never did. */
+    o->rows_min = 8;
+    o->rows_max = 24;
 }
 
 static nb_status env_int(const char *name, int64_t lo, int64_t hi, int64_t *out) {
@@ -125,6 +132,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
     d->sgemm_max = o->sgemm_max < 0 ? 0 : o->sgemm_max;
+    d->rows_min = o->rows_min < 1 ? 1 : o->rows_min;
+    d->rows_max = o->rows_max < 0 ? 0 : o->rows_max;
     bool vnni512 = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
     d->actpack_group = isa >= NB_ISA_AVX512 ? actpack_avx512 : nb_actpack_group_ref;
     /* AVX2 CPUs (and AVX-512 ones without VNNI) repack too: kernels/x86/repack_avx2_impl.h */
@@ -147,10 +156,11 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         nb_dtype to = nb_repack_layout(t);
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, attention %s",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, rows dots %lld..%lld, attention %s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, (long long)d->qgemm_min,
-             o->small_batch ? "on" : "off", d->attn_name ? d->attn_name : "?");
+             o->small_batch ? "on" : "off", (long long)d->rows_min, (long long)d->rows_max,
+             d->attn_name ? d->attn_name : "?");
     return NB_OK;
 }
 

@@ -51,6 +51,10 @@ typedef struct nb_kernel_opts {
     bool decode_prefetch_set; /* false (default): the distance is chosen per CPU */
     int decode_prefetch;     /* else: bytes the streaming kernels prefetch ahead (kernels.h
                                 nb_prefetch_bytes), a multiple of 64 in 0..NB_PREFETCH_MAX */
+    int64_t rows_min, rows_max; /* batches of rows_min .. rows_max tokens go through the kernels'
+                                   rows-in-lanes form (kernels/qdot.h vec_dot_rows) where every weight of
+                                   the job has one, before the other paths (default 8 .. 24; rows_max 0 =
+                                   never: --no-rows-dots) */
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
@@ -89,10 +93,10 @@ typedef struct nb_dispatch {
     nb_to_float_fn to_float[NB_DISPATCH_SLOTS];
     nb_dtype repack_to[NB_DISPATCH_SLOTS];    /* load-time layout of each file type */
     nb_actpack_group_fn actpack_group;        /* fills one token group of an int8-GEMM pack */
-    int64_t qgemm_min, rgemm_min;
+    int64_t qgemm_min, rgemm_min, rows_min, rows_max;
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
-    char desc[256];   /* one line: isa, decode dot, prefetch, repack, thresholds */
+    char desc[320];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;
 } nb_dispatch;

@@ -291,12 +291,14 @@ typedef struct {
     float *Y;
     nb_vec_dot_fn dot;
     nb_vec_dot_mxn_fn dot_mxn; /* PATH_DOTS with several tokens, where the kernel has one */
+    nb_vec_dot_rows_fn dot_rows; /* PATH_ROWS */
     nb_repack_gemm_fn gemm;
     nb_dot_fn fdot; /* PATH_FLOAT_DOTS */
 } mm_seg;
 
-/* PATH_FLOAT_DOTS: one token with f32 / f16 / bf16 weights, a dot per row. */
-typedef enum { PATH_NONE, PATH_DOTS, PATH_INT8_GEMM, PATH_FLOAT_DOTS } quant_path;
+/* PATH_FLOAT_DOTS: one token with f32 / f16 / bf16 weights, a dot per row.
+ * PATH_ROWS: PATH_DOTS's activations, the kernels' rows-in-lanes form. */
+typedef enum { PATH_NONE, PATH_DOTS, PATH_INT8_GEMM, PATH_FLOAT_DOTS, PATH_ROWS } quant_path;
 
 static bool is_float(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_BF16; }
 
@@ -332,15 +334,17 @@ static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *
     if (all_float) return n == 1 ? PATH_FLOAT_DOTS : PATH_NONE;
     const nb_qdot *q0 = NULL;
     const nb_rgemm *g0 = NULL;
-    bool gemm = n >= k->d->rgemm_min;
+    bool gemm = n >= k->d->rgemm_min, rows = n >= k->d->rows_min && n <= k->d->rows_max;
     for (int i = 0; i < count; i++) {
         const nb_qdot *qd = qdot_for(k, W[i]->type);
         if (!qd || (q0 && (qd->act_type != q0->act_type || qd->quantize_act != q0->quantize_act))) return PATH_NONE;
         q0 = q0 ? q0 : qd;
+        rows = rows && qd->vec_dot_rows;
         const nb_rgemm *rg = nb_dispatch_rgemm(k->d, W[i]->type);
         if (!rg || (g0 && rg->act != g0->act)) gemm = false;
         g0 = g0 ? g0 : rg;
     }
+    if (rows) return PATH_ROWS;
     if (gemm) return PATH_INT8_GEMM;
     return n < k->d->qgemm_min ? PATH_DOTS : PATH_NONE;
 }
@@ -374,6 +378,11 @@ static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64
         }
         if (g->fdot) {
             for (int64_t r = r0; r < r1; r++) g->Y[r] = g->fdot(j->K, g->w + (uint64_t)r * g->row_bytes, j->X);
+            continue;
+        }
+        if (g->dot_rows) {
+            g->dot_rows(j->K, r1 - r0, g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, j->n, j->act, j->a_row_bytes,
+                        g->Y + r0, g->R);
             continue;
         }
         if (g->dot_mxn && j->n > 1) { /* small batch: each weight unpacked once for up to 4 tokens */
@@ -449,6 +458,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
             g->gemm = sg ? sg : nb_dispatch_rgemm(k->d, W[i]->type)->run;
         }
         else if (path == PATH_FLOAT_DOTS) g->fdot = float_dot(k, W[i]->type);
+        else if (path == PATH_ROWS) g->dot_rows = qdot_for(k, W[i]->type)->vec_dot_rows;
         else {
             g->dot = qdot_for(k, W[i]->type)->vec_dot;
             g->dot_mxn = k->d->opts.small_batch ? qdot_for(k, W[i]->type)->vec_dot_mxn : NULL;
@@ -467,7 +477,8 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
          * pass (pp512 of the TinyLlama shape: 105 -> see docs/performance.md) */
         j.slab_groups = NB_MAX(2, (int64_t)(GEMM_SLAB_BYTES / (nb_actpack_bytes(K, NB_ACTPACK_TOKENS) + 1)) & ~(int64_t)1);
         j.slabs = (j.ap.ng + j.slab_groups - 1) / j.slab_groups;
-    } else if (path == PATH_DOTS) {
+    } else if (path == PATH_DOTS || path == PATH_ROWS) {
+        if (path == PATH_ROWS) chunk = (chunk + 15) / 16 * 16; /* whole 16-row panels */
         j.qd = qdot_for(k, W[0]->type);
         if (j.qd->act_type == NB_F32) {
             j.a_row_bytes = (uint64_t)K * sizeof(float);

@@ -18,6 +18,12 @@
  *   W rows at w + i*w_stride bytes, act rows at act + j*a_stride bytes.
  * It equals m*n calls of vec_dot (same accumulation order).
  *
+ * Optional vec_dot_rows (NULL when absent): nr rows x nt tokens at once,
+ *   y[t*ldy + r] = dot(W row r, act row t), r < nr, t < nt (any counts),
+ * W rows at w + r*w_stride, act rows at act + t*a_stride: the rows held in
+ * the vector lanes, for a few tokens (small batches: dispatch.h rows_min ..
+ * rows_max); the float summation order differs from vec_dot's.
+ *
  * Implementations: a scalar reference (kernels/ref/qdot_ref.c, the
  * definition), AVX2 (+FMA, F16C) and AVX-512 (VL/BW + VNNI vpdpbusd on 256-bit
  * lanes). nb_qdot_get picks the best one at or below max_isa that this CPU
@@ -36,6 +42,8 @@ typedef void (*nb_quantize_act_fn)(const float *x, void *dst, int64_t n);
 typedef void (*nb_vec_dot_fn)(int64_t n, const void *w_row, const void *act_row, float *out);
 typedef void (*nb_vec_dot_mxn_fn)(int64_t n, int m, int nn, const void *w, size_t w_stride,
                                   const void *act, size_t a_stride, float *out, size_t ldo);
+typedef void (*nb_vec_dot_rows_fn)(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt,
+                                   const void *act, size_t a_stride, float *y, int64_t ldy);
 
 typedef struct nb_qdot {
     nb_dtype act_type;
@@ -43,6 +51,7 @@ typedef struct nb_qdot {
     nb_vec_dot_fn vec_dot;
     nb_vec_dot_mxn_fn vec_dot_mxn; /* optional, may be NULL */
     const char *isa;               /* "scalar", "avx2", "avx512" */
+    nb_vec_dot_rows_fn vec_dot_rows; /* optional, may be NULL */
 } nb_qdot;
 
 /* Best implementation for `weight_type` at or below max_isa; NULL if the type

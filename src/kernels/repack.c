@@ -300,25 +300,26 @@ void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     *out = s;
 }
 
-static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar"};
-static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q4_0r_dot_avx512, nb_q4_0r_dot_mxn_avx512, "avx512"};
-static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q8_0r_dot_avx512, nb_q8_0r_dot_mxn_avx512, "avx512"};
+static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar", NULL};
+static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar", NULL};
+static const nb_qdot q4r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q4_0r_dot_avx512, nb_q4_0r_dot_mxn_avx512,
+                                "avx512", nb_q4_0r_rows_avx512};
+static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q8_0r_dot_avx512, nb_q8_0r_dot_mxn_avx512, "avx512", NULL};
 #define Q8_KP (NB_Q8_KP)
-static const nb_qdot q4kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q4_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q6kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q6_kr_dot_ref, NULL, "scalar"};
-static const nb_qdot q4kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q4_kr_dot_avx512, NULL, "avx512"};
-static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_avx512, NULL, "avx512"};
+static const nb_qdot q4kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q4_kr_dot_ref, NULL, "scalar", NULL};
+static const nb_qdot q6kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q6_kr_dot_ref, NULL, "scalar", NULL};
+static const nb_qdot q4kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q4_kr_dot_avx512, NULL, "avx512", NULL};
+static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_avx512, NULL, "avx512", NULL};
 
 /* AVX2 (vpmaddubsw) and AVX-VNNI (256-bit vpdpbusd) decode dots. */
-static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, NULL, "avx2"};
-static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avx2, NULL, "avx2"};
-static const nb_qdot q4kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avx2, NULL, "avx2"};
-static const nb_qdot q6kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avx2, NULL, "avx2"};
-static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni"};
-static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni"};
+static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, NULL, "avx2", NULL};
+static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avx2, NULL, "avx2", NULL};
+static const nb_qdot q4kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avx2, NULL, "avx2", NULL};
+static const nb_qdot q6kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avx2, NULL, "avx2", NULL};
+static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avxvnni, NULL, "avxvnni", NULL};
+static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avxvnni, NULL, "avxvnni", NULL};
+static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni", NULL};
+static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
  * this CPU: AVX-512 VNNI, else AVX-VNNI, else AVX2, else scalar. */
