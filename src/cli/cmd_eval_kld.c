@@ -11,11 +11,15 @@
 #include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/budget.h"
 #include "eval/kld.h"
 
 #define CMD "eval kld"
 #define TEXT_MAX NB_LIMIT_TEXT_FILE_BYTES
+/* the engine options kld shares with the other model-loading commands (cli/engine_opts.h);
+ * its models are positional (BASE CAND), so -m is not one of them */
+#define KLD_EOPTS NB_EOPT_THREADS
 
 static void usage(void) {
     printf("usage: nibble eval kld BASE CAND -f TEXT [-c CTX] [--json] [--class NAME=REGEX ...]\n"
@@ -34,9 +38,11 @@ static void usage(void) {
            "  --base-logits FILE read the baseline from FILE (same text, -c and vocabulary, or refused)\n"
            "  --force            write --save-base FILE even when it is an input or not a regular file\n"
            "  --chunks N         score only the first N chunks\n"
-           "  -t N               threads;  --keep-newline  keep the file's trailing newline\n"
-           "Models: GGUF, HF directory, llama2.c .bin; both must have the same vocabulary (exit 2).\n",
+           "  --keep-newline     keep the file's trailing newline\n"
+           "Models: GGUF, HF directory, llama2.c .bin; both must have the same vocabulary (exit 2).\n"
+           "engine options:\n",
            NB_KLD_WORST_MIN_N);
+    nb_engine_opts_usage(stdout, KLD_EOPTS);
 }
 
 static void progress(void *ud, int64_t c, int64_t n, const nb_cmp_result *r) {
@@ -123,8 +129,9 @@ static void report_text(const nb_kld_report *r, const char *saved) {
 int nb_cmd_eval_kld(int argc, char **argv) {
     const char *models[2] = {NULL, NULL}, *file = NULL, *save = NULL, *base_file = NULL;
     int n_models = 0;
-    int64_t ctx = 0, v, chunks = 0, topk = 0;
-    int threads = 0;
+    int64_t ctx = 0, chunks = 0, topk = 0;
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
     bool json = false, keep_newline = false, force = false;
     nb_tokclass_set classes;
     if (nb_tokclass_init(&classes) != NB_OK) {
@@ -134,6 +141,9 @@ int nb_cmd_eval_kld(int argc, char **argv) {
     int rc = NB_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int eor = nb_engine_opts_parse(&eo, KLD_EOPTS, CMD, argc, argv, &i);
+        if (eor < 0) goto out;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             rc = NB_EXIT_OK;
@@ -146,9 +156,6 @@ int nb_cmd_eval_kld(int argc, char **argv) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, INT32_MAX, &chunks)) goto out;
         } else if (!strcmp(a, "--save-topk")) {
             if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, 1 << 24, &topk)) goto out;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(val = nb_arg_value(CMD, argc, argv, &i)) || !nb_arg_int(CMD, a, val, 1, 512, &v)) goto out;
-            threads = (int)v;
         } else if (!strcmp(a, "--save-base")) {
             if (!(save = nb_arg_value(CMD, argc, argv, &i))) goto out;
         } else if (!strcmp(a, "--base-logits")) {
@@ -218,7 +225,7 @@ int nb_cmd_eval_kld(int argc, char **argv) {
     if (!keep_newline && len && text[len - 1] == '\n') text[--len] = '\0';
 
     nb_session *base = NULL, *cand = NULL;
-    nb_session_params sp = {.n_threads = threads, .n_ctx = (int32_t)ctx, .n_batch = (int32_t)ctx};
+    nb_session_params sp = {.n_threads = eo.ec.n_threads, .n_ctx = (int32_t)ctx, .n_batch = (int32_t)ctx};
     nb_status st = NB_OK;
     if (!base_file) {
         sp.model_path = models[0];

@@ -11,11 +11,14 @@
 #include "base/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opts.h"
 #include "engine/budget.h"
 #include "eval/model_id.h"
 #include "eval/ppl.h"
 
 #define TEXT_MAX NB_LIMIT_TEXT_FILE_BYTES
+/* the engine options ppl shares with the other model-loading commands (cli/engine_opts.h) */
+#define PPL_EOPTS (NB_EOPT_MODEL | NB_EOPT_THREADS | NB_EOPT_KV_DTYPE)
 
 static void progress(void *ud, const nb_ppl *r) {
     if (*(bool *)ud) return;
@@ -36,28 +39,30 @@ static void usage(const char *cmd) {
            "One trailing newline of the file is removed (as llama-perplexity does) unless\n"
            "--keep-newline. --kv-cache-dtype auto|f32|f16|bf16|fp8|int8 measures what a\n"
            "quantized KV cache costs. --json prints ppl, ppl_stderr, mean_nll, n_scored,\n"
-           "n_tokens, ctx, stride (null when chunked), mode, model {path, sha256, type}.\n",
+           "n_tokens, ctx, stride (null when chunked), mode, model {path, sha256, type}.\n\n"
+           "MODEL (GGUF file, HF directory, llama2.c .bin; also -m/--model) is required;\n"
+           "--tokenizer PATH names a tokenizer file the model does not point to.\n"
+           "engine options:\n",
            cmd);
+    nb_engine_opts_usage(stdout, PPL_EOPTS & ~NB_EOPT_MODEL); /* its -m line names a default ppl does not have */
 }
 
 int nb_cmd_eval_ppl(int argc, char **argv) {
     /* one implementation for both names: argv[0] is "ppl" or "perplexity" */
     const char *cmd = argc > 0 && !strcmp(argv[0], "perplexity") ? "perplexity" : "eval ppl";
-    nb_session_params sp = {0};
+    nb_engine_opts eo;
+    nb_engine_opts_init(&eo);
     const char *file = NULL;
-    int64_t ctx = 512, stride = 0, v;
+    int64_t ctx = 512, stride = 0;
     bool json = false, keep_newline = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
+        int eor = nb_engine_opts_parse(&eo, PPL_EOPTS, cmd, argc, argv, &i);
+        if (eor < 0) return NB_EXIT_USAGE;
+        if (eor > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(cmd);
             return NB_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(val = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
-            sp.model_path = val;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(val = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
-            sp.tokenizer_path = val;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!(file = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
@@ -66,22 +71,12 @@ int nb_cmd_eval_ppl(int argc, char **argv) {
         } else if (!strcmp(a, "--stride")) {
             if (!(val = nb_arg_value(cmd, argc, argv, &i)) || !nb_arg_int(cmd, a, val, 1, 1 << 20, &stride))
                 return NB_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(val = nb_arg_value(cmd, argc, argv, &i)) || !nb_arg_int(cmd, a, val, 1, 512, &v))
-                return NB_EXIT_USAGE;
-            sp.n_threads = (int)v;
-        } else if (!strcmp(a, "--kv-cache-dtype")) {
-            if (!(val = nb_arg_value(cmd, argc, argv, &i))) return NB_EXIT_USAGE;
-            if (nb_engine_kv_dtype_parse(val, &sp.kv_dtype) != NB_OK) {
-                nb_cli_error(cmd);
-                return NB_EXIT_USAGE;
-            }
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--keep-newline")) {
             keep_newline = true;
-        } else if (a[0] != '-' && !sp.model_path) {
-            sp.model_path = a;
+        } else if (a[0] != '-' && !eo.model) {
+            eo.model = a;
         } else {
             fprintf(stderr, "nibble %s: unexpected argument '%s' (see --help)\n", cmd, a);
             return NB_EXIT_USAGE;
@@ -103,8 +98,10 @@ int nb_cmd_eval_ppl(int argc, char **argv) {
         return NB_EXIT_USAGE;
     }
     if (!keep_newline && len && text[len - 1] == '\n') text[--len] = '\0';
-    sp.n_ctx = (int32_t)ctx;
-    sp.n_batch = (int32_t)ctx;
+    /* MODEL is required: unlike generate, ppl has no built-in default (the session refuses none) */
+    nb_session_params sp = {.model_path = eo.model, .tokenizer_path = eo.ec.tokenizer_path,
+                            .n_threads = eo.ec.n_threads, .kv_dtype = eo.ec.kv_cache_dtype,
+                            .n_ctx = (int32_t)ctx, .n_batch = (int32_t)ctx};
     nb_session *s;
     nb_status st = nb_session_open(&sp, &s);
     if (st != NB_OK) {

@@ -1,8 +1,8 @@
 /* The engine options every command that loads a model shares: one parser
  * and one usage text for -m, --tokenizer, -t, --mmap, --kv-cache-dtype and
  * the serving limits (--max-model-len, --max-num-seqs, ...), so `generate`,
- * `serve`, `bench`, `perplexity` and `logits` spell, range-check and
- * document them the same way. The built-in default model (used when no
+ * `serve`, `bench`, `logits`, `eval ppl` (alias `perplexity`) and `eval kld`
+ * spell, range-check and document them the same way. The built-in default model (used when no
  * model is given) is chosen here, in the CLI: the library requires a path. */
 #ifndef NB_CLI_ENGINE_OPTS_H
 #define NB_CLI_ENGINE_OPTS_H
