@@ -94,158 +94,258 @@ static uint64_t random_seed(void) {
     return s;
 }
 
-int nb_cmd_generate(int argc, char **argv) {
+/* The command line, parsed. */
+typedef struct gen_args {
     nb_engine_opts eo;
-    nb_engine_opts_init(&eo);
-    int32_t n_ctx_flag = 0;
-    const char *prompt = NULL, *prompt_file = NULL;
-    int64_t n_predict = 128, v;
-    double d;
-    bool echo = false, ids_out = false, ignore_eos = false, no_bos = false, chat = false;
-    const char *chat_template = NULL;
-    char *chat_text = NULL;
+    const char *prompt, *prompt_file;
+    const char *chat_template; /* --chat-template; NULL: the model's (with --chat) */
+    int32_t n_ctx;             /* -c; 0: prompt + n, at most the model's */
+    int64_t n_predict;
+    bool echo, ids_out, ignore_eos, no_bos, chat;
     nb_sampling smp;
-    nb_sampling_defaults(&smp);
-    smp.temperature = 0.8f; smp.top_k = 40; smp.top_p = 0.95f; smp.min_p = 0.05f;
+} gen_args;
+
+/* false: exit with *rc (--help printed, or a bad argument reported). */
+static bool parse_args(int argc, char **argv, gen_args *ga, int *rc) {
+    memset(ga, 0, sizeof *ga);
+    nb_engine_opts_init(&ga->eo);
+    ga->n_predict = 128;
+    nb_sampling *smp = &ga->smp;
+    nb_sampling_defaults(smp);
+    smp->temperature = 0.8f; smp->top_k = 40; smp->top_p = 0.95f; smp->min_p = 0.05f;
+    int64_t v;
+    double d;
+    *rc = NB_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
-#define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE; } while (0)
-#define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return NB_EXIT_USAGE; } while (0)
-#define FLT(lo, hi) do { VAL(); if (!nb_arg_float(CMD, a, val, lo, hi, &d)) return NB_EXIT_USAGE; } while (0)
-        int eor = nb_engine_opts_parse(&eo, GEN_EOPTS, CMD, argc, argv, &i);
-        if (eor < 0) return NB_EXIT_USAGE;
+#define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return false; } while (0)
+#define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return false; } while (0)
+#define FLT(lo, hi) do { VAL(); if (!nb_arg_float(CMD, a, val, lo, hi, &d)) return false; } while (0)
+        int eor = nb_engine_opts_parse(&ga->eo, GEN_EOPTS, CMD, argc, argv, &i);
+        if (eor < 0) return false;
         if (eor > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); prompt = val; }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); prompt_file = val; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { INT(0, 1 << 20); n_predict = v; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { INT(1, 1 << 22); n_ctx_flag = (int32_t)v; }
-        else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) { FLT(0, 2); smp.temperature = (float)d; }
-        else if (!strcmp(a, "--top-k")) { INT(-1, 1 << 30); smp.top_k = (int32_t)v; }
-        else if (!strcmp(a, "--top-p")) { FLT(1e-9, 1); smp.top_p = (float)d; }
-        else if (!strcmp(a, "--min-p")) { FLT(0, 1); smp.min_p = (float)d; }
-        else if (!strcmp(a, "--repeat-penalty")) { FLT(1e-9, 2); smp.repetition_penalty = (float)d; }
-        else if (!strcmp(a, "--presence-penalty")) { FLT(-2, 2); smp.presence_penalty = (float)d; }
-        else if (!strcmp(a, "--frequency-penalty")) { FLT(-2, 2); smp.frequency_penalty = (float)d; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); *rc = NB_EXIT_OK; return false; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); ga->prompt = val; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); ga->prompt_file = val; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { INT(0, 1 << 20); ga->n_predict = v; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { INT(1, 1 << 22); ga->n_ctx = (int32_t)v; }
+        else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) { FLT(0, 2); smp->temperature = (float)d; }
+        else if (!strcmp(a, "--top-k")) { INT(-1, 1 << 30); smp->top_k = (int32_t)v; }
+        else if (!strcmp(a, "--top-p")) { FLT(1e-9, 1); smp->top_p = (float)d; }
+        else if (!strcmp(a, "--min-p")) { FLT(0, 1); smp->min_p = (float)d; }
+        else if (!strcmp(a, "--repeat-penalty")) { FLT(1e-9, 2); smp->repetition_penalty = (float)d; }
+        else if (!strcmp(a, "--presence-penalty")) { FLT(-2, 2); smp->presence_penalty = (float)d; }
+        else if (!strcmp(a, "--frequency-penalty")) { FLT(-2, 2); smp->frequency_penalty = (float)d; }
         else if (!strcmp(a, "--seed")) {
             VAL();
             char *end;
             unsigned long long s = strtoull(val, &end, 10);
             if (!*val || *end || *val == '-') {
                 fprintf(stderr, "nibble %s: --seed: '%s' is not an integer in 0..18446744073709551615\n", CMD, val);
-                return NB_EXIT_USAGE;
+                return false;
             }
-            smp.seed = s;
-            smp.has_seed = true;
+            smp->seed = s;
+            smp->has_seed = true;
         }
-        else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
-        else if (!strcmp(a, "--no-bos")) no_bos = true;
-        else if (!strcmp(a, "--chat")) chat = true;
-        else if (!strcmp(a, "--chat-template")) { VAL(); chat_template = val; chat = true; }
-        else if (!strcmp(a, "--echo")) echo = true;
-        else if (!strcmp(a, "--ids")) ids_out = true;
+        else if (!strcmp(a, "--ignore-eos")) ga->ignore_eos = true;
+        else if (!strcmp(a, "--no-bos")) ga->no_bos = true;
+        else if (!strcmp(a, "--chat")) ga->chat = true;
+        else if (!strcmp(a, "--chat-template")) { VAL(); ga->chat_template = val; ga->chat = true; }
+        else if (!strcmp(a, "--echo")) ga->echo = true;
+        else if (!strcmp(a, "--ids")) ga->ids_out = true;
         else {
             fprintf(stderr, "nibble %s: unknown option '%s' (see nibble generate --help)\n", CMD, a);
-            return NB_EXIT_USAGE;
+            return false;
         }
 #undef VAL
 #undef INT
 #undef FLT
     }
-    if (prompt && prompt_file) {
+    if (ga->prompt && ga->prompt_file) {
         fprintf(stderr, "nibble %s: give either -p or -f, not both\n", CMD);
-        return NB_EXIT_USAGE;
+        return false;
     }
-    char *file_text = NULL;
-    if (prompt_file) {
-        if (nb_read_file(prompt_file, PROMPT_FILE_MAX, &file_text, NULL) != NB_OK) {
+    return true;
+}
+
+/* The prompt text: -p, the -f file (into *file_text, the caller frees it)
+ * or empty; then the sampling parameters are checked. An exit code. */
+static int load_prompt(gen_args *ga, char **file_text) {
+    *file_text = NULL;
+    if (ga->prompt_file) {
+        if (nb_read_file(ga->prompt_file, PROMPT_FILE_MAX, file_text, NULL) != NB_OK) {
             nb_cli_error(CMD);
             return NB_EXIT_USAGE;
         }
-        prompt = file_text;
+        ga->prompt = *file_text;
     }
-    if (!prompt) prompt = "";
-    if (nb_sampling_validate(&smp) != NB_OK) {
+    if (!ga->prompt) ga->prompt = "";
+    if (nb_sampling_validate(&ga->smp) != NB_OK) {
         nb_cli_error(CMD);
-        free(file_text);
         return NB_EXIT_USAGE;
     }
+    return NB_EXIT_OK;
+}
 
-    int rc = NB_EXIT_FAIL;
+/* The context the model computes exactly: its training context, or its
+ * sliding window when shorter (hyper-parameters only; the engine loads the
+ * weights). <= 0 when the file does not say. */
+static nb_status model_context(const char *path, int64_t *model_ctx) {
+    nb_source src;
+    nb_status st = nb_source_open(path, &src);
+    if (st != NB_OK) return st;
+    *model_ctx = src.hp.n_ctx_train;
+    if (src.hp.sliding_window > 0 && src.hp.sliding_window < *model_ctx) *model_ctx = src.hp.sliding_window;
+    nb_source_close(&src);
+    return NB_OK;
+}
+
+/* --chat: the prompt as one user message through the chat template
+ * (--chat-template's, else the model's), rendered into *chat_text and
+ * tokenized into *ids. An exit code; errors are reported. */
+static int tokenize_chat(const gen_args *ga, nb_tokenizer *tok, char **chat_text, int32_t **ids, size_t *n_ids) {
+    nb_chat_template *ct = NULL;
+    nb_status st = ga->chat_template ? nb_chat_template_open(ga->chat_template, &ct)
+                                     : nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct);
+    if (st != NB_OK) { nb_cli_error(CMD); return NB_EXIT_USAGE; }
+    char bos[128] = "", eos[128] = "";
+    int32_t b = nb_tokenizer_bos(tok), e_id = nb_tokenizer_eos(tok);
+    if (b >= 0 && !nb_chat_template_is_generic(ct)) bos[NB_MIN(nb_token_piece(tok, b, true, bos, sizeof bos - 1), sizeof bos - 1)] = '\0';
+    if (e_id >= 0) eos[NB_MIN(nb_token_piece(tok, e_id, true, eos, sizeof eos - 1), sizeof eos - 1)] = '\0';
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", ga->prompt);
+    nb_chat_input in = {.messages = msgs, .add_generation_prompt = true, .bos = bos, .eos = eos, .now = -1};
+    st = msgs ? nb_chat_render_json(ct, &in, chat_text) : nb_fail(NB_ERR_INVALID, "the prompt is not valid UTF-8");
+    json_decref(msgs);
+    bool generic = nb_chat_template_is_generic(ct);
+    nb_chat_template_free(ct);
+    if (st == NB_OK) st = nb_tokenize(tok, *chat_text, strlen(*chat_text), generic && !ga->no_bos, true, ids, n_ids);
+    if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+    return NB_EXIT_OK;
+}
+
+/* The prompt's token ids (through the chat template with --chat); an
+ * empty prompt becomes the BOS token alone. An exit code. */
+static int tokenize_prompt(const gen_args *ga, nb_tokenizer *tok, char **chat_text, int32_t **ids, size_t *n_ids) {
+    if (ga->chat) {
+        int rc = tokenize_chat(ga, tok, chat_text, ids, n_ids);
+        if (rc != NB_EXIT_OK) return rc;
+    } else {
+        nb_status st = nb_tokenize(tok, ga->prompt, strlen(ga->prompt), !ga->no_bos, false, ids, n_ids);
+        if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+    }
+    if (*n_ids > 0) return NB_EXIT_OK;
+    int32_t bos = nb_tokenizer_bos(tok);
+    if (bos < 0) {
+        fprintf(stderr, "nibble %s: the prompt is empty and the model has no BOS token to start from\n", CMD);
+        return NB_EXIT_USAGE;
+    }
+    int32_t *one = realloc(*ids, sizeof **ids);
+    if (!one) return NB_EXIT_FAIL;
+    *ids = one;
+    (*ids)[0] = bos;
+    *n_ids = 1;
+    return NB_EXIT_OK;
+}
+
+/* The context size (-c, else prompt + n at most the model's) and the tokens
+ * to generate, cut to what the context leaves. An exit code. */
+static int fit_context(const gen_args *ga, size_t n_ids, int64_t model_ctx, int64_t *n_ctx, int64_t *n_predict) {
+    *n_predict = ga->n_predict;
+    *n_ctx = ga->n_ctx > 0 ? ga->n_ctx : NB_MIN((int64_t)n_ids + NB_MAX(*n_predict, 1), model_ctx);
+    if (model_ctx <= 0 && ga->n_ctx <= 0) *n_ctx = (int64_t)n_ids + NB_MAX(*n_predict, 1);
+    if ((int64_t)n_ids > *n_ctx) {
+        fprintf(stderr, "nibble %s: the prompt has %zu tokens, more than the context size %lld\n", CMD, n_ids,
+                (long long)*n_ctx);
+        return NB_EXIT_USAGE;
+    }
+    if ((int64_t)n_ids + *n_predict > *n_ctx) {
+        fprintf(stderr, "nibble %s: note: prompt (%zu) + n (%lld) exceeds the context size %lld; generation stops "
+                "at the context end\n", CMD, n_ids, (long long)*n_predict, (long long)*n_ctx);
+        *n_predict = *n_ctx - (int64_t)n_ids;
+    }
+    return NB_EXIT_OK;
+}
+
+/* One request through the engine: the prompt's ids, n_predict tokens,
+ * streamed to stdout by gen_sink; returns once the request finished (at
+ * once when n_predict is 0). g->t_first / t_last are the times of the
+ * first and last token, *t0 the submit time. */
+static nb_status run_request(nb_engine *e, const gen_args *ga, const int32_t *ids, size_t n_ids, int64_t n_predict,
+                             gen_out *g, double *t0) {
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    if (ga->ids_out) fputc('[', stdout);
+    *t0 = now_s();
+    g->t_first = g->t_last = *t0;
+    nb_status st = NB_OK;
+    if (n_predict > 0) {
+        nb_request_params rp;
+        memset(&rp, 0, sizeof rp);
+        rp.prompt = ids;
+        rp.n_prompt = n_ids;
+        rp.sampling = ga->smp;
+        rp.max_tokens = (int32_t)n_predict;
+        rp.ignore_eos = ga->ignore_eos;
+        rp.logprobs = -1;
+        rp.sink = gen_sink;
+        rp.ud = g;
+        uint64_t id;
+        st = nb_engine_submit(e, &rp, &id);
+        if (st == NB_OK) {
+            pthread_mutex_lock(&g->mu);
+            while (!g->done) pthread_cond_wait(&g->cv, &g->mu);
+            pthread_mutex_unlock(&g->mu);
+        }
+    }
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    return st;
+}
+
+/* The model, threads, kernels and seed, and the prompt and generation speeds, on stderr. */
+static void report_speed(const char *path, nb_engine *e, const gen_args *ga, size_t n_ids, const gen_out *g,
+                         double t0) {
+    double t1 = g->t_first, t2 = g->t_last;
+    fprintf(stderr, "nibble: model %s, %d threads (%s, attention %s), seed %llu\n", path, nb_engine_threads(e),
+            nb_engine_isa(e), nb_engine_attn_isa(e), (unsigned long long)ga->smp.seed);
+    fprintf(stderr, "nibble: prompt %zu tokens in %.3f s (%.2f tok/s); generation %lld tokens in %.3f s (%.2f tok/s)\n",
+            n_ids, t1 - t0, (double)n_ids / (t1 - t0 > 0 ? t1 - t0 : 1e-9), (long long)g->n_gen, t2 - t1,
+            g->n_gen > 1 ? (double)(g->n_gen - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+}
+
+int nb_cmd_generate(int argc, char **argv) {
+    gen_args ga;
+    int rc;
+    if (!parse_args(argc, argv, &ga, &rc)) return rc;
+    char *file_text = NULL, *chat_text = NULL;
     nb_engine *e = NULL;
     nb_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    int64_t model_ctx = 0, n_ctx, n_predict;
     char path[4096];
     nb_status st;
-    if ((st = nb_engine_opts_model_path(eo.model, path, sizeof path)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    /* the context the model computes exactly (hyper-parameters only; the engine loads the weights) */
-    nb_source src;
-    if ((st = nb_source_open(path, &src)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    int64_t model_ctx = src.hp.n_ctx_train;
-    if (src.hp.sliding_window > 0 && src.hp.sliding_window < model_ctx) model_ctx = src.hp.sliding_window;
-    nb_source_close(&src);
-    if ((st = nb_tokenizer_load(path, eo.ec.tokenizer_path, &tok)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    if (chat) { /* the prompt as one user message, through the chat template */
-        nb_chat_template *ct = NULL;
-        st = chat_template ? nb_chat_template_open(chat_template, &ct)
-                           : nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct);
-        if (st != NB_OK) { nb_cli_error(CMD); rc = NB_EXIT_USAGE; goto done; }
-        char bos[128] = "", eos[128] = "";
-        int32_t b = nb_tokenizer_bos(tok), e_id = nb_tokenizer_eos(tok);
-        if (b >= 0 && !nb_chat_template_is_generic(ct)) bos[NB_MIN(nb_token_piece(tok, b, true, bos, sizeof bos - 1), sizeof bos - 1)] = '\0';
-        if (e_id >= 0) eos[NB_MIN(nb_token_piece(tok, e_id, true, eos, sizeof eos - 1), sizeof eos - 1)] = '\0';
-        json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", prompt);
-        nb_chat_input in = {.messages = msgs, .add_generation_prompt = true, .bos = bos, .eos = eos, .now = -1};
-        st = msgs ? nb_chat_render_json(ct, &in, &chat_text) : nb_fail(NB_ERR_INVALID, "the prompt is not valid UTF-8");
-        json_decref(msgs);
-        bool generic = nb_chat_template_is_generic(ct);
-        nb_chat_template_free(ct);
-        if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-        prompt = chat_text;
-        st = nb_tokenize(tok, prompt, strlen(prompt), generic && !no_bos, true, &ids, &n_ids);
-    } else {
-        st = nb_tokenize(tok, prompt, strlen(prompt), !no_bos, false, &ids, &n_ids);
-    }
-    if (st != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    if (n_ids == 0) {
-        int32_t bos = nb_tokenizer_bos(tok);
-        if (bos < 0) {
-            fprintf(stderr, "nibble %s: the prompt is empty and the model has no BOS token to start from\n", CMD);
-            rc = NB_EXIT_USAGE;
-            goto done;
-        }
-        int32_t *one = realloc(ids, sizeof *ids);
-        if (!one) goto done;
-        ids = one;
-        ids[0] = bos;
-        n_ids = 1;
-    }
-    /* default context: prompt + n, at most the model's */
-    int64_t n_ctx = n_ctx_flag > 0 ? n_ctx_flag : NB_MIN((int64_t)n_ids + NB_MAX(n_predict, 1), model_ctx);
-    if (model_ctx <= 0 && n_ctx_flag <= 0) n_ctx = (int64_t)n_ids + NB_MAX(n_predict, 1);
-    if ((int64_t)n_ids > n_ctx) {
-        fprintf(stderr, "nibble %s: the prompt has %zu tokens, more than the context size %lld\n", CMD, n_ids,
-                (long long)n_ctx);
-        rc = NB_EXIT_USAGE;
+    if ((rc = load_prompt(&ga, &file_text)) != NB_EXIT_OK) goto done;
+    if ((st = nb_engine_opts_model_path(ga.eo.model, path, sizeof path)) != NB_OK ||
+        (st = model_context(path, &model_ctx)) != NB_OK ||
+        (st = nb_tokenizer_load(path, ga.eo.ec.tokenizer_path, &tok)) != NB_OK) {
+        nb_cli_error(CMD);
+        rc = nb_cli_exit_code(st);
         goto done;
     }
-    if ((int64_t)n_ids + n_predict > n_ctx) {
-        fprintf(stderr, "nibble %s: note: prompt (%zu) + n (%lld) exceeds the context size %lld; generation stops "
-                "at the context end\n", CMD, n_ids, (long long)n_predict, (long long)n_ctx);
-        n_predict = n_ctx - (int64_t)n_ids;
+    if ((rc = tokenize_prompt(&ga, tok, &chat_text, &ids, &n_ids)) != NB_EXIT_OK) goto done;
+    if ((rc = fit_context(&ga, n_ids, model_ctx, &n_ctx, &n_predict)) != NB_EXIT_OK) goto done;
+    if (!ga.smp.has_seed) {
+        ga.smp.seed = random_seed();
+        ga.smp.has_seed = true;
     }
-    if (!smp.has_seed) {
-        smp.seed = random_seed();
-        smp.has_seed = true;
-    }
-    nb_engine_config ec = eo.ec;
+    nb_engine_config ec = ga.eo.ec; /* one sequence of exactly the context it needs */
     ec.max_model_len = (int32_t)n_ctx;
     ec.max_num_seqs = 1;
     ec.max_num_batched_tokens = 512;
     ec.enable_prefix_caching = false;
     if ((st = nb_engine_create(path, &ec, &e)) != NB_OK) { nb_cli_error(CMD); rc = nb_cli_exit_code(st); goto done; }
-    if (echo && !ids_out) {
+    if (ga.echo && !ga.ids_out) {
         char *pt;
         size_t pl;
         if (nb_detokenize(tok, ids, n_ids, false, &pt, &pl) == NB_OK) {
@@ -253,48 +353,22 @@ int nb_cmd_generate(int argc, char **argv) {
             free(pt);
         }
     }
-    gen_out g = {.ids_out = ids_out};
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    if (ids_out) fputc('[', stdout);
-    double t0 = now_s();
-    g.t_first = g.t_last = t0;
-    if (n_predict > 0) {
-        nb_request_params rp;
-        memset(&rp, 0, sizeof rp);
-        rp.prompt = ids;
-        rp.n_prompt = n_ids;
-        rp.sampling = smp;
-        rp.max_tokens = (int32_t)n_predict;
-        rp.ignore_eos = ignore_eos;
-        rp.logprobs = -1;
-        rp.sink = gen_sink;
-        rp.ud = &g;
-        uint64_t id;
-        if ((st = nb_engine_submit(e, &rp, &id)) != NB_OK) {
-            nb_cli_error(CMD);
-            rc = nb_cli_exit_code(st);
-            goto done;
-        }
-        pthread_mutex_lock(&g.mu);
-        while (!g.done) pthread_cond_wait(&g.cv, &g.mu);
-        pthread_mutex_unlock(&g.mu);
+    gen_out g = {.ids_out = ga.ids_out};
+    double t0;
+    if ((st = run_request(e, &ga, ids, n_ids, n_predict, &g, &t0)) != NB_OK) {
+        nb_cli_error(CMD);
+        rc = nb_cli_exit_code(st);
+        goto done;
     }
-    pthread_mutex_destroy(&g.mu);
-    pthread_cond_destroy(&g.cv);
-    if (ids_out) fputs("]\n", stdout);
+    if (ga.ids_out) fputs("]\n", stdout);
     else fputc('\n', stdout);
     fflush(stdout);
     if (g.fin == NB_FINISH_ERROR || g.fin == NB_FINISH_ABORT) {
         fprintf(stderr, "nibble %s: %s\n", CMD, g.err[0] ? g.err : "generation aborted");
+        rc = NB_EXIT_FAIL;
         goto done;
     }
-    double t1 = g.t_first, t2 = g.t_last;
-    fprintf(stderr, "nibble: model %s, %d threads (%s, attention %s), seed %llu\n", path, nb_engine_threads(e),
-            nb_engine_isa(e), nb_engine_attn_isa(e), (unsigned long long)smp.seed);
-    fprintf(stderr, "nibble: prompt %zu tokens in %.3f s (%.2f tok/s); generation %lld tokens in %.3f s (%.2f tok/s)\n",
-            n_ids, t1 - t0, (double)n_ids / (t1 - t0 > 0 ? t1 - t0 : 1e-9), (long long)g.n_gen, t2 - t1,
-            g.n_gen > 1 ? (double)(g.n_gen - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+    report_speed(path, e, &ga, n_ids, &g, t0);
     rc = NB_EXIT_OK;
 done:
     nb_engine_free(e);
