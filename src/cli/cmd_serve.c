@@ -149,94 +149,101 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
     return buf;
 }
 
-int nb_cmd_serve(int argc, char **argv) {
-    cap_malloc_arenas();
+/* The command line, parsed. */
+typedef struct serve_args {
     nb_engine_opts eo;
-    nb_engine_opts_init(&eo);
-    nb_server_config sc = {.host = "127.0.0.1", .port = 8080};
-    const char *name = NULL, *chat_template = NULL;
-    int64_t v, shutdown_timeout = 30, warmup = 0, log_stats_interval = 0;
-    double drain_quiet = 1.0;
-    double t_process = mono_s();
+    nb_server_config sc;
+    const char *name;          /* --served-model-name; NULL: from the model's file name */
+    const char *chat_template; /* --chat-template FILE|NAME; NULL: the model's */
+    int64_t shutdown_timeout, warmup, log_stats_interval;
+    double drain_quiet;
+    char name_buf[256];        /* the served model name when derived from the path */
+} serve_args;
+
+/* false: exit with *rc (--help printed, or a bad argument reported). */
+static bool parse_args(int argc, char **argv, serve_args *sa, int *rc) {
+    memset(sa, 0, sizeof *sa);
+    nb_engine_opts_init(&sa->eo);
+    sa->sc = (nb_server_config){.host = "127.0.0.1", .port = 8080};
+    sa->shutdown_timeout = 30;
+    sa->drain_quiet = 1.0;
+    nb_server_config *sc = &sa->sc;
+    int64_t v;
     uint64_t bytes;
+    *rc = NB_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
-#define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return NB_EXIT_USAGE; } while (0)
-#define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return NB_EXIT_USAGE; } while (0)
-        int eor = nb_engine_opts_parse(&eo, NB_EOPT_ALL, CMD, argc, argv, &i);
-        if (eor < 0) return NB_EXIT_USAGE;
+#define VAL() do { if (!(val = nb_arg_value(CMD, argc, argv, &i))) return false; } while (0)
+#define INT(lo, hi) do { VAL(); if (!nb_arg_int(CMD, a, val, lo, hi, &v)) return false; } while (0)
+        int eor = nb_engine_opts_parse(&sa->eo, NB_EOPT_ALL, CMD, argc, argv, &i);
+        if (eor < 0) return false;
         if (eor > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return NB_EXIT_OK; }
-        else if (!strcmp(a, "--chat-template")) { VAL(); chat_template = val; }
-        else if (!strcmp(a, "--host")) { VAL(); sc.host = val; }
-        else if (!strcmp(a, "--port")) { INT(0, 65535); sc.port = (int)v; }
-        else if (!strcmp(a, "--served-model-name")) { VAL(); name = val; }
-        else if (!strcmp(a, "--api-key")) { VAL(); sc.api_key = val; }
-        else if (!strcmp(a, "--protect-metrics")) sc.protect_metrics = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); *rc = NB_EXIT_OK; return false; }
+        else if (!strcmp(a, "--chat-template")) { VAL(); sa->chat_template = val; }
+        else if (!strcmp(a, "--host")) { VAL(); sc->host = val; }
+        else if (!strcmp(a, "--port")) { INT(0, 65535); sc->port = (int)v; }
+        else if (!strcmp(a, "--served-model-name")) { VAL(); sa->name = val; }
+        else if (!strcmp(a, "--api-key")) { VAL(); sc->api_key = val; }
+        else if (!strcmp(a, "--protect-metrics")) sc->protect_metrics = true;
         else if (!strcmp(a, "--max-request-bytes")) {
             VAL();
-            if (!nb_arg_bytes(CMD, a, val, &bytes)) return NB_EXIT_USAGE;
+            if (!nb_arg_bytes(CMD, a, val, &bytes)) return false;
             if (bytes < NB_LIMIT_REQUEST_BYTES_MIN || bytes > NB_LIMIT_REQUEST_BYTES_MAX) {
                 fprintf(stderr, "nibble %s: --max-request-bytes: '%s' is out of range (allowed 1KiB..1GiB)\n", CMD,
                         val);
-                return NB_EXIT_USAGE;
+                return false;
             }
-            sc.max_request_bytes = (size_t)bytes;
+            sc->max_request_bytes = (size_t)bytes;
         }
-        else if (!strcmp(a, "--max-connections")) { INT(1, NB_LIMIT_CONNECTIONS_MAX); sc.max_connections = (unsigned)v; }
-        else if (!strcmp(a, "--shutdown-timeout")) { INT(0, 86400); shutdown_timeout = v; }
-        else if (!strcmp(a, "--warmup")) { INT(0, 1 << 20); warmup = v; }
+        else if (!strcmp(a, "--max-connections")) { INT(1, NB_LIMIT_CONNECTIONS_MAX); sc->max_connections = (unsigned)v; }
+        else if (!strcmp(a, "--shutdown-timeout")) { INT(0, 86400); sa->shutdown_timeout = v; }
+        else if (!strcmp(a, "--warmup")) { INT(0, 1 << 20); sa->warmup = v; }
         else if (!strcmp(a, "--drain-quiet")) {
             VAL();
-            if (!nb_arg_float(CMD, a, val, 0, 3600, &drain_quiet)) return NB_EXIT_USAGE;
+            if (!nb_arg_float(CMD, a, val, 0, 3600, &sa->drain_quiet)) return false;
         }
-        else if (!strcmp(a, "--log-stats-interval")) { INT(0, 86400); log_stats_interval = v; }
-        else if (!strcmp(a, "--request-timeout")) { INT(1, 86400); sc.request_timeout_s = (unsigned)v; }
-        else if (!strcmp(a, "--allowed-origins")) { VAL(); sc.allowed_origins = val; }
-        else if (!strcmp(a, "--access-log")) { VAL(); sc.access_log = val; }
+        else if (!strcmp(a, "--log-stats-interval")) { INT(0, 86400); sa->log_stats_interval = v; }
+        else if (!strcmp(a, "--request-timeout")) { INT(1, 86400); sc->request_timeout_s = (unsigned)v; }
+        else if (!strcmp(a, "--allowed-origins")) { VAL(); sc->allowed_origins = val; }
+        else if (!strcmp(a, "--access-log")) { VAL(); sc->access_log = val; }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "nibble %s: unknown option '%s' (see nibble serve --help)\n", CMD, a);
-            return NB_EXIT_USAGE;
+            return false;
         }
-        else if (!eo.model) eo.model = a;
+        else if (!sa->eo.model) sa->eo.model = a;
         else {
-            fprintf(stderr, "nibble %s: unexpected argument '%s' (the model is already '%s')\n", CMD, a, eo.model);
-            return NB_EXIT_USAGE;
+            fprintf(stderr, "nibble %s: unexpected argument '%s' (the model is already '%s')\n", CMD, a,
+                    sa->eo.model);
+            return false;
         }
 #undef VAL
 #undef INT
     }
-    nb_chat_template *ct = NULL; /* --chat-template, checked before anything starts */
-    if (chat_template && nb_chat_template_open(chat_template, &ct) != NB_OK) {
-        nb_cli_error(CMD);
-        return NB_EXIT_USAGE;
-    }
-    if (!sc.api_key) {
+    /* the API key from the environment unless given; the served name from the model's file name */
+    if (!sc->api_key) {
         const char *env = getenv("NIBBLE_API_KEY");
-        if (env && *env) sc.api_key = env;
+        if (env && *env) sc->api_key = env;
     }
-    char nbuf[256];
-    sc.served_model_name = name ? name : eo.model ? base_name(eo.model, nbuf, sizeof nbuf) : "nibble-default";
+    sc->served_model_name = sa->name ? sa->name
+                            : sa->eo.model ? base_name(sa->eo.model, sa->name_buf, sizeof sa->name_buf)
+                                           : "nibble-default";
+    return true;
+}
 
-    /* Every thread created from here on inherits the blocked signals. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+/* SIGINT and SIGTERM blocked (every thread created from here on inherits
+ * that; the main thread takes them with sigtimedwait), SIGPIPE ignored. */
+static void block_signals(sigset_t *sigs) {
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    nb_server *srv = NULL;
-    nb_status st = nb_server_create(&sc, &srv);
-    if (st != NB_OK) {
-        nb_cli_error(CMD);
-        return nb_cli_exit_code(st);
-    }
-    fprintf(stderr, "nibble serve: listening on http://%s%s%s:%d (model loading; /health answers 503 until ready)\n",
-            strchr(sc.host, ':') ? "[" : "", sc.host, strchr(sc.host, ':') ? "]" : "", nb_server_port(srv));
-    if (sc.api_key) NB_INFO("API key required on /v1%s", sc.protect_metrics ? ", /health and /metrics" : "");
-
-    /* Test-only delays (docs/serve.md), read once at startup. */
+/* Test-only delays (docs/serve.md), read once at startup: the model load
+ * waits NIBBLE_TEST_LOAD_DELAY_MS here; NIBBLE_TEST_TOKEN_DELAY_MS slows
+ * every token (be_submit_slow). */
+static void apply_test_delays(void) {
     long load_delay_ms = env_ms("NIBBLE_TEST_LOAD_DELAY_MS");
     test_token_delay_ms = env_ms("NIBBLE_TEST_TOKEN_DELAY_MS");
     if (load_delay_ms) {
@@ -245,17 +252,23 @@ int nb_cmd_serve(int argc, char **argv) {
         nanosleep(&ld, NULL);
     }
     if (test_token_delay_ms) NB_WARN("NIBBLE_TEST_TOKEN_DELAY_MS=%ld: slowing every token (test-only)", test_token_delay_ms);
-    nb_engine *eng = NULL;
+}
+
+/* The engine over -m's model (or the built-in one); its memory account on stderr. */
+static nb_status load_engine(const serve_args *sa, nb_engine **eng) {
     char model[4096];
-    if ((st = nb_engine_opts_model_path(eo.model, model, sizeof model)) == NB_OK)
-        st = nb_engine_create(model, &eo.ec, &eng);
-    if (st != NB_OK) {
-        nb_cli_error(CMD);
-        nb_server_free(srv);
-        return nb_cli_exit_code(st);
-    }
-    const char *account = nb_engine_account(eng);
+    nb_status st = nb_engine_opts_model_path(sa->eo.model, model, sizeof model);
+    if (st == NB_OK) st = nb_engine_create(model, &sa->eo.ec, eng);
+    if (st != NB_OK) return st;
+    const char *account = nb_engine_account(*eng);
     if (account && *account) fprintf(stderr, "%s%s", account, account[strlen(account) - 1] == '\n' ? "" : "\n");
+    return NB_OK;
+}
+
+/* --warmup's steps, the startup phases (log line and metrics), then the
+ * server answers with the engine behind it and /health turns 200. */
+static nb_status go_ready(const serve_args *sa, nb_server *srv, nb_engine *eng, const nb_chat_template *ct,
+                          double t_process) {
     struct nb_engine_stats es;
     nb_engine_get_stats(eng, &es);
     nb_server_backend be = {.ctx = eng, .submit = test_token_delay_ms ? be_submit_slow : be_submit, .abort = be_abort,
@@ -263,13 +276,8 @@ int nb_cmd_serve(int argc, char **argv) {
                             .score = nb_gscore_engine_run,
                             .chat_template = ct ? nb_chat_template_text(ct) : NULL};
     double t_warm = mono_s(), phases[NB_PHASE_COUNT];
-    if ((st = nb_admin_warmup(eng, (int32_t)warmup)) != NB_OK) {
-        nb_cli_error(CMD);
-        nb_engine_free(eng);
-        nb_server_free(srv);
-        nb_chat_template_free(ct);
-        return nb_cli_exit_code(st);
-    }
+    nb_status st = nb_admin_warmup(eng, (int32_t)sa->warmup);
+    if (st != NB_OK) return st;
     nb_engine_get_stats(eng, &es);
     nb_admin_startup_phases(&es, mono_s() - t_warm, mono_s() - t_process, phases);
     nb_metrics_set_startup(nb_server_metrics(srv), phases);
@@ -277,22 +285,28 @@ int nb_cmd_serve(int argc, char **argv) {
     nb_admin_startup_line(phases, sline, sizeof sline);
     fprintf(stderr, "nibble serve: %s\n", sline);
     nb_server_set_ready(srv, &be);
+    const char *host = sa->sc.host;
     fprintf(stderr, "nibble serve: ready: model '%s', max_model_len %d, max_num_seqs %d, on http://%s%s%s:%d\n",
-            sc.served_model_name, es.max_model_len, es.max_num_seqs, strchr(sc.host, ':') ? "[" : "", sc.host,
-            strchr(sc.host, ':') ? "]" : "", nb_server_port(srv));
+            sa->sc.served_model_name, es.max_model_len, es.max_num_seqs, strchr(host, ':') ? "[" : "", host,
+            strchr(host, ':') ? "]" : "", nb_server_port(srv));
+    return NB_OK;
+}
 
-    int sig = nb_admin_wait(srv, eng, &sigs, (double)log_stats_interval);
+/* After `sig` (or POST /admin/drain): drain until nothing is in flight and
+ * no request came for --drain-quiet seconds, or --shutdown-timeout passed,
+ * or a second signal; then close the listener and abort what is left. */
+static void drain_and_stop(const serve_args *sa, nb_server *srv, const sigset_t *sigs, int sig) {
     fprintf(stderr, "nibble serve: %s: draining, then shutting down (%d requests in flight, up to %llds to finish)\n",
             sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "POST /admin/drain", nb_server_in_flight(srv),
-            (long long)shutdown_timeout);
+            (long long)sa->shutdown_timeout);
     nb_server_drain(srv); /* /health 503 at once; what still arrives is served */
-    double deadline = mono_s() + (double)shutdown_timeout;
+    double deadline = mono_s() + (double)sa->shutdown_timeout;
     bool forced = false;
     struct timespec tick = {0, 50 * 1000000L};
     /* until nothing is in flight and no request arrived for --drain-quiet
      * seconds (the balancer has seen /health 503 and stopped sending) */
-    while ((nb_server_in_flight(srv) > 0 || nb_server_idle_s(srv) < drain_quiet) && mono_s() < deadline) {
-        if (sigtimedwait(&sigs, NULL, &tick) > 0) {
+    while ((nb_server_in_flight(srv) > 0 || nb_server_idle_s(srv) < sa->drain_quiet) && mono_s() < deadline) {
+        if (sigtimedwait(sigs, NULL, &tick) > 0) {
             forced = true;
             break;
         }
@@ -306,6 +320,43 @@ int nb_cmd_serve(int argc, char **argv) {
         double d2 = mono_s() + 5;
         while (nb_server_in_flight(srv) > 0 && mono_s() < d2) nanosleep(&tick, NULL);
     }
+}
+
+int nb_cmd_serve(int argc, char **argv) {
+    cap_malloc_arenas();
+    double t_process = mono_s();
+    serve_args sa;
+    int rc;
+    if (!parse_args(argc, argv, &sa, &rc)) return rc;
+    nb_chat_template *ct = NULL; /* --chat-template, checked before anything starts */
+    if (sa.chat_template && nb_chat_template_open(sa.chat_template, &ct) != NB_OK) {
+        nb_cli_error(CMD);
+        return NB_EXIT_USAGE;
+    }
+    sigset_t sigs;
+    block_signals(&sigs);
+
+    nb_server *srv = NULL;
+    nb_engine *eng = NULL;
+    const nb_server_config *sc = &sa.sc;
+    nb_status st = nb_server_create(sc, &srv);
+    if (st != NB_OK) {
+        nb_cli_error(CMD);
+        return nb_cli_exit_code(st);
+    }
+    fprintf(stderr, "nibble serve: listening on http://%s%s%s:%d (model loading; /health answers 503 until ready)\n",
+            strchr(sc->host, ':') ? "[" : "", sc->host, strchr(sc->host, ':') ? "]" : "", nb_server_port(srv));
+    if (sc->api_key) NB_INFO("API key required on /v1%s", sc->protect_metrics ? ", /health and /metrics" : "");
+    apply_test_delays();
+    if ((st = load_engine(&sa, &eng)) != NB_OK || (st = go_ready(&sa, srv, eng, ct, t_process)) != NB_OK) {
+        nb_cli_error(CMD);
+        nb_engine_free(eng);
+        nb_server_free(srv);
+        nb_chat_template_free(ct);
+        return nb_cli_exit_code(st);
+    }
+    int sig = nb_admin_wait(srv, eng, &sigs, (double)sa.log_stats_interval);
+    drain_and_stop(&sa, srv, &sigs, sig);
     nb_gscore_engine_release();
     nb_engine_free(eng);
     nb_server_free(srv);
