@@ -315,8 +315,8 @@ int nb_cmd_quantize(int argc, char **argv) {
     if (o.cal.gguf_compat) {
         /* the nearest llama.cpp type llama.cpp can load: W4G32S -> Q4_0, W4G32 -> Q4_1, other W4G -> Q4_K */
         nb_dtype b = p.scheme.base;
-        const char *to = b == (nb_dtype)NB_W4G32S ? "Q4_0" : b == (nb_dtype)NB_W4G32 ? "Q4_1"
-                         : (b >= (nb_dtype)NB_W4G32 && b <= (nb_dtype)NB_W4G128S) ? "Q4_K" : NULL;
+        const char *to = b == NB_W4G32S ? "Q4_0" : b == NB_W4G32 ? "Q4_1"
+                         : (b >= NB_W4G32 && b <= NB_W4G128S) ? "Q4_K" : NULL;
         if (to && nb_rtn_scheme_parse(to, &p.scheme) != NB_OK) {
             nb_cli_error(CMD);
             return NB_EXIT_USAGE;

@@ -789,7 +789,7 @@ nb_status nb_qcal_prepare(const nb_calib_opts *o, const char *in, const char *im
     if (st == NB_OK && o->method != NB_CALIB_RTN && imatrix_path)
         st = nb_fail(NB_ERR_INVALID, "--imatrix applies to round-to-nearest K-quants, not --method %s",
                      nb_calib_method_name(o->method));
-    if (st == NB_OK && o->method == NB_CALIB_SMOOTHQUANT && p->scheme.base != (nb_dtype)NB_W8A8 &&
+    if (st == NB_OK && o->method == NB_CALIB_SMOOTHQUANT && p->scheme.base != NB_W8A8 &&
         p->scheme.base != NB_F32 && p->scheme.base != NB_F16)
         st = nb_fail(NB_ERR_INVALID, "--method smoothquant writes W8A8 (or F32/F16 to check the folding), not %s",
                      p->scheme.name);

@@ -538,8 +538,8 @@ nb_status nb_hf_export_ex(const nb_source *src, const char *dir, const nb_hf_exp
             fam = f;
             G = g;
             sym = s;
-            a8 = t->type == (nb_dtype)NB_W8A8;
-        } else if (f != fam || g != G || s != sym || a8 != (t->type == (nb_dtype)NB_W8A8)) {
+            a8 = t->type == NB_W8A8;
+        } else if (f != fam || g != G || s != sym || a8 != (t->type == NB_W8A8)) {
             return nb_fail(NB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s but '%s' has another scheme; one HF "
                            "quantization_config describes one scheme", src->path, t->name, nb_dtype_name(t->type), first_q);
         }

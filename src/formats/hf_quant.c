@@ -181,11 +181,11 @@ nb_status nb_hfq_emit(const nb_hfq_unpacked *u, bool sym, const char *what, nb_d
     nb_dtype t;
     uint64_t bb;
     if (u->bits == 4) {
-        t = (nb_dtype)(sym ? (gp == 128 ? NB_W4G128S : gp == 64 ? NB_W4G64S : NB_W4G32S)
-                           : (gp == 128 ? NB_W4G128 : gp == 64 ? NB_W4G64 : NB_W4G32));
+        t = sym ? (gp == 128 ? NB_W4G128S : gp == 64 ? NB_W4G64S : NB_W4G32S)
+                : (gp == 128 ? NB_W4G128 : gp == 64 ? NB_W4G64 : NB_W4G32);
         bb = (uint64_t)NB_W4_BLOCK_BYTES(gp);
     } else {
-        t = (nb_dtype)NB_W8;
+        t = NB_W8;
         gp = 32;
         bb = sizeof(nb_block_w8);
     }
@@ -488,13 +488,13 @@ static nb_status load_bnb(const lctx *c, const nb_hf_quant *q, const char *gguf,
         for (int64_t b = 0; b < nblk; b++) abs[b] = nb_hfq_ld_scale(am->data, b, NB_F32);
     }
     uint64_t nb;
-    if ((rc = alloc_blocks((nb_dtype)NB_NF4, K, R, 64, 36, owned, &nb)) != NB_OK) {
+    if ((rc = alloc_blocks(NB_NF4, K, R, 64, 36, owned, &nb)) != NB_OK) {
         free(abs);
         return rc;
     }
     nb_hfq_nf4(w->data, abs, K, R, *owned);
     free(abs);
-    set_out(out, gguf, (nb_dtype)NB_NF4, K, R, *owned, nb);
+    set_out(out, gguf, NB_NF4, K, R, *owned, nb);
     return NB_OK;
 }
 
@@ -612,9 +612,9 @@ nb_status nb_hfq_load_linear(const nb_safetensors *st, const nb_hf_quant *q, con
         if (q->method == NB_HFQ_FP8_BLOCK) {
             NB_TRY(get(&c, "weight_scale_inv", "F32,F16,BF16", 2, (R + q->block_out - 1) / q->block_out,
                        (K + q->block_in - 1) / q->block_in, false, &s));
-            NB_TRY(alloc_blocks((nb_dtype)NB_FP8_E4M3, K, R, 32, 36, owned, &nb));
+            NB_TRY(alloc_blocks(NB_FP8_E4M3, K, R, 32, 36, owned, &nb));
             nb_hfq_fp8_block(w->data, s->data, st_type(s), K, R, q->block_out, q->block_in, *owned);
-            set_out(out, gguf, (nb_dtype)NB_FP8_E4M3, K, R, *owned, nb);
+            set_out(out, gguf, NB_FP8_E4M3, K, R, *owned, nb);
             return NB_OK;
         }
         bool per_tensor = false;
@@ -630,7 +630,7 @@ nb_status nb_hfq_load_linear(const nb_safetensors *st, const nb_hf_quant *q, con
             NB_TRY(mark_zero(&c, "weight_zero_point"));
             NB_TRY(mark_zero(&c, "input_zero_point"));
         }
-        nb_dtype ot = (nb_dtype)(fp8 ? NB_FP8_E4M3 : q->act_quant ? NB_W8A8 : NB_W8);
+        nb_dtype ot = fp8 ? NB_FP8_E4M3 : q->act_quant ? NB_W8A8 : NB_W8;
         NB_TRY(alloc_blocks(ot, K, R, 32, 36, owned, &nb));
         nb_hfq_scaled_rows(w->data, s->data, st_type(s), per_tensor, K, R, *owned);
         set_out(out, gguf, ot, K, R, *owned, nb);
