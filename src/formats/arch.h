@@ -9,8 +9,11 @@
  *
  * nb_arch_info is one row per architecture: the names GGUF and HF give it,
  * which forward pass runs it (or none: described for planning only), the
- * norm and RoPE layout, biases, embedding tying, sliding-window rules, the
- * chat-template family and the tensor names. Adding a llama-like
+ * norm and RoPE layout, biases, embedding tying, sliding-window rules and
+ * the tensor names. No chat template: one architecture serves several chat
+ * formats (a `llama` file may be Llama-2-chat, Llama-3-Instruct or zephyr),
+ * so the template comes from the model file, else the tokenizer's built-in
+ * generic one (tokenizer/chat_template.h, docs/design.md). Adding a llama-like
  * architecture (Mistral-Nemo, Phi-3, Gemma-2, Qwen3) is one row plus what
  * is truly new (a forward-pass difference, new tensors). Name comparisons
  * elsewhere go through nb_arch_find_gguf / nb_arch_find_hf.
