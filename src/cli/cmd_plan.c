@@ -155,307 +155,328 @@ static bool calibrate(const char *path, nb_plan_config *c, nb_plan_calibration *
     return true;
 }
 
-int nb_cmd_plan(int argc, char **argv) {
-    opts o = {0};
-    nb_plan_config c;
-    nb_plan_config_init(&c);
-    int rc = NB_EXIT_USAGE;
+/* The command line into o and c; false: exit with *rc (--help or a listing
+ * printed, or a bad argument reported). */
+static bool parse_args(int argc, char **argv, opts *o, nb_plan_config *c, int *rc) {
+    *rc = NB_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
         double d;
-#define VAL() do { if (!(v = nb_arg_value(CMD, argc, argv, &i))) goto out; } while (0)
+#define VAL() do { if (!(v = nb_arg_value(CMD, argc, argv, &i))) return false; } while (0)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            rc = NB_EXIT_OK;
-            goto out;
+            *rc = NB_EXIT_OK;
+            return false;
         } else if (!strcmp(a, "--list-models")) {
             list_models();
-            rc = NB_EXIT_OK;
-            goto out;
+            *rc = NB_EXIT_OK;
+            return false;
         } else if (!strcmp(a, "--list-gpus")) {
             list_gpus();
-            rc = NB_EXIT_OK;
-            goto out;
+            *rc = NB_EXIT_OK;
+            return false;
         } else if (!strcmp(a, "--list-schemes")) {
             printf("weights: %s\nKV: %s\n", nb_plan_scheme_names(), nb_plan_kv_names());
-            rc = NB_EXIT_OK;
-            goto out;
+            *rc = NB_EXIT_OK;
+            return false;
         } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
             VAL();
-            o.model = v;
+            o->model = v;
         } else if (!strcmp(a, "--gpu")) {
             VAL();
-            o.gpu = v;
+            o->gpu = v;
         } else if (!strcmp(a, "--gpu-mem")) {
             VAL();
-            if (!nb_arg_bytes(CMD, "--gpu-mem", v, &o.gpu_mem)) goto out;
-            if (o.gpu_mem == 0) {
+            if (!nb_arg_bytes(CMD, "--gpu-mem", v, &o->gpu_mem)) return false;
+            if (o->gpu_mem == 0) {
                 fprintf(stderr, "nibble plan: --gpu-mem: '%s' is 0 bytes\n", v);
-                goto out;
+                return false;
             }
         } else if (!strcmp(a, "--host")) {
-            o.host = true;
+            o->host = true;
         } else if (!strcmp(a, "--tp")) {
             VAL();
-            if (!nb_arg_int(CMD, "--tp", v, 1, NB_PLAN_MAX_CARDS, &n)) goto out;
-            c.tp = (int)n;
-            o.have_tp = true;
+            if (!nb_arg_int(CMD, "--tp", v, 1, NB_PLAN_MAX_CARDS, &n)) return false;
+            c->tp = (int)n;
+            o->have_tp = true;
         } else if (!strcmp(a, "--gpus")) {
             VAL();
-            if (!nb_arg_int(CMD, "--gpus", v, 1, NB_PLAN_MAX_CARDS, &n)) goto out;
-            c.gpus = (int)n;
-            o.have_gpus = true;
+            if (!nb_arg_int(CMD, "--gpus", v, 1, NB_PLAN_MAX_CARDS, &n)) return false;
+            c->gpus = (int)n;
+            o->have_gpus = true;
         } else if (!strcmp(a, "--weights") || !strcmp(a, "--quant")) {
             VAL();
-            o.weights = v;
+            o->weights = v;
         } else if (!strcmp(a, "--group-size")) {
             VAL();
-            if (!nb_arg_int(CMD, "--group-size", v, 0, 1 << 20, &o.group)) goto out;
-            o.have_group = true;
+            if (!nb_arg_int(CMD, "--group-size", v, 0, 1 << 20, &o->group)) return false;
+            o->have_group = true;
         } else if (!strcmp(a, "--keep")) {
             VAL();
-            o.keep = v;
+            o->keep = v;
         } else if (!strcmp(a, "--kv-dtype")) {
             VAL();
-            o.have_kv = true;
-            if (nb_plan_kv_from_name(v, &c.kv) != NB_OK) {
+            o->have_kv = true;
+            if (nb_plan_kv_from_name(v, &c->kv) != NB_OK) {
                 fprintf(stderr, "nibble plan: --kv-dtype: %s\n", nb_errmsg());
-                goto out;
+                return false;
             }
         } else if (!strcmp(a, "--memory-utilization") || !strcmp(a, "--gpu-memory-utilization")) {
             VAL();
-            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &d)) goto out;
-            c.utilization = d;
+            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &d)) return false;
+            c->utilization = d;
         } else if (!strcmp(a, "--overhead")) {
             VAL();
-            if (!nb_arg_bytes(CMD, "--overhead", v, &c.overhead)) goto out;
-            o.have_overhead = true;
+            if (!nb_arg_bytes(CMD, "--overhead", v, &c->overhead)) return false;
+            o->have_overhead = true;
         } else if (!strcmp(a, "--engine")) {
             VAL();
-            o.engine = v;
-            if (nb_plan_engine_from_name(v, &c.engine) != NB_OK) {
+            o->engine = v;
+            if (nb_plan_engine_from_name(v, &c->engine) != NB_OK) {
                 nb_cli_error(CMD);
-                goto out;
+                return false;
             }
         } else if (!strcmp(a, "--max-num-batched-tokens")) {
             VAL();
-            if (!nb_arg_int(CMD, a, v, 1, (int64_t)1 << 32, &c.max_num_batched_tokens)) goto out;
+            if (!nb_arg_int(CMD, a, v, 1, (int64_t)1 << 32, &c->max_num_batched_tokens)) return false;
         } else if (!strcmp(a, "--enable-chunked-prefill")) {
-            c.chunked_prefill = 1;
+            c->chunked_prefill = 1;
         } else if (!strcmp(a, "--no-enable-chunked-prefill")) {
-            c.chunked_prefill = 0;
+            c->chunked_prefill = 0;
         } else if (!strcmp(a, "--mem-fraction-static")) {
             VAL();
-            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &c.mem_fraction_static)) goto out;
+            if (!nb_arg_float(CMD, a, v, 0.01, 1.0, &c->mem_fraction_static)) return false;
         } else if (!strcmp(a, "--block-size")) {
             VAL();
-            if (!nb_arg_int(CMD, a, v, 1, 1 << 16, &c.block_size)) goto out;
+            if (!nb_arg_int(CMD, a, v, 1, 1 << 16, &c->block_size)) return false;
         } else if (!strcmp(a, "--calibrate")) {
             VAL();
-            o.calibrate = v;
+            o->calibrate = v;
         } else if (!strcmp(a, "--no-profile")) {
-            o.no_profile = true;
+            o->no_profile = true;
         } else if (!strcmp(a, "--max-model-len")) {
             VAL();
-            if (!nb_arg_int(CMD, "--max-model-len", v, 1, (int64_t)1 << 32, &c.max_model_len)) goto out;
+            if (!nb_arg_int(CMD, "--max-model-len", v, 1, (int64_t)1 << 32, &c->max_model_len)) return false;
         } else if (!strcmp(a, "--max-num-seqs")) {
             VAL();
-            if (!nb_arg_int(CMD, "--max-num-seqs", v, 1, 1 << 20, &c.max_num_seqs)) goto out;
-            o.have_seqs = true;
+            if (!nb_arg_int(CMD, "--max-num-seqs", v, 1, 1 << 20, &c->max_num_seqs)) return false;
+            o->have_seqs = true;
         } else if (!strcmp(a, "--lengths")) {
             VAL();
-            if (!parse_lengths(v, &c)) goto out;
-            o.have_lengths = true;
+            if (!parse_lengths(v, c)) return false;
+            o->have_lengths = true;
         } else if (!strcmp(a, "--json")) {
-            o.json = true;
+            o->json = true;
         } else if (!strcmp(a, "--compare")) {
-            o.compare = "fp16,fp8,int8,int4";
+            o->compare = "fp16,fp8,int8,int4";
         } else if (!strncmp(a, "--compare=", 10)) {
-            o.compare = a + 10;
+            o->compare = a + 10;
         } else if (a[0] == '-') {
             fprintf(stderr, "nibble plan: unknown option '%s' (nibble plan --help)\n", a);
-            goto out;
-        } else if (!o.model) {
-            o.model = a;
+            return false;
+        } else if (!o->model) {
+            o->model = a;
         } else {
-            fprintf(stderr, "nibble plan: unexpected argument '%s' (the model is '%s')\n", a, o.model);
-            goto out;
+            fprintf(stderr, "nibble plan: unexpected argument '%s' (the model is '%s')\n", a, o->model);
+            return false;
         }
 #undef VAL
     }
-    if (!o.model) {
+    if (!o->model) {
         fprintf(stderr, "nibble plan: no model (give a preset, a GGUF file or an HF directory; --list-models)\n");
-        goto out;
+        return false;
     }
-    if (!o.gpu && !o.gpu_mem && !o.host) {
+    if (!o->gpu && !o->gpu_mem && !o->host) {
         fprintf(stderr, "nibble plan: no hardware (give --gpu ID, --gpu-mem SIZE or --host; --list-gpus)\n");
-        goto out;
+        return false;
     }
-    if (o.host && (o.gpu || o.gpu_mem)) {
+    if (o->host && (o->gpu || o->gpu_mem)) {
         fprintf(stderr, "nibble plan: --host cannot be combined with --gpu / --gpu-mem\n");
-        goto out;
+        return false;
     }
-    /* hardware */
-    if (o.gpu) {
-        const nb_plan_gpu *g = nb_plan_gpu_preset(o.gpu);
+    return true;
+}
+
+/* The card (--gpu preset, --gpu-mem) or the host, and the card counts. An exit code. */
+static int set_hardware(const opts *o, nb_plan_config *c) {
+    if (o->gpu) {
+        const nb_plan_gpu *g = nb_plan_gpu_preset(o->gpu);
         if (!g) {
-            fprintf(stderr, "nibble plan: --gpu: '%s' is not a card preset (nibble plan --list-gpus)\n", o.gpu);
-            goto out;
+            fprintf(stderr, "nibble plan: --gpu: '%s' is not a card preset (nibble plan --list-gpus)\n", o->gpu);
+            return NB_EXIT_USAGE;
         }
-        snprintf(c.device, sizeof c.device, "%s", g->id);
-        c.capacity = g->bytes;
-        c.fp8_native = g->fp8_native;
-        c.compute_cap = g->compute_cap;
-        c.nvlink = g->nvlink;
+        snprintf(c->device, sizeof c->device, "%s", g->id);
+        c->capacity = g->bytes;
+        c->fp8_native = g->fp8_native;
+        c->compute_cap = g->compute_cap;
+        c->nvlink = g->nvlink;
     }
-    if (o.gpu_mem) c.capacity = o.gpu_mem;
-    if (o.host) {
-        if (nb_plan_host_ram(NULL, &c.capacity) != NB_OK) {
+    if (o->gpu_mem) c->capacity = o->gpu_mem;
+    if (o->host) {
+        if (nb_plan_host_ram(NULL, &c->capacity) != NB_OK) {
             nb_cli_error(CMD);
-            rc = NB_EXIT_FAIL;
-            goto out;
+            return NB_EXIT_FAIL;
         }
-        c.host = true;
-        c.fp8_native = 0;
-        snprintf(c.device, sizeof c.device, "host");
+        c->host = true;
+        c->fp8_native = 0;
+        snprintf(c->device, sizeof c->device, "host");
     }
-    if (o.have_gpus && !o.have_tp) c.tp = c.gpus;
-    if (o.have_tp && !o.have_gpus) c.gpus = c.tp;
-    /* model and scheme */
-    nb_status st = nb_plan_load_model(o.model, &c);
+    if (o->have_gpus && !o->have_tp) c->tp = c->gpus;
+    if (o->have_tp && !o->have_gpus) c->gpus = c->tp;
+    return NB_EXIT_OK;
+}
+
+/* The model (preset, GGUF, HF), the weight scheme and the lengths to report. An exit code. */
+static int set_model(const opts *o, nb_plan_config *c) {
+    nb_status st = nb_plan_load_model(o->model, c);
     if (st != NB_OK) {
         nb_cli_error(CMD);
-        rc = nb_cli_exit_code(st);
-        goto out;
+        return nb_cli_exit_code(st);
     }
-    if (o.weights) {
-        if (nb_plan_scheme_from_name(o.weights, &c.scheme) != NB_OK) {
+    if (o->weights) {
+        if (nb_plan_scheme_from_name(o->weights, &c->scheme) != NB_OK) {
             fprintf(stderr, "nibble plan: --weights: %s\n", nb_errmsg());
-            goto out;
+            return NB_EXIT_USAGE;
         }
-        nb_plan_config_free(&c); /* a scheme of our own: size from the architecture */
+        nb_plan_config_free(c); /* a scheme of our own: size from the architecture */
     }
-    if (!o.have_lengths) { /* default lengths: 4096, 8192, 32768 up to max_model_len, and max_model_len */
-        int64_t mml = c.max_model_len > 0 ? c.max_model_len : c.model.n_ctx_train;
+    if (!o->have_lengths) { /* default lengths: 4096, 8192, 32768 up to max_model_len, and max_model_len */
+        int64_t mml = c->max_model_len > 0 ? c->max_model_len : c->model.n_ctx_train;
         if (mml > 0) {
             int k = 0;
-            for (int i = 0; i < c.n_lengths; i++)
-                if (c.lengths[i] < mml) c.lengths[k++] = c.lengths[i];
-            c.lengths[k++] = mml;
-            c.n_lengths = k;
+            for (int i = 0; i < c->n_lengths; i++)
+                if (c->lengths[i] < mml) c->lengths[k++] = c->lengths[i];
+            c->lengths[k++] = mml;
+            c->n_lengths = k;
         }
     }
-    if (o.have_group) c.scheme.group = o.group;
-    if (o.keep && !parse_keep(o.keep, &c.scheme)) goto out;
-    /* the overhead model: --overhead is one constant; otherwise the engine's rules */
-    if (o.have_overhead && o.engine && c.engine != NB_PLAN_ENGINE_FIXED) {
-        fprintf(stderr, "nibble plan: --overhead gives one constant; it cannot be combined with --engine %s\n", o.engine);
-        goto out;
+    if (o->have_group) c->scheme.group = o->group;
+    if (o->keep && !parse_keep(o->keep, &c->scheme)) return NB_EXIT_USAGE;
+    return NB_EXIT_OK;
+}
+
+/* The overhead model: --overhead is one constant; otherwise the engine's
+ * rules (its defaults, a preset card's usable memory). An exit code. */
+static int set_engine(const opts *o, nb_plan_config *c) {
+    if (o->have_overhead && o->engine && c->engine != NB_PLAN_ENGINE_FIXED) {
+        fprintf(stderr, "nibble plan: --overhead gives one constant; it cannot be combined with --engine %s\n", o->engine);
+        return NB_EXIT_USAGE;
     }
-    if (!o.engine) c.engine = o.have_overhead ? NB_PLAN_ENGINE_FIXED : o.host ? NB_PLAN_ENGINE_NIBBLE : NB_PLAN_ENGINE_VLLM_V1;
-    if (c.engine == NB_PLAN_ENGINE_NIBBLE && !o.host) {
+    if (!o->engine) c->engine = o->have_overhead ? NB_PLAN_ENGINE_FIXED : o->host ? NB_PLAN_ENGINE_NIBBLE : NB_PLAN_ENGINE_VLLM_V1;
+    if (c->engine == NB_PLAN_ENGINE_NIBBLE && !o->host) {
         fprintf(stderr, "nibble plan: --engine nibble plans the CPU engine: give --host\n");
-        goto out;
+        return NB_EXIT_USAGE;
     }
-    if (c.engine == NB_PLAN_ENGINE_NIBBLE) { /* nibble serve's defaults (docs/serve.md) */
-        if (!o.have_kv && nb_plan_kv_from_name("fp32", &c.kv) != NB_OK) goto out; /* --kv-cache-dtype auto */
-        if (!o.have_seqs) c.max_num_seqs = 64;
+    if (c->engine == NB_PLAN_ENGINE_NIBBLE) { /* nibble serve's defaults (docs/serve.md) */
+        if (!o->have_kv && nb_plan_kv_from_name("fp32", &c->kv) != NB_OK) return NB_EXIT_USAGE; /* --kv-cache-dtype auto */
+        if (!o->have_seqs) c->max_num_seqs = 64;
     }
-    if (o.gpu && !o.gpu_mem && c.engine != NB_PLAN_ENGINE_FIXED) {
-        const nb_plan_gpu *g = nb_plan_gpu_preset(o.gpu);
+    if (o->gpu && !o->gpu_mem && c->engine != NB_PLAN_ENGINE_FIXED) {
+        const nb_plan_gpu *g = nb_plan_gpu_preset(o->gpu);
         if (g && g->usable) {
-            c.capacity = g->usable;
-            c.usable_capacity = true;
+            c->capacity = g->usable;
+            c->usable_capacity = true;
         }
     }
-    nb_plan_calibration cal;
-    if (o.calibrate) {
-        if (!calibrate(o.calibrate, &c, &cal, o.json)) goto out;
-    } else if (!o.no_profile && c.engine != NB_PLAN_ENGINE_FIXED && c.engine != NB_PLAN_ENGINE_NIBBLE) {
+    return NB_EXIT_OK;
+}
+
+/* --calibrate's log, else a stored calibration for this engine, model and
+ * card (unless --no-profile), into *cal, which c then points to. false: a
+ * bad log (reported). */
+static bool find_calibration(const opts *o, nb_plan_config *c, nb_plan_calibration *cal) {
+    if (o->calibrate) {
+        if (!calibrate(o->calibrate, c, cal, o->json)) return false;
+    } else if (!o->no_profile && c->engine != NB_PLAN_ENGINE_FIXED && c->engine != NB_PLAN_ENGINE_NIBBLE) {
         char pp[1024];
         bool found = false;
         if (nb_plan_profile_path(pp, sizeof pp) == NB_OK &&
-            nb_plan_profile_find(pp, c.engine, c.model.name, c.capacity, c.tp, &cal, &found) == NB_OK && found) {
-            c.calib = &cal;
-            if (!o.json) fprintf(stderr, "nibble plan: using the calibration stored in %s (--no-profile ignores it)\n", pp);
+            nb_plan_profile_find(pp, c->engine, c->model.name, c->capacity, c->tp, cal, &found) == NB_OK && found) {
+            c->calib = cal;
+            if (!o->json) fprintf(stderr, "nibble plan: using the calibration stored in %s (--no-profile ignores it)\n", pp);
         }
     }
+    return true;
+}
 
-    if (o.compare) {
-        nb_plan_scheme sch[MAX_COMPARE];
-        nb_plan_result res[MAX_COMPARE];
-        int ns = 0;
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", o.compare);
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (ns >= MAX_COMPARE) {
-                fprintf(stderr, "nibble plan: --compare: at most %d schemes\n", MAX_COMPARE);
-                goto out;
-            }
-            if (nb_plan_scheme_from_name(tok, &sch[ns]) != NB_OK) {
-                fprintf(stderr, "nibble plan: --compare: %s\n", nb_errmsg());
-                goto out;
-            }
-            if (o.have_group && sch[ns].fmt == NB_PLAN_W_INT) sch[ns].group = o.group;
-            ns++;
+/* --compare: the plan for each listed scheme side by side. An exit code. */
+static int print_compare(const opts *o, const nb_plan_config *c) {
+    nb_plan_scheme sch[MAX_COMPARE];
+    nb_plan_result res[MAX_COMPARE];
+    int ns = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->compare);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (ns >= MAX_COMPARE) {
+            fprintf(stderr, "nibble plan: --compare: at most %d schemes\n", MAX_COMPARE);
+            return NB_EXIT_USAGE;
         }
-        if (!ns) {
-            fprintf(stderr, "nibble plan: --compare: no schemes\n");
-            goto out;
+        if (nb_plan_scheme_from_name(tok, &sch[ns]) != NB_OK) {
+            fprintf(stderr, "nibble plan: --compare: %s\n", nb_errmsg());
+            return NB_EXIT_USAGE;
         }
-        for (int i = 0; i < ns; i++) {
-            nb_plan_config ci = c;
-            ci.scheme = sch[i];
-            ci.tensors = NULL;
-            ci.n_tensors = 0;
-            if ((st = nb_plan_compute(&ci, &res[i])) != NB_OK) {
-                nb_cli_error(CMD);
-                rc = nb_cli_exit_code(st);
-                goto out;
-            }
-        }
-        if (o.json) {
-            char *j = nb_plan_json_compare(&c, res, sch, ns);
-            if (!j) {
-                rc = NB_EXIT_FAIL;
-                goto out;
-            }
-            printf("%s\n", j);
-            free(j);
-        } else {
-            nb_plan_print_compare(&c, res, sch, ns, stdout);
-        }
-        rc = NB_EXIT_OK;
-        goto out;
+        if (o->have_group && sch[ns].fmt == NB_PLAN_W_INT) sch[ns].group = o->group;
+        ns++;
     }
-
-    nb_plan_result r;
-    if ((st = nb_plan_compute(&c, &r)) != NB_OK) {
-        nb_cli_error(CMD);
-        rc = nb_cli_exit_code(st);
-        goto out;
+    if (!ns) {
+        fprintf(stderr, "nibble plan: --compare: no schemes\n");
+        return NB_EXIT_USAGE;
     }
-    if (o.json) {
-        char *j = nb_plan_json(&c, &r);
-        if (!j) {
-            rc = NB_EXIT_FAIL;
-            goto out;
+    for (int i = 0; i < ns; i++) {
+        nb_plan_config ci = *c;
+        ci.scheme = sch[i];
+        ci.tensors = NULL;
+        ci.n_tensors = 0;
+        nb_status st = nb_plan_compute(&ci, &res[i]);
+        if (st != NB_OK) {
+            nb_cli_error(CMD);
+            return nb_cli_exit_code(st);
         }
+    }
+    if (o->json) {
+        char *j = nb_plan_json_compare(c, res, sch, ns);
+        if (!j) return NB_EXIT_FAIL;
         printf("%s\n", j);
         free(j);
     } else {
-        nb_plan_print(&c, &r, stdout);
+        nb_plan_print_compare(c, res, sch, ns, stdout);
     }
-    if (r.refused) {
-        char msg[600];
-        nb_plan_refusal_message(&r, msg, sizeof msg);
-        fprintf(stderr, "nibble plan: refused: %s\n", msg);
-        rc = NB_EXIT_USAGE;
+    return NB_EXIT_OK;
+}
+
+/* The plan, printed or as JSON; exit 2 when the engine would refuse it. */
+static int print_plan(const opts *o, const nb_plan_config *c) {
+    nb_plan_result r;
+    nb_status st = nb_plan_compute(c, &r);
+    if (st != NB_OK) {
+        nb_cli_error(CMD);
+        return nb_cli_exit_code(st);
+    }
+    if (o->json) {
+        char *j = nb_plan_json(c, &r);
+        if (!j) return NB_EXIT_FAIL;
+        printf("%s\n", j);
+        free(j);
     } else {
-        rc = NB_EXIT_OK;
+        nb_plan_print(c, &r, stdout);
     }
-out:
+    if (!r.refused) return NB_EXIT_OK;
+    char msg[600];
+    nb_plan_refusal_message(&r, msg, sizeof msg);
+    fprintf(stderr, "nibble plan: refused: %s\n", msg);
+    return NB_EXIT_USAGE;
+}
+
+int nb_cmd_plan(int argc, char **argv) {
+    opts o = {0};
+    nb_plan_config c;
+    nb_plan_config_init(&c);
+    nb_plan_calibration cal; /* c.calib may point here */
+    int rc;
+    if (parse_args(argc, argv, &o, &c, &rc) && (rc = set_hardware(&o, &c)) == NB_EXIT_OK &&
+        (rc = set_model(&o, &c)) == NB_EXIT_OK && (rc = set_engine(&o, &c)) == NB_EXIT_OK)
+        rc = !find_calibration(&o, &c, &cal) ? NB_EXIT_USAGE : o.compare ? print_compare(&o, &c) : print_plan(&o, &c);
     nb_plan_config_free(&c);
     return rc;
 }
