@@ -9,8 +9,18 @@ FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 # What runs under ThreadSanitizer: the three thread domains (kernel thread
 # pool, engine loop, HTTP server threads) and the public API's request queue.
-TSAN_TARGETS = nibble embed_example test_threadpool test_sched test_engine test_lifecycle
-TSAN_TESTS = ^(unit.base.test_threadpool|unit.engine.test_sched|unit.engine.test_engine|unit.server.test_lifecycle|integration.serve_openai|integration.embed)$$
+# Kernel pool: the float and quantized matmuls, the batched paged attention,
+# the bandwidth probe, RTN and GPTQ over a pool (tests of single-threaded
+# kernels, such as test_sbatch and test_attn_long, find nothing here and are
+# left out). HTTP + engine: the server tests that start `nibble serve`
+# (NB_TEST_QUICK=1 trims their random rounds), the CLI's engine commands and
+# the load generator against the server. About 3 minutes on 2 cores.
+TSAN_UNIT = test_threadpool test_sched test_engine test_lifecycle test_matmul_many test_float_kernels \
+            test_paged_attn test_membw test_gptq test_rtn
+TSAN_TARGETS = nibble embed_example $(TSAN_UNIT)
+empty :=
+space := $(empty) $(empty)
+TSAN_TESTS = ^(unit\..*\.($(subst $(space),|,$(strip $(TSAN_UNIT))))|integration\.(serve_openai|serve_api|serve_drain|serve_tools|serve_tools_special|serve_structured|generate_cli|engine_cli|bench_serve_nibble|embed))$$
 FUZZ_SECONDS ?= 20
 FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_vocab fuzz_openai fuzz_template fuzz_hfconfig fuzz_llama2c fuzz_http fuzz_golden
 
@@ -53,7 +63,7 @@ test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DNB_TSAN=ON >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
 	rm -f $(TSAN_BUILD)/tsan.*
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="log_path=$(CURDIR)/$(TSAN_BUILD)/tsan suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
+	cd $(TSAN_BUILD) && NB_TEST_QUICK=1 TSAN_OPTIONS="log_path=$(CURDIR)/$(TSAN_BUILD)/tsan suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1" \
 	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'; rc=$$?; \
 	if ls $(TSAN_BUILD)/tsan.* >/dev/null 2>&1; then cat $(TSAN_BUILD)/tsan.*; echo "ThreadSanitizer reported the above"; exit 1; fi; \
 	exit $$rc

@@ -4,6 +4,8 @@
 # ../shared/templates (the Hermes <tool_call> format) when it is there.
 # Constrained calls (tool_choice required / named) over random seeds, the
 # streamed deltas against the whole answer, the round trip, the 400s.
+# NB_TEST_QUICK=1 (the ThreadSanitizer run, make test-tsan) makes it 4 and 2
+# constrained calls instead of 24 and 12.
 set -u
 BIN=$1
 SHARED=${2:-}
@@ -14,6 +16,8 @@ for t in curl python3; do
 done
 export XDG_CACHE_HOME=$tmp/cache
 unset NIBBLE_API_KEY
+N_GENERIC=24 N_HERMES=12
+[ -n "${NB_TEST_QUICK:-}" ] && N_GENERIC=4 N_HERMES=2
 PID=
 trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; rm -rf "$tmp"' EXIT
 
@@ -27,7 +31,7 @@ serve() { # serve LOG [flags]: starts the server, sets PORT
 serve "$tmp/log" --max-model-len 512
 check "server ready" '[ -n "$PORT" ]'
 check "startup names the tool-call format" 'grep -q "tool calls: generic format" "$tmp/log"'
-timeout 600 python3 "$HERE/clients/tools.py" "$PORT" 24 generic >"$tmp/out" 2>&1; rc=$?
+timeout 600 python3 "$HERE/clients/tools.py" "$PORT" $N_GENERIC generic >"$tmp/out" 2>&1; rc=$?
 cat "$tmp/out"
 check "generic format: constrained calls, streaming, round trip, refusals" '[ $rc -eq 0 ]'
 # one raw curl: the whole answer's shape
@@ -42,7 +46,7 @@ Q=$SHARED/templates/Qwen-Qwen2.5-7B-Instruct.jinja
 serve "$tmp/log2" --max-model-len 1536 --chat-template "$Q"
 check "server ready with Qwen 2.5's template" '[ -n "$PORT" ]'
 check "startup names the hermes format" 'grep -q "tool calls: hermes format" "$tmp/log2"'
-timeout 600 python3 "$HERE/clients/tools.py" "$PORT" 12 hermes >"$tmp/out" 2>&1; rc=$?
+timeout 600 python3 "$HERE/clients/tools.py" "$PORT" $N_HERMES hermes >"$tmp/out" 2>&1; rc=$?
 cat "$tmp/out"
 check "hermes format (<tool_call>): constrained calls, streaming, round trip, refusals" '[ $rc -eq 0 ]'
 kill -TERM $PID; wait $PID; PID=
