@@ -124,11 +124,12 @@ static void reader_free_cb(void *cls) {
     free(a);
 }
 
-void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
-    if (r->n_extra >= NB_LIMIT_EXTRA_HEADERS || !name || !value) return;
+bool nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
+    if (r->n_extra < 0 || r->n_extra >= NB_LIMIT_EXTRA_HEADERS || !name || !value) return false;
     r->extra_name[r->n_extra] = name;
     r->extra_value[r->n_extra] = value;
     r->n_extra++;
+    return true;
 }
 
 const char *nb_http_header(const nb_http_req *r, const char *name) {
