@@ -132,6 +132,25 @@ bool nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
     return true;
 }
 
+bool nb_http_addr_loopback(const struct sockaddr *sa, socklen_t len) {
+    if (!sa) return false;
+    if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in))
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a)) return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+bool nb_http_peer_loopback(const nb_http_req *r) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (!r || r->fd < 0 || getpeername(r->fd, (struct sockaddr *)&ss, &sl) != 0) return false;
+    return nb_http_addr_loopback((const struct sockaddr *)&ss, sl);
+}
+
 const char *nb_http_header(const nb_http_req *r, const char *name) {
     if (!r->conn_) return NULL;
     return MHD_lookup_connection_value((struct MHD_Connection *)r->conn_, MHD_HEADER_KIND, name);

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "base/limits.h"
@@ -121,5 +122,11 @@ void nb_http_get_counters(nb_http *s, nb_http_counters *out);
 const char *nb_http_header(const nb_http_req *r, const char *name);
 /* True when the client closed its end of the connection (POLLRDHUP/HUP/ERR). */
 bool nb_http_peer_closed(int fd);
+/* True when the address is a loopback one: 127.0.0.0/8, ::1, or
+ * ::ffff:127.0.0.0/104 (IPv4 loopback on a dual-stack socket). */
+bool nb_http_addr_loopback(const struct sockaddr *sa, socklen_t len);
+/* True when the request's client connects from a loopback address
+ * (getpeername of its socket); false when that cannot be told. */
+bool nb_http_peer_loopback(const nb_http_req *r);
 
 #endif

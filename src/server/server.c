@@ -226,6 +226,14 @@ static bool pre_checks(nb_server *s, const nb_http_req *req, int route, nb_http_
         bad_method(req, route, rs);
         return true;
     }
+    /* Without a key, anyone who reaches the port could take the replica out
+     * of rotation: only a client on this machine may drain it. */
+    if (route == R_DRAIN && !s->api_key && !nb_http_peer_loopback(req)) {
+        nb_resp_error(rs, 403, "permission_error", NULL, "drain_not_allowed",
+                      "POST /admin/drain without an API key is accepted only from loopback (127.0.0.1, ::1); "
+                      "set --api-key (or NIBBLE_API_KEY) to drain this server from another machine");
+        return true;
+    }
     return false;
 }
 

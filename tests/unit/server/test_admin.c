@@ -2,11 +2,15 @@
  * the /health body, the drain answer, the vLLM-style stats line and the
  * startup line from known snapshots (expected values worked out by hand),
  * and the /metrics page's HTTP classes, abort reasons, startup phases and
- * TPOT histogram; the page whole or not at all when it cannot grow, and a
- * header that does not fit turning the answer into a 500. */
+ * TPOT histogram; the page whole or not at all when it cannot grow, a
+ * header that does not fit turning the answer into a 500, and the
+ * loopback test that guards POST /admin/drain without an API key. */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "server/admin.h"
 #include "server/metrics.h"
@@ -191,6 +195,41 @@ static void test_headers_full(void **state) {
     free(h.body);
 }
 
+static bool loopback4(const char *a) {
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, a, &s.sin_addr), 1);
+    return nb_http_addr_loopback((struct sockaddr *)&s, sizeof s);
+}
+
+static bool loopback6(const char *a) {
+    struct sockaddr_in6 s = {.sin6_family = AF_INET6};
+    assert_int_equal(inet_pton(AF_INET6, a, &s.sin6_addr), 1);
+    return nb_http_addr_loopback((struct sockaddr *)&s, sizeof s);
+}
+
+static void test_loopback(void **state) {
+    (void)state;
+    assert_true(loopback4("127.0.0.1"));
+    assert_true(loopback4("127.3.2.1"));
+    assert_false(loopback4("10.0.0.1"));
+    assert_false(loopback4("128.0.0.1"));
+    assert_false(loopback4("0.0.0.0"));
+    assert_true(loopback6("::1"));
+    assert_true(loopback6("::ffff:127.0.0.1"));
+    assert_false(loopback6("::ffff:10.0.0.1"));
+    assert_false(loopback6("::"));
+    assert_false(loopback6("fe80::1"));
+    assert_false(loopback6("2001:db8::1"));
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &s.sin_addr);
+    assert_false(nb_http_addr_loopback((struct sockaddr *)&s, 4)); /* too short to hold one */
+    struct sockaddr_un u = {.sun_family = AF_UNIX};
+    assert_false(nb_http_addr_loopback((struct sockaddr *)&u, sizeof u));
+    assert_false(nb_http_addr_loopback(NULL, 0));
+    nb_http_req r = {.fd = -1};
+    assert_false(nb_http_peer_loopback(&r));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_body),
@@ -198,6 +237,7 @@ int main(void) {
         cmocka_unit_test(test_startup),
         cmocka_unit_test(test_metrics_page_whole),
         cmocka_unit_test(test_headers_full),
+        cmocka_unit_test(test_loopback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
