@@ -40,7 +40,7 @@ TEMPLATE=${FLEET_TEMPLATE:-$(dirname "${BASH_SOURCE[0]}")/haproxy/nibble.cfg}
 die() { echo "fleet: $*" >&2; exit 2; }
 
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   cat <<'EOF'
 options (up / render):
   --dir DIR                 state directory (default ./fleet, or $FLEET_DIR)
