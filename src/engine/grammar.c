@@ -502,9 +502,12 @@ static nb_status check_beside_literals(json_t *s, const char *path) {
                            "exclusiveMinimum, exclusiveMaximum, minItems, maxItems when every value satisfies them, "
                            "nullable and annotations)", path, key, key, what, what, c ? "" : "s");
         size_t n = c ? 1 : json_array_size(e);
+        bool nullable = json_is_true(json_object_get(s, "nullable")); /* OpenAPI: null joins the type */
         for (size_t k = 0; k < n; k++) {
             nb_status st;
-            if (!value_satisfies(c ? c : json_array_get(e, k), key, kv, path, &st)) {
+            json_t *x = c ? c : json_array_get(e, k);
+            if (nullable && json_is_null(x) && !strcmp(key, "type")) continue;
+            if (!value_satisfies(x, key, kv, path, &st)) {
                 if (st != NB_OK) return st;
                 char at[32] = "";
                 if (!c) snprintf(at, sizeof at, "/%zu", k);

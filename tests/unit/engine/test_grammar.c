@@ -131,6 +131,7 @@ static void test_keywords_beside(void **state) {
         {"{\"type\":\"object\",\"properties\":{\"c\":{\"const\":\"x\",\"type\":\"integer\"}}}",
          {"#/properties/c/type", "#/properties/c/const", NULL}, NB_ERR_UNSUPPORTED},
         {"{\"enum\":[1,5],\"maximum\":4}", {"#/maximum", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"enum\":[\"a\",null]}", {"#/type", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
         {"{\"enum\":[\"ab\",\"x1\"],\"pattern\":\"^[a-z]+$\"}", {"#/pattern", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
         {"{\"enum\":[{\"a\":1}],\"properties\":{\"a\":{\"type\":\"integer\"}}}", {"#/properties", "beside 'enum'", NULL},
          NB_ERR_UNSUPPORTED},
@@ -170,6 +171,9 @@ static void test_keywords_beside(void **state) {
                "\"pattern\":\"^[a-z]+$\",\"maximum\":3,\"exclusiveMinimum\":2}");
     assert_int_equal(run(g, "\"cd\""), 1);
     assert_int_equal(run(g, "3"), 1);
+    nb_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"enum\":[\"a\",null],\"nullable\":true}"); /* OpenAPI's nullable */
+    assert_int_equal(run(g, "null"), 1);
     nb_grammar_free(g);
     g = schema("{\"const\":5,\"type\":\"integer\",\"minimum\":0,\"enum\":[4,5]}");
     assert_int_equal(run(g, "5"), 1);
