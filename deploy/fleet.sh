@@ -16,6 +16,11 @@
 # consistent hashing over the first --hash-bytes bytes of the body for
 # prefix-cache affinity). Servers are checked with GET /health: a draining
 # nibble answers 503 there and leaves the rotation within one check interval.
+#
+# The configuration is the template deploy/haproxy/nibble.cfg (or --template
+# FILE): this script fills in its placeholders (addresses and ports, the
+# servers of each pool, the long-pool threshold, the balance mode and the
+# check interval) and writes the result to DIR/haproxy.cfg.
 set -euo pipefail
 
 FLEET_DIR=${FLEET_DIR:-./fleet}
@@ -30,15 +35,18 @@ CHECK_INTER=500
 GREEN_PCT=0
 SERVE_ARGS=() LONG_ARGS=""
 STATS_BIND=""
+TEMPLATE=${FLEET_TEMPLATE:-$(dirname "${BASH_SOURCE[0]}")/haproxy/nibble.cfg}
 
 die() { echo "fleet: $*" >&2; exit 2; }
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   cat <<'EOF'
 options (up / render):
   --dir DIR                 state directory (default ./fleet, or $FLEET_DIR)
   --nibble BIN              the nibble binary (default: nibble on PATH, or $NIBBLE)
+  --template FILE           the HAProxy config template (default deploy/haproxy/nibble.cfg,
+                            or $FLEET_TEMPLATE)
   --bind ADDR:PORT          HAProxy's front end (default 127.0.0.1:8000)
   --blue N | --green N | --long N        replicas started here per pool (default 2 / 0 / 0)
   --blue-model P | --green-model P | --long-model P   model per pool (default: the built-in model)
@@ -48,7 +56,8 @@ options (up / render):
                             balance hash req.body,bytes(0,HASH_BYTES) with hash-type consistent
   --hash-bytes N            bytes of the body hashed (default 512)
   --hash-balance-factor F   bounded loads for hash (e.g. 150; default 0 = off)
-  --long-threshold BYTES    bodies above this go to the long pool (default 16384)
+  --long-threshold BYTES    bodies above this go to the long pool (default 16384; 1..65536:
+                            HAProxy measures the body it buffered, at most tune.bufsize)
   --check-inter MS          health-check interval (default 500)
   --green-pct P             initial share of the green pool (default 0)
   --long-args "ARGS"        extra nibble serve args for the long pool (e.g. a larger --max-model-len)
@@ -62,6 +71,7 @@ parse() {
     case "$1" in
       --dir) FLEET_DIR=$2; shift 2 ;;
       --nibble) NIBBLE=$2; shift 2 ;;
+      --template) TEMPLATE=$2; shift 2 ;;
       --bind) BIND=$2; shift 2 ;;
       --blue) BLUE=$2; shift 2 ;;
       --green) GREEN=$2; shift 2 ;;
@@ -92,6 +102,10 @@ parse() {
   [ "$GREEN_PCT" -le 100 ] || die "--green-pct $GREEN_PCT: allowed 0..100"
   [ "$HASH_BYTES" -ge 16 ] || die "--hash-bytes $HASH_BYTES: allowed >= 16"
   [ "$CHECK_INTER" -ge 100 ] || die "--check-inter $CHECK_INTER: allowed >= 100 ms"
+  # req.body_size sees what option http-buffer-request buffered: at most
+  # tune.bufsize (131072) less the headers and HAProxy's reserve
+  [ "$LONG_THRESHOLD" -ge 1 ] && [ "$LONG_THRESHOLD" -le 65536 ] ||
+    die "--long-threshold $LONG_THRESHOLD: allowed 1..65536 bytes (HAProxy measures the buffered body)"
   case "$BALANCE" in leastconn|hash) ;; *) die "--balance '$BALANCE': allowed leastconn, hash" ;; esac
   [[ "$BIND" == *:* ]] || die "--bind '$BIND': expected ADDR:PORT"
 }
@@ -153,94 +167,82 @@ servers_of() {
   done
 }
 
-backend_block() { # name servers-lines
-  local name=$1 lines=$2
-  echo "backend $name"
-  if [ "$BALANCE" = hash ]; then
-    echo "    balance hash req.body,bytes(0,$HASH_BYTES)"
-    echo "    hash-type consistent"
-    [ "$HASH_FACTOR" -gt 0 ] && echo "    hash-balance-factor $HASH_FACTOR"
-  else
-    echo "    balance leastconn"
-  fi
-  echo "    option httpchk GET /health"
-  echo "    http-check expect status 200"
-  # fall 2: one slow answer on a saturated host does not eject a replica; a
-  # draining one (503) leaves after two checks and serves what arrives meanwhile
-  echo "    default-server check inter ${CHECK_INTER}ms fastinter ${CHECK_INTER}ms downinter ${CHECK_INTER}ms fall 2 rise 1"
+# server_lines "name addr" lines -> HAProxy server lines
+server_lines() {
+  local n a
   while read -r n a; do
     [ -n "$n" ] && echo "    server $n $a"
-  done <<<"$lines"
-  echo
+  done <<<"$1"
+}
+
+# fill_template FILE: prints FILE with {{NAME}} replaced by $T_NAME and the
+# lines between "#@if COND" and "#@end" kept only when $IF_COND is 1 (both
+# from the environment; see the template's head). Exit 2 naming the line on
+# an unknown placeholder or condition, or unbalanced #@if / #@end.
+fill_template() {
+  awk '
+    function fail(m) { printf "fleet: %s:%d: %s\n", FILENAME, FNR, m > "/dev/stderr"; bad = 1; exit 2 }
+    BEGIN { keep = 1; depth = 0 }
+    /^##/ { next }
+    /^#@if / {
+      c = $2
+      if (NF != 2 || !(("IF_" c) in ENVIRON)) fail("unknown condition \"" $0 "\"")
+      stack[++depth] = keep
+      keep = keep && ENVIRON["IF_" c] == "1"
+      next
+    }
+    /^#@end[[:space:]]*$/ { if (depth == 0) fail("#@end without #@if"); keep = stack[depth--]; next }
+    /^#@/ { fail("unknown directive \"" $0 "\"") }
+    !keep { next }
+    {
+      line = $0; out = ""
+      while (match(line, /\{\{[A-Z_]+\}\}/)) {
+        name = substr(line, RSTART + 2, RLENGTH - 4)
+        if (!(("T_" name) in ENVIRON)) fail("unknown placeholder {{" name "}}")
+        out = out substr(line, 1, RSTART - 1) ENVIRON["T_" name]
+        line = substr(line, RSTART + RLENGTH)
+      }
+      line = out line
+      if (index(line, "{{") || index(line, "}}")) fail("malformed placeholder in \"" $0 "\"")
+      print line
+    }
+    END {
+      if (bad) exit 2
+      if (depth) { printf "fleet: %s: %d #@if without #@end\n", FILENAME, depth > "/dev/stderr"; exit 2 }
+    }' "$1"
 }
 
 render() { # blue-lines green-lines long-lines
-  local blue=$1 green=$2 long=$3
-  cat <<EOF
-# Generated by deploy/fleet.sh ($(date -u +%Y-%m-%dT%H:%M:%SZ)); docs/operations.md explains every line.
-global
-    maxconn 4096
-    stats socket $FLEET_DIR/haproxy.sock mode 600 level admin
-    # L7 retries and body hashing need the request in one buffer: bodies up
-    # to this size are retried / hashed (larger ones still work, unretried).
-    tune.bufsize 131072
+  local blue=$1 green=$2 long=$3 b01 h01 f01 g01 l01 s01
+  b01=0; h01=0; f01=0; g01=0; l01=0; s01=0
+  if [ "$BALANCE" = hash ]; then h01=1; [ "$HASH_FACTOR" -gt 0 ] && f01=1; else b01=1; fi
+  [ -n "$green" ] && g01=1
+  [ -n "$long" ] && l01=1
+  [ -n "$STATS_BIND" ] && s01=1
+  [ -r "$TEMPLATE" ] || die "--template $TEMPLATE: not a readable file"
+  IF_leastconn=$b01 IF_hash=$h01 IF_hash_factor=$f01 IF_green=$g01 IF_long=$l01 IF_stats=$s01 \
+  T_STATE_DIR=$FLEET_DIR T_BIND=$BIND T_STATS_BIND=$STATS_BIND T_CHECK_INTER=$CHECK_INTER \
+  T_HASH_BYTES=$HASH_BYTES T_HASH_FACTOR=$HASH_FACTOR T_LONG_THRESHOLD=$LONG_THRESHOLD \
+  T_BLUE_SERVERS=$(server_lines "$blue") T_GREEN_SERVERS=$(server_lines "$green") \
+  T_LONG_SERVERS=$(server_lines "$long") \
+    fill_template "$TEMPLATE"
+}
 
-defaults
-    mode http
-    log global
-    timeout connect 2s
-    timeout client 600s
-    timeout server 600s
-    timeout http-request 30s
-    timeout check 3s
-    # A refused connection (replica stopped) and a 503 (replica draining or
-    # loading: nothing reached its engine) are retried on another replica;
-    # so is a connection closed before any response byte (a replica killed
-    # with the request queued). A stream that already started is not.
-    retries 3
-    option redispatch 1
-    retry-on conn-failure empty-response 503
-    option http-buffer-request
-
-frontend fe_nibble
-    bind $BIND
-    # blue/green split: percent of requests for green, from a map changed at
-    # run time (deploy/fleet.sh shift -> "set map" on the runtime API)
-    http-request set-var(txn.green_pct) str(green),map_str_int($FLEET_DIR/split.map,0)
-    http-request set-var(txn.rnd) rand(100)
-    acl to_green var(txn.green_pct),sub(txn.rnd) gt 0
-EOF
-  if [ -n "$long" ]; then
-    echo "    # the long pool: bodies larger than $LONG_THRESHOLD bytes (long prompts cannot starve short ones)"
-    echo "    acl is_long req.body_size gt $LONG_THRESHOLD"
-    echo "    use_backend be_long if is_long { nbsrv(be_long) gt 0 }"
-  fi
-  if [ -n "$green" ]; then
-    echo "    use_backend be_green if to_green { nbsrv(be_green) gt 0 }"
-    echo "    # no blue replica up: green takes everything (and blue when green is down)"
-    echo "    use_backend be_green if { nbsrv(be_blue) eq 0 } { nbsrv(be_green) gt 0 }"
-  fi
-  echo "    default_backend be_blue"
-  echo
-  backend_block be_blue "$blue"
-  [ -n "$green" ] && backend_block be_green "$green"
-  [ -n "$long" ] && backend_block be_long "$long"
-  if [ -n "$STATS_BIND" ]; then
-    cat <<EOF
-frontend fe_stats
-    bind $STATS_BIND
-    http-request use-service prometheus-exporter if { path /metrics }
-    stats enable
-    stats uri /stats
-    stats refresh 5s
-EOF
-  fi
-  return 0
+# The template must fill in with every section on before any replica starts.
+check_template() {
+  local saved_balance=$BALANCE saved_stats=$STATS_BIND saved_factor=$HASH_FACTOR
+  [ -r "$TEMPLATE" ] || die "--template $TEMPLATE: not a readable file"
+  BALANCE=hash STATS_BIND=127.0.0.1:1 HASH_FACTOR=150
+  render "x 127.0.0.1:1" "x 127.0.0.1:1" "x 127.0.0.1:1" >/dev/null || die "--template $TEMPLATE: cannot be filled in"
+  BALANCE=leastconn
+  render "x 127.0.0.1:1" "" "" >/dev/null || die "--template $TEMPLATE: cannot be filled in"
+  BALANCE=$saved_balance STATS_BIND=$saved_stats HASH_FACTOR=$saved_factor
 }
 
 cmd_up() {
   mkdir -p "$FLEET_DIR"
   FLEET_DIR=$(cd "$FLEET_DIR" && pwd)
+  check_template
   if [ "$MODE" = up ]; then
     command -v haproxy >/dev/null || die "haproxy is not installed (scripts/deps.sh)"
     [ -f "$FLEET_DIR/haproxy.pid" ] && kill -0 "$(cat "$FLEET_DIR/haproxy.pid")" 2>/dev/null &&
@@ -253,8 +255,12 @@ cmd_up() {
   long=$(servers_of l "$LONG" "$LONG_MODEL" "$LONG_ARGS" "$LONG_SERVERS") || { cmd_down; exit 1; }
   [ -n "$blue" ] || die "the blue pool is empty (--blue N or --blue-servers)"
   echo "green $GREEN_PCT" >"$FLEET_DIR/split.map"
-  render "$blue" "$green" "$long" >"$FLEET_DIR/haproxy.cfg"
-  haproxy -c -q -f "$FLEET_DIR/haproxy.cfg" || die "haproxy rejected $FLEET_DIR/haproxy.cfg"
+  render "$blue" "$green" "$long" >"$FLEET_DIR/haproxy.cfg" || { cmd_down; die "--template $TEMPLATE: cannot be filled in"; }
+  if command -v haproxy >/dev/null; then
+    haproxy -c -q -f "$FLEET_DIR/haproxy.cfg" || { cmd_down; die "haproxy rejected $FLEET_DIR/haproxy.cfg (from $TEMPLATE)"; }
+  else
+    echo "fleet: haproxy is not installed here: $FLEET_DIR/haproxy.cfg was not checked (haproxy -c)" >&2
+  fi
   if [ "$MODE" = render ]; then
     cat "$FLEET_DIR/haproxy.cfg"
     return 0

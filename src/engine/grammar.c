@@ -363,16 +363,161 @@ static nb_status literal_node(nb_grammar *g, json_t *vals, const char *path, int
 }
 
 static const char *const annotations[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
-                                          "format", "deprecated", "readOnly", "writeOnly", "strict", NULL};
+                                          "deprecated", "readOnly", "writeOnly", "strict", NULL};
 static const char *const handled[] = {"type", "properties", "required", "additionalProperties", "enum", "const", "items",
                                       "minItems", "maxItems", "minLength", "maxLength", "pattern", "anyOf",
                                       "nullable", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref",
                                       "$defs", "definitions", NULL};
+/* Keywords that constrain nothing where they stand: they may sit beside any other. */
+static const char *const neutral[] = {"nullable", "$defs", "definitions", NULL};
 
 static bool in_list(const char *k, const char *const *l) {
     for (; *l; l++)
         if (!strcmp(k, *l)) return true;
     return false;
+}
+
+/* The instance types a keyword constrains (JSON Schema: it holds for every
+ * other type); 0 for the rest. */
+enum { T_OBJECT = 1, T_ARRAY = 2, T_STRING = 4, T_NUMBER = 8 };
+static unsigned kw_types(const char *k) {
+    static const char *const obj[] = {"properties", "required", "additionalProperties", NULL};
+    static const char *const arr[] = {"items", "minItems", "maxItems", NULL};
+    static const char *const str[] = {"minLength", "maxLength", "pattern", NULL};
+    static const char *const num[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    return in_list(k, obj) ? T_OBJECT : in_list(k, arr) ? T_ARRAY : in_list(k, str) ? T_STRING : in_list(k, num) ? T_NUMBER : 0;
+}
+
+static unsigned type_bits(const char *t) {
+    return !strcmp(t, "object") ? T_OBJECT : !strcmp(t, "array") ? T_ARRAY : !strcmp(t, "string") ? T_STRING
+         : !strcmp(t, "number") || !strcmp(t, "integer") ? T_NUMBER : 0;
+}
+
+/* The keywords' own values, where a wrong one would be misread rather than refused. */
+static nb_status check_values(json_t *s, const char *path) {
+    static const char *const counts[] = {"minLength", "maxLength", "minItems", "maxItems", NULL};
+    static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    const char *key;
+    json_t *v;
+    json_object_foreach(s, key, v) {
+        if (in_list(key, counts) && (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX))
+            return nb_fail(NB_ERR_INVALID, "%s/%s: a non-negative integer (at most %d)", path, key, INT32_MAX);
+        if (in_list(key, bounds) && !json_is_number(v))
+            return nb_fail(NB_ERR_INVALID, "%s/%s: a number%s", path, key,
+                           json_is_boolean(v) && key[0] == 'e' ? " (the boolean form of draft 4 is not supported: give "
+                           "the bound itself, e.g. \"exclusiveMinimum\": 0)" : "");
+        if (!strcmp(key, "nullable") && !json_is_boolean(v)) return nb_fail(NB_ERR_INVALID, "%s/nullable: true or false", path);
+    }
+    return NB_OK;
+}
+
+static size_t utf8_chars(const char *p, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* Does the value v satisfy the keyword key (value kv) of JSON Schema? Only
+ * the keywords kw_types names and "type"; false also when a pattern does
+ * not compile (its error is set). */
+static bool value_satisfies(json_t *v, const char *key, json_t *kv, const char *path, nb_status *st) {
+    *st = NB_OK;
+    if (!strcmp(key, "type")) {
+        size_t n = json_is_array(kv) ? json_array_size(kv) : 1;
+        bool match = false;
+        for (size_t k = 0; k < n; k++) {
+            const char *t = json_string_value(json_is_array(kv) ? json_array_get(kv, k) : kv);
+            if (!t) {
+                *st = nb_fail(NB_ERR_INVALID, "%s/type: a type name or a list of them", path);
+                return false;
+            }
+            if (!type_bits(t) && strcmp(t, "boolean") && strcmp(t, "null")) {
+                *st = nb_fail(NB_ERR_UNSUPPORTED, "%s/type: '%s' is not a JSON Schema type", path, t);
+                return false;
+            }
+            double d = json_number_value(v);
+            match = match || (!strcmp(t, "string") && json_is_string(v)) || (!strcmp(t, "number") && json_is_number(v)) ||
+                    (!strcmp(t, "integer") && (json_is_integer(v) || (json_is_real(v) && d == floor(d)))) ||
+                    (!strcmp(t, "boolean") && json_is_boolean(v)) || (!strcmp(t, "null") && json_is_null(v)) ||
+                    (!strcmp(t, "object") && json_is_object(v)) || (!strcmp(t, "array") && json_is_array(v));
+        }
+        return match;
+    }
+    unsigned t = kw_types(key);
+    if (t == T_STRING && json_is_string(v)) {
+        size_t n = utf8_chars(json_string_value(v), json_string_length(v));
+        if (!strcmp(key, "minLength")) return n >= (size_t)json_integer_value(kv);
+        if (!strcmp(key, "maxLength")) return n <= (size_t)json_integer_value(kv);
+        if (!json_is_string(kv)) {
+            *st = nb_fail(NB_ERR_INVALID, "%s/pattern: not a string", path);
+            return false;
+        }
+        char where[512];
+        snprintf(where, sizeof where, "%s/pattern", path);
+        pcre2_code *re;
+        if ((*st = compile_pattern(json_string_value(kv), true, &re, where)) != NB_OK) return false;
+        pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+        bool ok = md && re_run(re, md, json_string_value(v), json_string_length(v), 0) >= 0;
+        if (!md) *st = nb_fail(NB_ERR_NOMEM, "out of memory");
+        pcre2_match_data_free(md);
+        pcre2_code_free(re);
+        return ok;
+    }
+    if (t == T_NUMBER && json_is_number(v)) {
+        double x = json_number_value(v), b = json_number_value(kv);
+        return !strcmp(key, "minimum") ? x >= b : !strcmp(key, "maximum") ? x <= b
+             : !strcmp(key, "exclusiveMinimum") ? x > b : x < b;
+    }
+    if (t == T_ARRAY && json_is_array(v) && strcmp(key, "items")) {
+        size_t n = json_array_size(v);
+        return !strcmp(key, "minItems") ? n >= (size_t)json_integer_value(kv) : n <= (size_t)json_integer_value(kv);
+    }
+    return true; /* the keyword does not constrain this type of value */
+}
+
+/* enum / const: nibble produces exactly the listed values, so a keyword
+ * beside them is accepted only when every value already satisfies it
+ * (redundant); "properties", "items" and the like are not checked, so they
+ * are refused rather than ignored. */
+static nb_status check_beside_literals(json_t *s, const char *path) {
+    json_t *c = json_object_get(s, "const"), *e = json_object_get(s, "enum");
+    const char *what = c ? "const" : "enum";
+    if (e && !json_is_array(e)) return nb_fail(NB_ERR_INVALID, "%s/enum: not an array", path);
+    if (c && e) {
+        bool found = false;
+        size_t k;
+        json_t *x;
+        json_array_foreach(e, k, x) found = found || json_equal(x, c);
+        if (!found)
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s/enum: the 'const' beside it is not among its values (no document "
+                           "satisfies both)", path);
+    }
+    const char *key;
+    json_t *kv;
+    json_object_foreach(s, key, kv) {
+        if (!strcmp(key, "const") || !strcmp(key, "enum") || in_list(key, annotations) || in_list(key, neutral)) continue;
+        if (strcmp(key, "type") && (!kw_types(key) || !strcmp(key, "items") || kw_types(key) == T_OBJECT))
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s/%s: '%s' beside '%s' would not be enforced (nibble produces the "
+                           "%s value%s as given; beside it only type, minLength, maxLength, pattern, minimum, maximum, "
+                           "exclusiveMinimum, exclusiveMaximum, minItems, maxItems when every value satisfies them, "
+                           "nullable and annotations)", path, key, key, what, what, c ? "" : "s");
+        size_t n = c ? 1 : json_array_size(e);
+        bool nullable = json_is_true(json_object_get(s, "nullable")); /* OpenAPI: null joins the type */
+        for (size_t k = 0; k < n; k++) {
+            nb_status st;
+            json_t *x = c ? c : json_array_get(e, k);
+            if (nullable && json_is_null(x) && !strcmp(key, "type")) continue;
+            if (!value_satisfies(x, key, kv, path, &st)) {
+                if (st != NB_OK) return st;
+                char at[32] = "";
+                if (!c) snprintf(at, sizeof at, "/%zu", k);
+                return nb_fail(NB_ERR_UNSUPPORTED, "%s/%s: the value at %s/%s%s does not satisfy it, and nibble "
+                               "produces the %s value%s as given (so a keyword beside '%s' must hold for every value)",
+                               path, key, path, what, at, what, c ? "" : "s", what);
+            }
+        }
+    }
+    return NB_OK;
 }
 
 static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, int32_t *out) {
@@ -385,11 +530,55 @@ static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, 
     const char *key;
     json_t *v;
     json_object_foreach(s, key, v) {
+        if (!strcmp(key, "format"))
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s/format: the keyword 'format' cannot be enforced by nibble's "
+                           "constrained decoding (it is not treated as an annotation either: give the shape as a "
+                           "'pattern' instead, e.g. \"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\" for a date)", path);
         if (!in_list(key, handled) && !in_list(key, annotations))
             return nb_fail(NB_ERR_UNSUPPORTED, "%s: the keyword '%s' cannot be enforced by nibble's constrained decoding "
                            "(supported: type, properties, required, additionalProperties, enum, const, items, minItems, "
                            "maxItems, minLength, maxLength, pattern, anyOf, nullable, minimum, maximum, "
                            "exclusiveMinimum, exclusiveMaximum, $ref, $defs)", path, key);
+    }
+    NB_TRY(check_values(s, path));
+    /* One keyword decides what is compiled ($ref, then const / enum, then
+     * anyOf, then type); what else stands beside it must be enforced too,
+     * or proven redundant, or refused: never silently dropped. */
+    const char *alone = json_object_get(s, "$ref") ? "$ref" : json_object_get(s, "const") || json_object_get(s, "enum")
+                        ? NULL : json_object_get(s, "anyOf") ? "anyOf" : NULL;
+    if (alone) {
+        json_object_foreach(s, key, v)
+            if (strcmp(key, alone) && !in_list(key, annotations) && !in_list(key, neutral))
+                return nb_fail(NB_ERR_UNSUPPORTED, "%s/%s: '%s' beside '%s' would not be enforced (nibble compiles "
+                               "'%s' alone; beside it only nullable, $defs, definitions and annotations): move it %s",
+                               path, key, key, alone, alone,
+                               !strcmp(alone, "$ref") ? "into the referenced schema" : "into every anyOf alternative");
+    } else if (json_object_get(s, "const") || json_object_get(s, "enum")) {
+        NB_TRY(check_beside_literals(s, path));
+    } else {
+        /* type: every type-specific keyword must apply to one of the types;
+         * without type, the keywords of one kind give the type (a valid
+         * subset: e.g. "properties" alone -> an object) */
+        json_t *t = json_object_get(s, "type");
+        unsigned allowed = 0, used = 0;
+        const char *first[9] = {0};
+        if (json_is_string(t)) allowed = type_bits(json_string_value(t));
+        size_t k;
+        json_t *a;
+        if (json_is_array(t)) json_array_foreach(t, k, a) if (json_is_string(a)) allowed |= type_bits(json_string_value(a));
+        json_object_foreach(s, key, v) {
+            unsigned b = kw_types(key);
+            if (!b) continue;
+            if (t && !(b & allowed))
+                return nb_fail(NB_ERR_UNSUPPORTED, "%s/%s: '%s' does not apply to the type given (%s), so it would not "
+                               "be enforced", path, key, key, json_is_string(t) ? json_string_value(t) : "a list without it");
+            used |= b;
+            if (!first[b]) first[b] = key;
+        }
+        if (!t && used && (used & (used - 1)))
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s: '%s' and '%s' constrain different types and there is no 'type': "
+                           "nibble would produce one type and drop the other's keywords; give \"type\" (a list is "
+                           "allowed)", path, first[used & -used], first[used & (used - 1) & -(used & (used - 1))]);
     }
     char sub[512];
     int32_t r;
@@ -438,12 +627,13 @@ static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, 
         } else {
             return nb_fail(NB_ERR_INVALID, "%s/type: a type name or a list of 1..%d", path, MAX_ALTS);
         }
-    } else if (json_object_get(s, "properties") || json_object_get(s, "required")) {
-        NB_TRY(compile_type(g, s, "object", path, depth, &r));
-    } else if (json_object_get(s, "items")) {
-        NB_TRY(compile_type(g, s, "array", path, depth, &r));
     } else {
-        r = any_node(g);
+        unsigned used = 0;
+        json_object_foreach(s, key, v) used |= kw_types(key);
+        if (used) /* one kind only (checked above) */
+            NB_TRY(compile_type(g, s, used == T_OBJECT ? "object" : used == T_ARRAY ? "array"
+                                       : used == T_STRING ? "string" : "number", path, depth, &r));
+        else r = any_node(g);
     }
     if (json_is_true(json_object_get(s, "nullable"))) {
         int32_t a = new_node(g, K_ANYOF);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "server/respond.h"
 
 static double mono_s(void) {
     struct timespec ts;
@@ -32,7 +33,7 @@ void nb_admin_health(nb_http_resp *rs, const char *status, bool http_ok, const c
     json_object_set_new(o, "waiting", json_integer(st ? st->waiting : 0));
     json_object_set_new(o, "kv_usage", json_real(st ? st->kv_usage : 0.0));
     set_body(rs, http_ok ? 200 : 503, o);
-    if (!http_ok) nb_http_resp_header(rs, "Retry-After", "1");
+    if (!http_ok) nb_resp_header(rs, "Retry-After", "1");
 }
 
 void nb_admin_drain_resp(nb_http_resp *rs, int in_flight) {

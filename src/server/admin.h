@@ -2,7 +2,8 @@
  * the /health body, the drain wait of the main thread, the cold-start
  * breakdown, --warmup and the periodic stats line (--log-stats-interval).
  *
- * Drain (SIGTERM, or POST /admin/drain with the API key when one is set):
+ * Drain (SIGTERM, or POST /admin/drain with the API key when one is set;
+ * without a key, POST /admin/drain only from a loopback client, else 403):
  * /health answers 503 {"status":"draining"} at once so the balancer stops
  * sending; requests that still arrive are served; when none is in flight
  * (or --shutdown-timeout has passed) the listener closes, what is left is

@@ -4,7 +4,9 @@
  * connection), answers connections beyond the limit with a canned 503, and
  * closes connections whose request has not fully arrived by the deadline
  * (shutdown(2) of the socket: MHD's connection thread then sees the end of
- * the stream and cleans up). */
+ * the stream and cleans up). A connection's first request has one clock
+ * from accept(2): the time it waited here for its first byte counts, so a
+ * client cannot double the deadline by sending one byte just before it. */
 #include "server/http.h"
 
 #include <errno.h>
@@ -50,10 +52,17 @@ typedef struct linger_ent {
 /* Accepted, waiting for its first bytes before MHD gets it. */
 typedef struct pending_ent {
     int fd;
-    double until;
+    double accepted, until;
     struct sockaddr_storage addr;
     socklen_t addr_len;
 } pending_ent;
+
+/* Handed to MHD, not yet seen by notify_cb (MHD starts the connection on its
+ * own thread): the accept time its deadline counts from. */
+typedef struct handoff_ent {
+    int fd;
+    double accepted;
+} handoff_ent;
 
 struct nb_http {
     struct MHD_Daemon *d;
@@ -75,6 +84,8 @@ struct nb_http {
     int n_linger;
     pending_ent *pending; /* max_conn entries */
     unsigned n_pending;
+    handoff_ent *handoff; /* max_conn entries, guarded by mu */
+    unsigned n_handoff;
     struct pollfd *pfd;   /* max_conn + 2 */
     _Atomic uint64_t refused_limit, deadline_closed, bad_framing;
 };
@@ -113,11 +124,31 @@ static void reader_free_cb(void *cls) {
     free(a);
 }
 
-void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
-    if (r->n_extra >= NB_LIMIT_EXTRA_HEADERS || !name || !value) return;
+bool nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) {
+    if (r->n_extra < 0 || r->n_extra >= NB_LIMIT_EXTRA_HEADERS || !name || !value) return false;
     r->extra_name[r->n_extra] = name;
     r->extra_value[r->n_extra] = value;
     r->n_extra++;
+    return true;
+}
+
+bool nb_http_addr_loopback(const struct sockaddr *sa, socklen_t len) {
+    if (!sa) return false;
+    if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in))
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a)) return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+bool nb_http_peer_loopback(const nb_http_req *r) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (!r || r->fd < 0 || getpeername(r->fd, (struct sockaddr *)&ss, &sl) != 0) return false;
+    return nb_http_addr_loopback((const struct sockaddr *)&ss, sl);
 }
 
 const char *nb_http_header(const nb_http_req *r, const char *name) {
@@ -130,6 +161,35 @@ bool nb_http_peer_closed(int fd) {
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+/* The accept time recorded for fd when it was handed to MHD (and forgets
+ * it), else dflt. Caller holds mu. */
+static double handoff_take(nb_http *s, int fd, double dflt) {
+    for (unsigned i = 0; i < s->n_handoff; i++)
+        if (s->handoff[i].fd == fd) {
+            double t = s->handoff[i].accepted;
+            s->handoff[i] = s->handoff[--s->n_handoff];
+            return t;
+        }
+    return dflt;
+}
+
+/* Records fd's accept time before MHD_add_connection. An entry with the same
+ * fd is stale (MHD closed that connection without starting it), so it is
+ * replaced; when full, the oldest goes (its connection is past its deadline
+ * or never started). Caller holds mu. */
+static void handoff_put(nb_http *s, int fd, double accepted) {
+    unsigned at = s->n_handoff, oldest = 0;
+    for (unsigned i = 0; i < s->n_handoff; i++) {
+        if (s->handoff[i].fd == fd) at = i;
+        if (s->handoff[i].accepted < s->handoff[oldest].accepted) oldest = i;
+    }
+    if (at == s->n_handoff) {
+        if (s->n_handoff < s->max_conn) s->n_handoff++;
+        else at = oldest;
+    }
+    s->handoff[at] = (handoff_ent){fd, accepted};
 }
 
 static conn_rec *conn_of(struct MHD_Connection *c) {
@@ -326,6 +386,7 @@ static void notify_cb(void *cls, struct MHD_Connection *c, void **socket_context
         r->fd = conn_fd(c);
         r->start = mono_s();
         pthread_mutex_lock(&s->mu);
+        r->start = handoff_take(s, r->fd, r->start);
         r->next = s->conns;
         if (s->conns) s->conns->prev = r;
         s->conns = r;
@@ -404,7 +465,8 @@ static void accept_some(nb_http *s) {
         /* Wait for the first bytes here (no thread yet for a silent client). */
         pending_ent *p = &s->pending[s->n_pending++];
         p->fd = fd;
-        p->until = mono_s() + s->req_timeout;
+        p->accepted = mono_s();
+        p->until = p->accepted + s->req_timeout;
         p->addr = ss;
         p->addr_len = sl;
     }
@@ -428,8 +490,17 @@ static void pending_ready(nb_http *s, unsigned i) {
         canned(s, p.fd, "400 Bad Request", binary_body, sizeof binary_body - 1);
         return;
     }
-    if (MHD_add_connection(s->d, p.fd, (struct sockaddr *)&p.addr, p.addr_len) != MHD_YES)
-        NB_WARN("http: could not hand a connection to libmicrohttpd: %s", strerror(errno));
+    /* the deadline keeps counting from accept, not from now (notify_cb) */
+    pthread_mutex_lock(&s->mu);
+    handoff_put(s, p.fd, p.accepted);
+    pthread_mutex_unlock(&s->mu);
+    if (MHD_add_connection(s->d, p.fd, (struct sockaddr *)&p.addr, p.addr_len) != MHD_YES) {
+        int e = errno;
+        pthread_mutex_lock(&s->mu);
+        (void)handoff_take(s, p.fd, 0); /* MHD closed it: the fd number may come back */
+        pthread_mutex_unlock(&s->mu);
+        NB_WARN("http: could not hand a connection to libmicrohttpd: %s", strerror(e));
+    }
 }
 
 static void reap(nb_http *s) {
@@ -523,9 +594,11 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
     s->req_timeout = (double)(c->request_timeout_s ? c->request_timeout_s : NB_LIMIT_REQUEST_TIMEOUT_S);
     s->wake[0] = s->wake[1] = -1;
     s->pending = nb_calloc(s->max_conn, sizeof *s->pending);
+    s->handoff = nb_calloc(s->max_conn, sizeof *s->handoff);
     s->pfd = nb_calloc(s->max_conn + 2, sizeof *s->pfd);
-    if (!s->pending || !s->pfd) {
+    if (!s->pending || !s->handoff || !s->pfd) {
         free(s->pending);
+        free(s->handoff);
         free(s->pfd);
         free(s);
         return NB_ERR_NOMEM;
@@ -535,6 +608,7 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
     if (st != NB_OK) {
         pthread_mutex_destroy(&s->mu);
         free(s->pending);
+        free(s->handoff);
         free(s->pfd);
         free(s);
         return st;
@@ -549,6 +623,7 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
         close(s->listen_fd);
         pthread_mutex_destroy(&s->mu);
         free(s->pending);
+        free(s->handoff);
         free(s->pfd);
         free(s);
         return nb_fail(NB_ERR_IO, "http: pipe: %s", strerror(e));
@@ -569,6 +644,7 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
         close(s->wake[1]);
         pthread_mutex_destroy(&s->mu);
         free(s->pending);
+        free(s->handoff);
         free(s->pfd);
         free(s);
         return nb_fail(NB_ERR_IO, "libmicrohttpd failed to start on %s:%d", host, c->port);
@@ -580,6 +656,7 @@ nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb
         close(s->wake[1]);
         pthread_mutex_destroy(&s->mu);
         free(s->pending);
+        free(s->handoff);
         free(s->pfd);
         free(s);
         return nb_fail(NB_ERR_IO, "http: cannot start the accept thread");
@@ -616,6 +693,7 @@ void nb_http_stop(nb_http *s) {
     for (unsigned i = 0; i < s->n_pending; i++) close(s->pending[i].fd);
     MHD_stop_daemon(s->d);
     free(s->pending);
+    free(s->handoff);
     free(s->pfd);
     close(s->wake[0]);
     close(s->wake[1]);

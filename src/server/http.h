@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "base/limits.h"
@@ -90,14 +91,16 @@ struct nb_http_resp {
     nb_http_stream_free_fn stream_free;
     void *stream_ud;
     const char *header_name, *header_value; /* one extra header (Allow, WWW-Authenticate), optional */
-    /* more headers (CORS, Retry-After); values must outlive the call */
+    /* more headers (CORS, Retry-After) through nb_http_resp_header; values must outlive the call */
     const char *extra_name[NB_LIMIT_EXTRA_HEADERS], *extra_value[NB_LIMIT_EXTRA_HEADERS];
     int n_extra;
     bool close;                    /* close the connection after this response */
 };
 
-/* Adds a header to resp (ignored beyond NB_LIMIT_EXTRA_HEADERS). */
-void nb_http_resp_header(nb_http_resp *r, const char *name, const char *value);
+/* Adds a header to resp. false (resp unchanged) when it already holds
+ * NB_LIMIT_EXTRA_HEADERS or name / value is NULL: the caller must not send
+ * the response without it (server: nb_resp_header answers 500). */
+bool nb_http_resp_header(nb_http_resp *r, const char *name, const char *value) __attribute__((warn_unused_result));
 
 nb_status nb_http_start(const nb_http_config *c, nb_http_handler h, void *ud, nb_http **out)
     __attribute__((warn_unused_result));
@@ -119,5 +122,11 @@ void nb_http_get_counters(nb_http *s, nb_http_counters *out);
 const char *nb_http_header(const nb_http_req *r, const char *name);
 /* True when the client closed its end of the connection (POLLRDHUP/HUP/ERR). */
 bool nb_http_peer_closed(int fd);
+/* True when the address is a loopback one: 127.0.0.0/8, ::1, or
+ * ::ffff:127.0.0.0/104 (IPv4 loopback on a dual-stack socket). */
+bool nb_http_addr_loopback(const struct sockaddr *sa, socklen_t len);
+/* True when the request's client connects from a loopback address
+ * (getpeername of its socket); false when that cannot be told. */
+bool nb_http_peer_loopback(const nb_http_req *r);
 
 #endif

@@ -76,27 +76,20 @@ void nb_metrics_observe(nb_metrics *m, nb_hist_id id, double s) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static void addf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void addf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = *cap - *len;
-        int n = *buf ? vsnprintf(*buf + *len, room, fmt, ap) : -2;
-        va_end(ap);
-        if (n >= 0 && (size_t)n < room) {
-            *len += (size_t)n;
-            return;
-        }
-        if (n == -1) return;
-        size_t nc = *cap ? *cap * 2 : 4096;
-        if (n > 0)
-            while (nc - *len <= (size_t)n) nc *= 2;
-        char *q = realloc(*buf, nc);
-        if (!q) return; /* the page is truncated rather than crashing the server */
-        *buf = q;
-        *cap = nc;
-    }
+/* The page being built: the first failed append sticks (the dynbuf has
+ * dropped what it held), so a page is whole or not at all. */
+typedef struct page {
+    nb_dynbuf *b;
+    nb_status st;
+} page;
+
+static void addf(page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(page *p, const char *fmt, ...) {
+    if (p->st != NB_OK) return;
+    va_list ap;
+    va_start(ap, fmt);
+    p->st = nb_dynbuf_vaddf(p->b, fmt, ap);
+    va_end(ap);
 }
 
 /* Prometheus float formatting: integers without exponent, others %.17g. */
@@ -105,34 +98,40 @@ static void fmt_num(char *o, size_t cap, double v) {
     else snprintf(o, cap, "%.17g", v);
 }
 
-void nb_histogram_format(const nb_histogram *h, const char *labels, char **buf, size_t *len, size_t *cap) {
+static void histogram(page *p, const nb_histogram *h, const char *labels) {
     const char *sep = labels && *labels ? "," : "";
     if (!labels) labels = "";
-    addf(buf, len, cap, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    addf(p, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
     uint64_t cum = 0;
     char le[48];
     for (int b = 0; b < h->n_le; b++) {
         cum += h->counts[b];
         snprintf(le, sizeof le, "%.15g", h->le[b]); /* shortest form of the bound: 0.1, not 0.10000000000000001 */
         if (!strchr(le, '.') && !strchr(le, 'e')) strncat(le, ".0", sizeof le - strlen(le) - 1);
-        addf(buf, len, cap, "%s_bucket{%s%sle=\"%s\"} %llu\n", h->name, labels, sep, le, (unsigned long long)cum);
+        addf(p, "%s_bucket{%s%sle=\"%s\"} %llu\n", h->name, labels, sep, le, (unsigned long long)cum);
     }
     cum += h->counts[h->n_le];
-    addf(buf, len, cap, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", h->name, labels, sep, (unsigned long long)cum);
+    addf(p, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", h->name, labels, sep, (unsigned long long)cum);
     char s[48];
     fmt_num(s, sizeof s, h->sum);
-    addf(buf, len, cap, "%s_sum{%s} %s\n%s_count{%s} %llu\n", h->name, labels, s, h->name, labels,
+    addf(p, "%s_sum{%s} %s\n%s_count{%s} %llu\n", h->name, labels, s, h->name, labels,
          (unsigned long long)h->count);
 }
 
-static void metric(char **b, size_t *l, size_t *c, const char *type, const char *name, const char *help,
-                   const char *labels, double v) {
-    char s[48];
-    fmt_num(s, sizeof s, v);
-    addf(b, l, c, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %s\n", name, help, name, type, name, labels, s);
+nb_status nb_histogram_format(const nb_histogram *h, const char *labels, nb_dynbuf *b) {
+    page p = {b, NB_OK};
+    histogram(&p, h, labels);
+    return p.st;
 }
 
-char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name) {
+static void metric(page *p, const char *type, const char *name, const char *help, const char *labels, double v) {
+    char s[48];
+    fmt_num(s, sizeof s, v);
+    addf(p, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %s\n", name, help, name, type, name, labels, s);
+}
+
+nb_status nb_metrics_format_into(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name,
+                                 nb_dynbuf *out) {
     char labels[512];
     /* Label values escape backslash, quote and newline. */
     size_t o = 0;
@@ -150,58 +149,67 @@ char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const c
         memset(&z, 0, sizeof z);
         st = &z;
     }
-    char *b = NULL;
-    size_t l = 0, c = 0;
-    metric(&b, &l, &c, "gauge", "nibble:num_requests_running", "Requests in the running batch.", labels, st->running);
-    metric(&b, &l, &c, "gauge", "nibble:num_requests_waiting", "Requests waiting to be scheduled.", labels,
+    page pg = {out, NB_OK}, *b = &pg;
+    metric(b, "gauge", "nibble:num_requests_running", "Requests in the running batch.", labels, st->running);
+    metric(b, "gauge", "nibble:num_requests_waiting", "Requests waiting to be scheduled.", labels,
            st->waiting);
-    metric(&b, &l, &c, "gauge", "nibble:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0..1).", labels,
+    metric(b, "gauge", "nibble:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0..1).", labels,
            st->kv_usage);
-    metric(&b, &l, &c, "gauge", "nibble:kv_cache_blocks_used", "KV-cache blocks referenced by live sequences.",
+    metric(b, "gauge", "nibble:kv_cache_blocks_used", "KV-cache blocks referenced by live sequences.",
            labels, (double)st->kv_blocks_used);
-    metric(&b, &l, &c, "gauge", "nibble:kv_cache_blocks_total", "KV-cache blocks in the pool.", labels,
+    metric(b, "gauge", "nibble:kv_cache_blocks_total", "KV-cache blocks in the pool.", labels,
            (double)st->kv_blocks_total);
-    metric(&b, &l, &c, "counter", "nibble:num_preemptions_total", "Cumulative number of preemptions.", labels,
+    metric(b, "counter", "nibble:num_preemptions_total", "Cumulative number of preemptions.", labels,
            (double)st->preemptions_total);
     double hit = st->prefix_queries_tokens ? (double)st->prefix_hit_tokens / (double)st->prefix_queries_tokens : 0;
-    metric(&b, &l, &c, "gauge", "nibble:prefix_cache_hit_rate", "Prefix-cache hits / queries, in tokens (0..1).",
+    metric(b, "gauge", "nibble:prefix_cache_hit_rate", "Prefix-cache hits / queries, in tokens (0..1).",
            labels, hit);
-    metric(&b, &l, &c, "counter", "nibble:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+    metric(b, "counter", "nibble:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
            labels, (double)st->prefix_queries_tokens);
-    metric(&b, &l, &c, "counter", "nibble:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+    metric(b, "counter", "nibble:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
            labels, (double)st->prefix_hit_tokens);
-    metric(&b, &l, &c, "counter", "nibble:prompt_tokens_total", "Prefill tokens processed.", labels,
+    metric(b, "counter", "nibble:prompt_tokens_total", "Prefill tokens processed.", labels,
            (double)st->prompt_tokens_total);
-    metric(&b, &l, &c, "counter", "nibble:generation_tokens_total", "Generation tokens produced.", labels,
+    metric(b, "counter", "nibble:generation_tokens_total", "Generation tokens produced.", labels,
            (double)st->generation_tokens_total);
-    addf(&b, &l, &c, "# HELP nibble:request_success_total Finished requests by finish reason.\n"
+    addf(b, "# HELP nibble:request_success_total Finished requests by finish reason.\n"
                      "# TYPE nibble:request_success_total counter\n");
     static const nb_finish_reason reasons[] = {NB_FINISH_STOP, NB_FINISH_LENGTH, NB_FINISH_ABORT, NB_FINISH_ERROR};
     static const char *const names[] = {"stop", "length", "abort", "error"}; /* nb_finish_reason_str's */
     for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-        addf(&b, &l, &c, "nibble:request_success_total{%s,finished_reason=\"%s\"} %llu\n", labels, names[i],
+        addf(b, "nibble:request_success_total{%s,finished_reason=\"%s\"} %llu\n", labels, names[i],
              (unsigned long long)st->requests_finished[reasons[i]]);
     pthread_mutex_lock(&m->mu);
-    for (int i = 0; i < NB_HIST_COUNT; i++) nb_histogram_format(&m->h[i], labels, &b, &l, &c);
-    addf(&b, &l, &c, "# HELP nibble:http_responses_total HTTP responses by status class.\n"
+    for (int i = 0; i < NB_HIST_COUNT; i++) histogram(b, &m->h[i], labels);
+    addf(b, "# HELP nibble:http_responses_total HTTP responses by status class.\n"
                      "# TYPE nibble:http_responses_total counter\n");
     for (int k = 2; k <= 5; k += k == 2 ? 2 : 1)
-        addf(&b, &l, &c, "nibble:http_responses_total{%s,code=\"%dxx\"} %llu\n", labels, k,
+        addf(b, "nibble:http_responses_total{%s,code=\"%dxx\"} %llu\n", labels, k,
              (unsigned long long)m->http_by_class[k]);
-    addf(&b, &l, &c, "# HELP nibble:request_aborts_total Aborted requests by reason.\n"
+    addf(b, "# HELP nibble:request_aborts_total Aborted requests by reason.\n"
                      "# TYPE nibble:request_aborts_total counter\n");
     for (int k = 0; k < NB_ABORT_COUNT; k++)
-        addf(&b, &l, &c, "nibble:request_aborts_total{%s,reason=\"%s\"} %llu\n", labels, nb_abort_reason_names[k],
+        addf(b, "nibble:request_aborts_total{%s,reason=\"%s\"} %llu\n", labels, nb_abort_reason_names[k],
              (unsigned long long)m->aborts[k]);
     if (m->startup_set) {
-        addf(&b, &l, &c, "# HELP nibble:startup_seconds Cold-start time by phase (total: process start to ready).\n"
+        addf(b, "# HELP nibble:startup_seconds Cold-start time by phase (total: process start to ready).\n"
                          "# TYPE nibble:startup_seconds gauge\n");
         for (int k = 0; k < NB_PHASE_COUNT; k++) {
             char v[48];
             fmt_num(v, sizeof v, m->startup[k]);
-            addf(&b, &l, &c, "nibble:startup_seconds{%s,phase=\"%s\"} %s\n", labels, nb_startup_phase_names[k], v);
+            addf(b, "nibble:startup_seconds{%s,phase=\"%s\"} %s\n", labels, nb_startup_phase_names[k], v);
         }
     }
     pthread_mutex_unlock(&m->mu);
-    return b;
+    return pg.st;
+}
+
+char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name) {
+    nb_dynbuf b;
+    nb_dynbuf_init(&b, NB_LIMIT_RESPONSE_BYTES);
+    if (nb_metrics_format_into(m, st, model_name, &b) != NB_OK) {
+        nb_dynbuf_free(&b);
+        return NULL;
+    }
+    return nb_dynbuf_take(&b, NULL);
 }

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/dynbuf.h"
+#include "base/limits.h"
 #include "engine/engine.h"
 
 #define NB_HIST_MAX_BUCKETS 24
@@ -84,11 +86,18 @@ void nb_metrics_http_response(nb_metrics *m, int status);
 void nb_metrics_abort(nb_metrics *m, nb_abort_reason r);
 /* The cold-start breakdown (NB_PHASE_COUNT seconds), exported from now on. */
 void nb_metrics_set_startup(nb_metrics *m, const double *seconds);
-/* Adds one histogram in exposition format to *buf (malloc'd, grown; *len
- * its length). Labels: `labels` is inserted as is (e.g. model_name="x"). */
-void nb_histogram_format(const nb_histogram *h, const char *labels, char **buf, size_t *len, size_t *cap);
-/* The whole /metrics page. st may be NULL (engine not loaded yet: gauges 0).
- * Returns a malloc'd string. */
+/* Appends one histogram in exposition format to b. Labels: `labels` is
+ * inserted as is (e.g. model_name="x"). A failed append (b's cap, no
+ * memory) is returned, and b is then empty (base/dynbuf.h). */
+nb_status nb_histogram_format(const nb_histogram *h, const char *labels, nb_dynbuf *b)
+    __attribute__((warn_unused_result));
+/* The whole /metrics page appended to out. st may be NULL (engine not loaded
+ * yet: gauges 0). Not NB_OK (out then empty) when out could not grow: the
+ * page is whole or absent, never cut. */
+nb_status nb_metrics_format_into(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name,
+                                 nb_dynbuf *out) __attribute__((warn_unused_result));
+/* The same as a malloc'd string (at most NB_LIMIT_RESPONSE_BYTES); NULL
+ * when it could not be built whole (nb_errmsg() says why): answer 500. */
 char *nb_metrics_format(nb_metrics *m, const struct nb_engine_stats *st, const char *model_name);
 
 #endif

@@ -111,6 +111,25 @@ void nb_resp_error(nb_http_resp *rs, int status, const char *type, const char *p
     nb_resp_set_error(rs, &e);
 }
 
+bool nb_resp_header(nb_http_resp *rs, const char *name, const char *value) {
+    if (nb_http_resp_header(rs, name, value)) return true;
+    if (rs->stream && rs->stream_free) rs->stream_free(rs->stream_ud);
+    rs->stream = NULL;
+    rs->stream_free = NULL;
+    rs->stream_ud = NULL;
+    free(rs->body);
+    rs->body = NULL;
+    rs->body_len = 0;
+    rs->n_extra = 0;
+    rs->header_name = rs->header_value = NULL;
+    rs->content_type = NULL;
+    char m[200];
+    snprintf(m, sizeof m, "internal error: the response needs more than %d extra headers (could not add %.64s)",
+             NB_LIMIT_EXTRA_HEADERS, name ? name : "(null)");
+    nb_resp_error(rs, 500, "server_error", NULL, "too_many_headers", m);
+    return false;
+}
+
 json_t *nb_resp_jstr(const char *s, size_t n) {
     size_t l;
     char *c = nb_utf8_sanitize(s, n, &l);

@@ -31,6 +31,10 @@ char *nb_resp_error_json(const nb_oai_error *e, bool *fixed);
 void nb_resp_set_error(nb_http_resp *rs, const nb_oai_error *e);
 void nb_resp_error(nb_http_resp *rs, int status, const char *type, const char *param, const char *code,
                    const char *msg);
+/* Adds a header (nb_http_resp_header): true. When the response has no room
+ * left for it, the answer becomes a 500 naming the header instead of going
+ * out without it (a body or stream already set is released): false. */
+bool nb_resp_header(nb_http_resp *rs, const char *name, const char *value);
 json_t *nb_resp_jstr(const char *s, size_t n);
 json_t *nb_resp_usage(const srv_req *r);
 const char *nb_resp_finish_str(nb_finish_reason f);

@@ -19,7 +19,7 @@ void nb_route_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, n
     if (state != ST_READY && state != ST_DRAINING) { /* a draining server still serves what reaches it */
         nb_resp_error(rs, 503, "service_unavailable", NULL, state == ST_LOADING ? "model_loading" : "shutting_down",
                    state == ST_LOADING ? "the model is still loading" : "the server is shutting down");
-        nb_http_resp_header(rs, "Retry-After", state == ST_LOADING ? "1" : "5");
+        nb_resp_header(rs, "Retry-After", state == ST_LOADING ? "1" : "5");
         return;
     }
     nb_oai_request q;
@@ -141,7 +141,7 @@ void nb_route_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, n
     if (st != NB_OK) {
         if (st == NB_ERR_OVERLOADED) {
             nb_resp_error(rs, 429, "rate_limit_error", NULL, "queue_full", nb_errmsg());
-            nb_http_resp_header(rs, "Retry-After", "1");
+            nb_resp_header(rs, "Retry-After", "1");
         }
         else if (st == NB_ERR_INVALID || st == NB_ERR_RANGE)
             nb_resp_error(rs, 400, "invalid_request_error", NULL, "invalid_value", nb_errmsg());

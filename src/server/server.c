@@ -31,6 +31,12 @@ static void handle_metrics(nb_server *s, nb_http_resp *rs) {
     bool have = atomic_load(&s->state) != ST_LOADING && s->be.stats;
     if (have) s->be.stats(s->be.ctx, &st);
     char *m = nb_metrics_format(&s->metrics, have ? &st : NULL, s->model_name);
+    if (!m) { /* never a cut page: a scraper would read the missing series as absent */
+        char msg[200];
+        snprintf(msg, sizeof msg, "the /metrics page could not be built: %s", nb_errmsg());
+        nb_resp_error(rs, 500, "server_error", NULL, "metrics_unavailable", msg);
+        return;
+    }
     /* The HTTP layer's own counters (connection limit, request deadline, framing). */
     char name[300];
     size_t k = 0;
@@ -43,7 +49,7 @@ static void handle_metrics(nb_server *s, nb_http_resp *rs) {
     nb_http_counters hc;
     nb_http_get_counters(s->http, &hc);
     char *all = NULL;
-    if (m && asprintf(&all,
+    if (asprintf(&all,
                       "%s# HELP nibble:http_connections_open Client connections handed to the HTTP server.\n"
                       "# TYPE nibble:http_connections_open gauge\n"
                       "nibble:http_connections_open{model_name=\"%s\"} %u\n"
@@ -57,9 +63,14 @@ static void handle_metrics(nb_server *s, nb_http_resp *rs) {
                       (unsigned long long)hc.bad_framing) < 0)
         all = NULL;
     free(m);
+    if (!all) {
+        nb_resp_error(rs, 500, "server_error", NULL, "metrics_unavailable",
+                      "the /metrics page could not be built: out of memory");
+        return;
+    }
     rs->body = all;
-    rs->body_len = rs->body ? strlen(rs->body) : 0;
-    rs->status = rs->body ? 200 : 500;
+    rs->body_len = strlen(all);
+    rs->status = 200;
     rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
@@ -120,11 +131,11 @@ static const char *cors_origin(nb_server *s, const nb_http_req *req) {
     return NULL;
 }
 
-static void cors_headers(nb_server *s, const nb_http_req *req, nb_http_resp *rs) {
+/* false: the headers did not fit and rs is now a 500 (nb_resp_header). */
+static bool cors_headers(nb_server *s, const nb_http_req *req, nb_http_resp *rs) {
     const char *o = cors_origin(s, req);
-    if (!o) return;
-    nb_http_resp_header(rs, "Access-Control-Allow-Origin", o);
-    if (strcmp(o, "*")) nb_http_resp_header(rs, "Vary", "Origin");
+    if (!o) return true;
+    return nb_resp_header(rs, "Access-Control-Allow-Origin", o) && (!strcmp(o, "*") || nb_resp_header(rs, "Vary", "Origin"));
 }
 
 /* One access-log line: time, method, path (non-printable bytes as %XX,
@@ -195,10 +206,11 @@ static bool pre_checks(nb_server *s, const nb_http_req *req, int route, nb_http_
         rs->status = 204;
         rs->body = NULL;
         rs->body_len = 0;
-        nb_http_resp_header(rs, "Access-Control-Allow-Methods",
-                            route == R_COMPLETIONS || route == R_CHAT || route == R_DRAIN ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
-        nb_http_resp_header(rs, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-        nb_http_resp_header(rs, "Access-Control-Max-Age", "600");
+        (void)(nb_resp_header(rs, "Access-Control-Allow-Methods",
+                              route == R_COMPLETIONS || route == R_CHAT || route == R_DRAIN ? "POST, OPTIONS"
+                                                                                            : "GET, HEAD, OPTIONS") &&
+               nb_resp_header(rs, "Access-Control-Allow-Headers", "Authorization, Content-Type") &&
+               nb_resp_header(rs, "Access-Control-Max-Age", "600")); /* false: rs is a 500 */
         return true;
     }
     if (route == R_NONE) {
@@ -214,13 +226,21 @@ static bool pre_checks(nb_server *s, const nb_http_req *req, int route, nb_http_
         bad_method(req, route, rs);
         return true;
     }
+    /* Without a key, anyone who reaches the port could take the replica out
+     * of rotation: only a client on this machine may drain it. */
+    if (route == R_DRAIN && !s->api_key && !nb_http_peer_loopback(req)) {
+        nb_resp_error(rs, 403, "permission_error", NULL, "drain_not_allowed",
+                      "POST /admin/drain without an API key is accepted only from loopback (127.0.0.1, ::1); "
+                      "set --api-key (or NIBBLE_API_KEY) to drain this server from another machine");
+        return true;
+    }
     return false;
 }
 
 static void early(void *ud, const nb_http_req *req, nb_http_resp *rs) {
     nb_server *s = ud;
     if (!pre_checks(s, req, route_of(req->path), rs)) return; /* go on: read the body */
-    cors_headers(s, req, rs);
+    (void)cors_headers(s, req, rs); /* false: rs is a 500 now, sent as such */
     nb_server_access_log(s, req->method, req->path, rs->status, 0, 0, req->t_start);
 }
 
@@ -230,7 +250,9 @@ static void handle(void *ud, const nb_http_req *req, nb_http_resp *rs) {
     int route = route_of(req->path);
     int32_t n_prompt = 0, n_gen = 0;
     bool logged = false;
-    if (pre_checks(s, req, route, rs)) {
+    /* CORS first, while the response has no body or stream: a header that
+     * does not fit is then a plain 500 */
+    if (!cors_headers(s, req, rs) || pre_checks(s, req, route, rs)) {
     } else if (req->too_large) {
         char m[160];
         snprintf(m, sizeof m, "The request body is larger than %zu bytes (--max-request-bytes)", s->cfg.max_request_bytes);
@@ -251,7 +273,7 @@ static void handle(void *ud, const nb_http_req *req, nb_http_resp *rs) {
     } else if (route == R_DRAIN) {
         if (atomic_load(&s->state) == ST_LOADING) {
             nb_resp_error(rs, 503, "service_unavailable", NULL, "model_loading", "the model is still loading");
-            nb_http_resp_header(rs, "Retry-After", "1");
+            nb_resp_header(rs, "Retry-After", "1");
         } else {
             nb_server_drain(s);
             nb_admin_drain_resp(rs, nb_server_in_flight(s));
@@ -259,7 +281,6 @@ static void handle(void *ud, const nb_http_req *req, nb_http_resp *rs) {
     } else {
         handle_metrics(s, rs);
     }
-    cors_headers(s, req, rs);
     if (!logged) nb_server_access_log(s, req->method, req->path, rs->status, n_prompt, n_gen, req->t_start);
 }
 

@@ -3,8 +3,9 @@
 # tests (every alert fires on the series that should trigger it, and not
 # before), every metric the alerts and the Grafana dashboard use exists in a
 # live `nibble serve`'s /metrics, the dashboard is valid JSON, the k8s
-# manifests parse with their probes on /health, and fleet.sh renders a
-# config that `haproxy -c` accepts for remote replicas in each mode.
+# manifests parse with their probes on /health, and fleet.sh fills the
+# template deploy/haproxy/nibble.cfg into a config that `haproxy -c` accepts
+# for remote replicas in each mode (and refuses a template it cannot fill).
 # The promtool and haproxy parts skip (the rest still runs) when absent; the
 # whole test exits 77 when neither is installed.
 set -u
@@ -75,14 +76,38 @@ print("k8s: Deployment + Service, three probes on /health, grace %d s > shutdown
 PY
 check "$(tail -n 1 "$tmp/k8s")" 'grep -q "^k8s: Deployment" "$tmp/k8s"'
 
+# The template: every section on, nothing of the template syntax is left;
+# fleet.sh fills it without haproxy installed too (then it only warns).
+ALL="--blue-servers 10.0.0.1:8080,10.0.0.2:8080 --green-servers 10.0.0.3:8080 --long-servers 10.0.0.9:8080
+     --balance hash --hash-balance-factor 150 --stats-bind 127.0.0.1:9001 --bind 127.0.0.1:8000"
+# shellcheck disable=SC2086
+bash "$DEP/fleet.sh" render --dir "$tmp/all" $ALL >"$tmp/all.out" 2>"$tmp/all.err"; rc=$?
+check "fleet.sh render fills deploy/haproxy/nibble.cfg: no placeholder, directive or template comment left" \
+  '[ $rc -eq 0 ] && [ -s "$tmp/all/haproxy.cfg" ] && ! grep -qE "\{\{|\}\}|^#@|^##" "$tmp/all/haproxy.cfg" || { cat "$tmp/all.err"; false; }'
+check "the filled template has every pool, the threshold, the ports and the balance mode" \
+  'grep -q "^backend be_green" "$tmp/all/haproxy.cfg" && grep -q "^backend be_long" "$tmp/all/haproxy.cfg" &&
+   grep -q "acl is_long req.body_size gt 16384" "$tmp/all/haproxy.cfg" && grep -q "bind 127.0.0.1:9001" "$tmp/all/haproxy.cfg" &&
+   grep -q "bind 127.0.0.1:8000" "$tmp/all/haproxy.cfg" && grep -q "hash-balance-factor 150" "$tmp/all/haproxy.cfg" &&
+   grep -q "server lr1 10.0.0.9:8080" "$tmp/all/haproxy.cfg" && cmp -s "$tmp/all.out" "$tmp/all/haproxy.cfg"'
+sed 's/{{BIND}}/{{NO_SUCH_VALUE}}/' "$DEP/haproxy/nibble.cfg" >"$tmp/bad.cfg"
+bash "$DEP/fleet.sh" render --dir "$tmp/bad" --blue-servers 10.0.0.1:8080 --template "$tmp/bad.cfg" >/dev/null 2>"$tmp/bad.err"; rc=$?
+check "a template with an unknown placeholder is refused (exit 2, naming it and its line)" \
+  '[ $rc -eq 2 ] && grep -q "bad.cfg:[0-9]*: unknown placeholder {{NO_SUCH_VALUE}}" "$tmp/bad.err" || { cat "$tmp/bad.err"; false; }'
+bash "$DEP/fleet.sh" render --dir "$tmp/bad" --blue-servers 10.0.0.1:8080 --long-threshold 200000 >/dev/null 2>"$tmp/bad.err"; rc=$?
+check "--long-threshold above what HAProxy buffers is refused naming the range" \
+  '[ $rc -eq 2 ] && grep -q -- "--long-threshold 200000: allowed 1..65536" "$tmp/bad.err"'
+
 if command -v haproxy >/dev/null; then
+  check "haproxy -c accepts the template with every section on" \
+    'haproxy -c -f "$tmp/all/haproxy.cfg" >"$tmp/hc" 2>&1 || { cat "$tmp/hc"; false; }'
   for mode in "--balance leastconn" "--balance hash --hash-bytes 256 --hash-balance-factor 150" \
               "--long-servers 10.0.0.9:8080 --long-threshold 8192"; do
     # shellcheck disable=SC2086
     bash "$DEP/fleet.sh" render --dir "$tmp/r" --blue-servers 10.0.0.1:8080,10.0.0.2:8080 \
       --green-servers 10.0.0.3:8080 --bind 127.0.0.1:8000 $mode >"$tmp/cfg" 2>&1
     check "fleet.sh render ($mode): haproxy -c accepts it, servers on /health" \
-      'grep -q "server br2 10.0.0.2:8080" "$tmp/cfg" && grep -q "option httpchk GET /health" "$tmp/cfg" || { cat "$tmp/cfg"; false; }'
+      'grep -q "server br2 10.0.0.2:8080" "$tmp/cfg" && grep -q "option httpchk GET /health" "$tmp/cfg" &&
+       haproxy -c -q -f "$tmp/r/haproxy.cfg" || { cat "$tmp/cfg"; false; }'
   done
   check "hash mode hashes the body's first bytes with consistent hashing" \
     'bash "$DEP/fleet.sh" render --dir "$tmp/r" --blue-servers 10.0.0.1:8080 --balance hash --hash-bytes 300 --bind 127.0.0.1:8000 |

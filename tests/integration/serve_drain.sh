@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # nibble serve's side of operating behind a balancer (docs/operations.md):
 # /health JSON; POST /admin/drain needs the API key (401 without, 405 on
-# GET); after it /health answers 503 "draining" at once, a stream in flight
+# GET; with no key configured, a loopback client: 403 from another address); after it /health answers 503 "draining" at once, a stream in flight
 # completes, a request arriving during the drain is still served, then the
 # process exits 0 by itself; the startup breakdown and --warmup are printed
 # and exported; --log-stats-interval prints vLLM's line; aborts by reason.
@@ -62,4 +62,37 @@ check "after the drain the server exits 0 by itself" '[ $alive = no ] && [ $rc -
 PID=
 check "--log-stats-interval 1: vLLM-style stats lines" \
   'grep -q "Avg prompt throughput: [0-9.]* tokens/s, Avg generation throughput: [0-9.]* tokens/s, Running: [0-9]* reqs, Waiting: [0-9]* reqs, KV cache usage: [0-9.]*%, Prefix cache hit rate: [0-9.]*%, Preemptions: 0 (+0)" "$tmp/s.log"'
+
+# Without an API key POST /admin/drain is accepted from loopback only.
+unset NIBBLE_API_KEY
+# From another address of this machine (no root needed: the client's source
+# is the address it connects to), when it has one; refused with 403.
+IP=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -n 1)
+if [ -n "$IP" ]; then
+  "$BIN" serve --host "$IP" --port 0 --max-model-len 64 -t 1 >"$tmp/n.log" 2>&1 &
+  PID=$!
+  NPORT=
+  for _ in $(seq 1 600); do
+    NPORT=$(grep -o "listening on http://$IP:[0-9]*" "$tmp/n.log" | grep -o '[0-9]*$' | head -n 1)
+    [ -n "$NPORT" ] && [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$IP:$NPORT/health")" = 200 ] && break
+    kill -0 $PID 2>/dev/null || break
+    sleep 0.1
+  done
+  code=$(curl -s -m 5 -o "$tmp/nd" -w '%{http_code}' -X POST "http://$IP:$NPORT/admin/drain")
+  check "no API key, POST /admin/drain from $IP (not loopback): 403 saying to set --api-key: $(cat "$tmp/nd")" \
+    '[ "$code" = 403 ] && grep -q -- "--api-key" "$tmp/nd" && grep -q drain_not_allowed "$tmp/nd"'
+  check "... and the server was not drained" '[ "$(curl -s -m 5 -o /dev/null -w "%{http_code}" "http://$IP:$NPORT/health")" = 200 ]'
+  kill -TERM $PID; wait $PID; PID=
+else
+  echo "skip: this machine has no non-loopback IPv4 address to send a drain from (test_admin checks the address test)"
+fi
+"$BIN" serve --port 0 --max-model-len 64 -t 1 >"$tmp/l.log" 2>&1 &
+PID=$!; wait_ready "$PID" "$tmp/l.log"
+code=$(curl -s -m 5 -o "$tmp/ld" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/admin/drain")
+check "no API key, POST /admin/drain from 127.0.0.1: 202" '[ "$code" = 202 ] && grep -q "\"status\":\"draining\"" "$tmp/ld"'
+for _ in $(seq 1 100); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done
+alive=yes; kill -0 $PID 2>/dev/null || alive=no
+wait $PID 2>/dev/null; rc=$?
+check "... and it drained and exited 0" '[ $alive = no ] && [ $rc -eq 0 ]'
+PID=
 finish

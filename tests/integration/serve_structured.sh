@@ -2,7 +2,8 @@
 # Structured outputs end to end on the built-in random-weight model: 200
 # json_schema generations with random seeds (completions and chat) all parse
 # and validate, guided_choice / guided_regex outputs match, and the
-# refusals: an unsupported keyword is a 400 naming it, two constraints at
+# refusals: an unsupported keyword (also `format`, and a keyword beside
+# $ref / enum that would be ignored) is a 400 naming it, two constraints at
 # once are a 400. Loopback only; every wait bounded. NB_TEST_QUICK=1 (the
 # ThreadSanitizer run, make test-tsan) makes it 32 generations, still 16 at
 # a time.
@@ -30,6 +31,22 @@ check "$N constrained generations all valid (json_schema, guided_choice, guided_
 code=$(curl -s -m 30 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
   -d '{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","allOf":[{}]}}}}')
 check "unsupported keyword: 400 naming it" '[ "$code" = 400 ] && grep -q allOf "$tmp/b" && grep -q unsupported_schema "$tmp/b"'
+code=$(curl -s -m 30 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
+  -d '{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"when":{"type":"string","format":"date"}}}}}}')
+check "format (not enforced): 400 naming it and its path, not accepted as an annotation" \
+  '[ "$code" = 400 ] && grep -q "#/properties/when/format" "$tmp/b" && grep -q unsupported_schema "$tmp/b"'
+code=$(curl -s -m 30 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
+  -d '{"prompt":"x","guided_json":{"type":"object","properties":{"c":{"enum":["a","bb"],"minLength":2}}}}')
+check "a keyword beside enum that not every value satisfies: 400 naming it (it was ignored)" \
+  '[ "$code" = 400 ] && grep -q "#/properties/c/minLength" "$tmp/b" && grep -q unsupported_schema "$tmp/b"'
+code=$(curl -s -m 30 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
+  -d '{"prompt":"x","guided_json":{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":3}}')
+check "a keyword beside \$ref: 400 naming it (it was ignored)" \
+  '[ "$code" = 400 ] && grep -q "#/maxLength" "$tmp/b" && grep -q "ref" "$tmp/b"'
+code=$(curl -s -m 60 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
+  -d '{"prompt":"x","max_tokens":16,"seed":3,"guided_json":{"type":"string","enum":["yes","no"],"maxLength":3}}')
+check "keywords beside enum that every value satisfies: accepted, the output one of the values" \
+  '[ "$code" = 200 ] && python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[\"choices\"][0][\"text\"]; sys.exit(json.loads(t) not in (\"yes\",\"no\"))" "$tmp/b" || { cat "$tmp/b"; false; }'
 code=$(curl -s -m 30 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/completions" \
   -d '{"prompt":"x","guided_regex":"a+","guided_choice":["a"]}')
 check "two constraints: 400" '[ "$code" = 400 ] && grep -q "give one" "$tmp/b"'

@@ -285,6 +285,29 @@ def g_deadline():
             break
     check("a body trickled byte by byte is cut at the deadline (%.1fs)" % (time.time() - t0), closed)
     s.close()
+    # one clock from accept: a first byte just before the accept thread's
+    # deadline (at 0.75 x) does not restart it when the connection moves on
+    # to the HTTP library; then a byte per 0.5 s. Cut before 1.75 x (a clock
+    # restarted by that byte would run to at least 0.75 x + 1 x).
+    s = connect(30)
+    t0 = time.time()
+    time.sleep(timeout * 0.75)
+    closed = False
+    try:
+        s.sendall(b"P")
+        for c in b"OST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"y" * int(timeout * 8 + 8):
+            if closes_after(s, 0.5):
+                closed = True
+                break
+            s.sendall(bytes([c]))
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    if not closed:
+        closed = closes_after(s, timeout * 2)
+    dt = time.time() - t0
+    check("a first byte at %.1fs does not restart the deadline: cut at %.1fs, before %.1fs (deadline %gs from accept)"
+          % (timeout * 0.75, dt, timeout * 1.75, timeout), closed and dt < timeout * 1.75, dt)
+    s.close()
     st, h, b, _ = req("GET", "/health")
     check("the server still answers afterwards", st == 200, st)
 

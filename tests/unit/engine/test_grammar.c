@@ -112,6 +112,96 @@ static void test_refs_and_refusals(void **state) {
     assert_non_null(strstr(nb_errmsg(), "allOf"));
 }
 
+/* A keyword beside $ref / const / enum / anyOf, a keyword that does not
+ * apply to the type, `format`: enforced, proven redundant, or refused
+ * naming the keyword and its path; never dropped. */
+static void test_keywords_beside(void **state) {
+    (void)state;
+    static const struct { const char *schema, *want[3]; nb_status st; } bad[] = {
+        {"{\"type\":\"string\",\"format\":\"date-time\"}", {"#/format", "'format'", "pattern"}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date\"}}}",
+         {"#/properties/d/format", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"$defs\":{\"a\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/a\",\"maxLength\":3}",
+         {"#/maxLength", "beside '$ref'", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"$ref\":\"#\",\"type\":\"object\"}", {"#/type", "'$ref'", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"type\":\"string\"}",
+         {"#/type", "beside 'anyOf'", "every anyOf alternative"}, NB_ERR_UNSUPPORTED},
+        {"{\"anyOf\":[{\"type\":\"string\"}],\"minLength\":2}", {"#/minLength", "anyOf", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[\"a\",\"bb\"],\"minLength\":2}", {"#/minLength", "#/enum/0", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"object\",\"properties\":{\"c\":{\"const\":\"x\",\"type\":\"integer\"}}}",
+         {"#/properties/c/type", "#/properties/c/const", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[1,5],\"maximum\":4}", {"#/maximum", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"enum\":[\"a\",null]}", {"#/type", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[\"ab\",\"x1\"],\"pattern\":\"^[a-z]+$\"}", {"#/pattern", "#/enum/1", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[{\"a\":1}],\"properties\":{\"a\":{\"type\":\"integer\"}}}", {"#/properties", "beside 'enum'", NULL},
+         NB_ERR_UNSUPPORTED},
+        {"{\"const\":[1],\"items\":{\"type\":\"string\"}}", {"#/items", "beside 'const'", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[1,2],\"anyOf\":[{}]}", {"#/anyOf", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"const\":1,\"enum\":[2,3]}", {"#/enum", "'const'", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"minimum\":3}", {"#/minimum", "does not apply", "string"}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"integer\",\"properties\":{}}", {"#/properties", "does not apply", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"boolean\",\"maxLength\":1}", {"#/maxLength", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"minLength\":2,\"minimum\":1}", {"no 'type'", "minLength", "minimum"}, NB_ERR_UNSUPPORTED},
+        {"{\"properties\":{\"a\":{}},\"items\":{}}", {"no 'type'", "properties", "items"}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}}}",
+         {"#/properties/x/exclusiveMinimum", "a number", NULL}, NB_ERR_INVALID},
+        {"{\"type\":\"string\",\"maxLength\":\"5\"}", {"#/maxLength", "non-negative integer", NULL}, NB_ERR_INVALID},
+        {"{\"type\":\"array\",\"minItems\":-1}", {"#/minItems", NULL}, NB_ERR_INVALID},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nb_grammar *x = NULL;
+        nb_status st = nb_grammar_json_schema(bad[i].schema, strlen(bad[i].schema), &x);
+        if (st != bad[i].st) fail_msg("%s: status %d, want %d (%s)", bad[i].schema, st, bad[i].st, st ? nb_errmsg() : "");
+        assert_null(x);
+        for (int k = 0; k < 3 && bad[i].want[k]; k++)
+            if (!strstr(nb_errmsg(), bad[i].want[k])) fail_msg("%s: '%s' not in: %s", bad[i].schema, bad[i].want[k], nb_errmsg());
+    }
+    /* tool parameters go through the same compiler */
+    const char *pre[] = {"<"}, *fmt[] = {"{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\"}}}"};
+    nb_grammar *tg = NULL;
+    assert_int_equal(nb_grammar_tagged(pre, fmt, 1, ">", &tg), NB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(nb_errmsg(), "#/properties/when/format"));
+
+    /* redundant and consistent: accepted, and the values are what is produced */
+    nb_grammar *g = schema("{\"type\":\"string\",\"enum\":[\"a\",\"b\"],\"description\":\"d\"}");
+    assert_int_equal(run(g, "\"a\""), 1);
+    assert_int_equal(run(g, "\"c\""), -1);
+    nb_grammar_free(g);
+    g = schema("{\"enum\":[\"ab\",\"cd\",3],\"type\":[\"string\",\"integer\"],\"minLength\":2,\"maxLength\":2,"
+               "\"pattern\":\"^[a-z]+$\",\"maximum\":3,\"exclusiveMinimum\":2}");
+    assert_int_equal(run(g, "\"cd\""), 1);
+    assert_int_equal(run(g, "3"), 1);
+    nb_grammar_free(g);
+    g = schema("{\"type\":\"string\",\"enum\":[\"a\",null],\"nullable\":true}"); /* OpenAPI's nullable */
+    assert_int_equal(run(g, "null"), 1);
+    nb_grammar_free(g);
+    g = schema("{\"const\":5,\"type\":\"integer\",\"minimum\":0,\"enum\":[4,5]}");
+    assert_int_equal(run(g, "5"), 1);
+    assert_int_equal(run(g, "4"), -1);
+    nb_grammar_free(g);
+    g = schema("{\"enum\":[1,2.0,\"\\u00e9t\\u00e9\"],\"type\":[\"integer\",\"string\"],\"maxLength\":4,\"minItems\":3}");
+    nb_grammar_free(g); /* 2.0 is an integer; "été" is 3 characters (5 bytes) */
+    g = schema("{\"$defs\":{\"a\":{\"type\":\"string\",\"maxLength\":2}},\"$ref\":\"#/$defs/a\",\"nullable\":true,"
+               "\"title\":\"t\"}");
+    assert_int_equal(run(g, "null"), 1);
+    assert_int_equal(run(g, "\"abc"), -1);
+    nb_grammar_free(g);
+    /* keywords of one kind without a type give the type (they were ignored: any value came out) */
+    g = schema("{\"minItems\":1}");
+    assert_int_equal(run(g, "[]"), -1);
+    assert_int_equal(run(g, "[1]"), 1);
+    assert_int_equal(run(g, "1"), -1);
+    nb_grammar_free(g);
+    g = schema("{\"additionalProperties\":false}");
+    assert_int_equal(run(g, "{}"), 1);
+    assert_int_equal(run(g, "{\"a\""), -1);
+    nb_grammar_free(g);
+    g = schema("{\"maxLength\":1}");
+    assert_int_equal(run(g, "\"ab"), -1);
+    assert_int_equal(run(g, "\"a\""), 1);
+    nb_grammar_free(g);
+}
+
 static void test_choice_and_regex(void **state) {
     (void)state;
     const char *c[] = {"yes", "no", "not sure"};
@@ -483,7 +573,8 @@ static void test_mask_shortcuts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_object_keywords), cmocka_unit_test(test_arrays_enums_anyof),
-        cmocka_unit_test(test_refs_and_refusals), cmocka_unit_test(test_choice_and_regex),
+        cmocka_unit_test(test_refs_and_refusals), cmocka_unit_test(test_keywords_beside),
+        cmocka_unit_test(test_choice_and_regex),
         cmocka_unit_test(test_budget_walks),      cmocka_unit_test(test_token_walks),
         cmocka_unit_test(test_tagged),            cmocka_unit_test(test_mask_shortcuts),
     };

@@ -2,13 +2,19 @@
  * the /health body, the drain answer, the vLLM-style stats line and the
  * startup line from known snapshots (expected values worked out by hand),
  * and the /metrics page's HTTP classes, abort reasons, startup phases and
- * TPOT histogram. */
+ * TPOT histogram; the page whole or not at all when it cannot grow, a
+ * header that does not fit turning the answer into a 500, and the
+ * loopback test that guards POST /admin/drain without an API key. */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "server/admin.h"
 #include "server/metrics.h"
+#include "server/respond.h"
 #include "testutil.h"
 
 static void test_health_body(void **state) {
@@ -124,11 +130,114 @@ static void test_startup(void **state) {
     nb_metrics_destroy(&m);
 }
 
+static int grow_budget;
+static void *failing_realloc(void *p, size_t n) {
+    if (grow_budget-- <= 0) return NULL;
+    return realloc(p, n);
+}
+
+static void test_metrics_page_whole(void **state) {
+    (void)state;
+    nb_metrics m;
+    nb_metrics_init(&m);
+    nb_metrics_observe(&m, NB_HIST_TTFT, 0.5);
+    nb_dynbuf b;
+    nb_dynbuf_init(&b, 1 << 20);
+    assert_int_equal(nb_metrics_format_into(&m, NULL, "x", &b), NB_OK);
+    size_t whole = nb_dynbuf_len(&b);
+    assert_true(whole > 4096); /* so the page grows several times */
+    nb_dynbuf_free(&b);
+    /* a growth that fails at any point: no page, not the first part of one */
+    for (int k = 0; k < 8; k++) {
+        nb_dynbuf_init(&b, 1 << 20);
+        b.realloc_fn = failing_realloc;
+        grow_budget = k;
+        nb_status st = nb_metrics_format_into(&m, NULL, "x", &b);
+        if (st == NB_OK) {
+            assert_int_equal(nb_dynbuf_len(&b), whole); /* enough growths allowed: the whole page */
+        } else {
+            assert_int_equal(st, NB_ERR_NOMEM);
+            assert_int_equal(nb_dynbuf_len(&b), 0);
+        }
+        nb_dynbuf_free(&b);
+    }
+    /* past the cap: refused the same way */
+    nb_dynbuf_init(&b, whole / 2);
+    assert_int_equal(nb_metrics_format_into(&m, NULL, "x", &b), NB_ERR_RANGE);
+    assert_int_equal(nb_dynbuf_len(&b), 0);
+    nb_dynbuf_free(&b);
+    nb_metrics_destroy(&m);
+}
+
+static void test_headers_full(void **state) {
+    (void)state;
+    nb_http_resp rs = {0};
+    for (int i = 0; i < NB_LIMIT_EXTRA_HEADERS; i++) assert_true(nb_http_resp_header(&rs, "X-A", "1"));
+    assert_false(nb_http_resp_header(&rs, "X-B", "2")); /* reported, not dropped silently */
+    assert_int_equal(rs.n_extra, NB_LIMIT_EXTRA_HEADERS);
+    nb_http_resp r2 = {0};
+    assert_false(nb_http_resp_header(&r2, NULL, "v"));
+    assert_int_equal(r2.n_extra, 0);
+    /* the server's helper: the answer becomes a 500 naming the header */
+    nb_admin_drain_resp(&rs, 2);
+    assert_int_equal(rs.status, 202);
+    assert_false(nb_resp_header(&rs, "Retry-After", "1"));
+    assert_int_equal(rs.status, 500);
+    assert_int_equal(rs.n_extra, 0);
+    assert_non_null(strstr(rs.body, "too_many_headers"));
+    assert_non_null(strstr(rs.body, "Retry-After"));
+    free(rs.body);
+    /* /health with room: the header is there */
+    nb_http_resp h = {0};
+    nb_admin_health(&h, "draining", false, "m", NULL);
+    assert_int_equal(h.status, 503);
+    assert_int_equal(h.n_extra, 1);
+    free(h.body);
+}
+
+static bool loopback4(const char *a) {
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, a, &s.sin_addr), 1);
+    return nb_http_addr_loopback((struct sockaddr *)&s, sizeof s);
+}
+
+static bool loopback6(const char *a) {
+    struct sockaddr_in6 s = {.sin6_family = AF_INET6};
+    assert_int_equal(inet_pton(AF_INET6, a, &s.sin6_addr), 1);
+    return nb_http_addr_loopback((struct sockaddr *)&s, sizeof s);
+}
+
+static void test_loopback(void **state) {
+    (void)state;
+    assert_true(loopback4("127.0.0.1"));
+    assert_true(loopback4("127.3.2.1"));
+    assert_false(loopback4("10.0.0.1"));
+    assert_false(loopback4("128.0.0.1"));
+    assert_false(loopback4("0.0.0.0"));
+    assert_true(loopback6("::1"));
+    assert_true(loopback6("::ffff:127.0.0.1"));
+    assert_false(loopback6("::ffff:10.0.0.1"));
+    assert_false(loopback6("::"));
+    assert_false(loopback6("fe80::1"));
+    assert_false(loopback6("2001:db8::1"));
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &s.sin_addr);
+    assert_false(nb_http_addr_loopback((struct sockaddr *)&s, 4)); /* too short to hold one */
+    struct sockaddr_un u = {.sun_family = AF_UNIX};
+    assert_false(nb_http_addr_loopback((struct sockaddr *)&u, sizeof u));
+    assert_false(nb_http_addr_loopback(NULL, 0));
+    nb_http_req r = {.fd = -1};
+    assert_false(nb_http_peer_loopback(&r));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_body),
         cmocka_unit_test(test_stats_line),
         cmocka_unit_test(test_startup),
+        cmocka_unit_test(test_metrics_page_whole),
+        cmocka_unit_test(test_headers_full),
+        cmocka_unit_test(test_loopback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,9 +125,10 @@ static void test_histogram_format(void **state) {
     /* observations 0.05, 0.5, 0.5, 3: buckets (not cumulative) 1, 2, 1 */
     h.counts[0] = 1; h.counts[1] = 2; h.counts[2] = 1;
     h.sum = 4.05; h.count = 4;
-    char *b = NULL;
-    size_t len = 0, cap = 0;
-    nb_histogram_format(&h, "model_name=\"m\"", &b, &len, &cap);
+    nb_dynbuf db;
+    nb_dynbuf_init(&db, 1 << 20);
+    assert_int_equal(nb_histogram_format(&h, "model_name=\"m\"", &db), NB_OK);
+    char *b = nb_dynbuf_take(&db, NULL);
     assert_string_equal(b, "# HELP x h\n# TYPE x histogram\n"
                            "x_bucket{model_name=\"m\",le=\"0.1\"} 1\n"
                            "x_bucket{model_name=\"m\",le=\"1.0\"} 3\n"
