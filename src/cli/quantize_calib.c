@@ -488,6 +488,7 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
                                    (const float *const *)(W + grp[g].first), rows + grp[g].first,
                                    types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
             }
+            if (st != NB_OK && st != NB_ERR_NOMEM) nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
             free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
@@ -521,8 +522,12 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
         float *sv = malloc((size_t)E * sizeof(float));
         if (!sv) st = NB_ERR_NOMEM;
         for (int g = 0; g < 2 && st == NB_OK; g++) {
-            nb_smoothquant_scales(c->st[grp[g].slot].max_abs, (const float *const *)(W + grp[g].first),
-                                  rows + grp[g].first, grp[g].n, E, c->o->alpha, sv);
+            st = nb_smoothquant_scales(c->st[grp[g].slot].max_abs, (const float *const *)(W + grp[g].first),
+                                       rows + grp[g].first, grp[g].n, E, c->o->alpha, sv);
+            if (st != NB_OK) {
+                nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
+                break;
+            }
             for (int i = 0; i < grp[g].n; i++) {
                 int w = grp[g].first + i;
                 for (int64_t r = 0; r < rows[w]; r++)
@@ -756,6 +761,18 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
     return st;
 }
 
+/* NaN / Inf in a weight is refused before the calibration starts (the
+ * forward pass would only report it as broken activations of some block),
+ * naming the tensor; nb_rtn_quantize then need not read the input again. */
+static nb_status check_finite(const nb_source *src, nb_rtn_params *p) {
+    nb_pool *pool = NULL;
+    NB_TRY(nb_pool_create(p->n_threads, &pool));
+    nb_status st = nb_rtn_check_source_finite(src, pool);
+    nb_pool_free(pool);
+    if (st == NB_OK) p->finite_checked = true;
+    return st;
+}
+
 nb_status nb_qcal_prepare(const nb_calib_opts *o, const char *in, const char *imatrix_path, bool quiet,
                           nb_rtn_params *p, nb_qcal **out) {
     *out = NULL;
@@ -771,6 +788,7 @@ nb_status nb_qcal_prepare(const nb_calib_opts *o, const char *in, const char *im
     if (strcmp(src.format, "gguf"))
         st = nb_fail(NB_ERR_UNSUPPORTED, "%s: --imatrix and calibrated methods need a GGUF input (convert it first "
                      "with nibble quantize IN out.gguf --type F16)", in);
+    if (st == NB_OK) st = check_finite(&src, p);
     if (st == NB_OK && imatrix_path) {
         st = nb_imatrix_load(imatrix_path, &q->im);
         if (st == NB_OK) {

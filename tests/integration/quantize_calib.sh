@@ -4,7 +4,9 @@
 #    imatrix for another model: exit 2 with a message naming the problem and
 #    no output file; a text shorter than one sample gives one short sample
 #    (warned) and a loadable output; rows that no group divides fall back
-#    (named in the report); NaN/Inf and all-zero inputs are unit-tested
+#    (named in the report); a NaN or an Inf weight is refused by rtn, awq,
+#    smoothquant and gptq (exit 2 naming tensor, row and column, no output
+#    file); NaN/Inf statistics and all-zero inputs are unit-tested
 #    (test_gptq, test_awq);
 #  - nibble imatrix on aidreams260K (GGUF and legacy .dat), quantize --imatrix
 #    with both, and an imatrix of aidreams refused for synth-llama;
@@ -48,6 +50,66 @@ check "calibration text shorter than one sample: one short sample, warned, outpu
   '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "only 1 samples" "$tmp/e" && grep -q "shorter than" "$tmp/e"'
 "$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method smoothquant --calib "$T" >/dev/null 2>"$tmp/e"; rc=$?
 check "smoothquant refuses W4 types" '[ $rc -eq 2 ] && grep -q "W8A8" "$tmp/e"'
+
+# --- NaN / Inf weights: every method refuses them before writing, naming the tensor, row and column ---
+# poison SRC DST TENSOR ROW COL VALUE: a copy of the F32 GGUF SRC with one weight set to VALUE
+poison() {
+  python3 - "$@" <<'PY'
+import struct, sys
+src, dst, name, row, col, val = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+b = bytearray(open(src, 'rb').read())
+n_t, n_kv = struct.unpack_from('<QQ', b, 8)
+pos, align = 24, 32
+SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def skip(t):
+    global pos
+    if t == 8:
+        pos += 8 + struct.unpack_from('<Q', b, pos)[0]
+    elif t == 9:
+        et, n = struct.unpack_from('<IQ', b, pos)
+        pos += 12
+        for _ in range(n): skip(et)
+    else:
+        pos += SZ[t]
+for _ in range(n_kv):
+    kl = struct.unpack_from('<Q', b, pos)[0]
+    key = b[pos + 8:pos + 8 + kl].decode()
+    t = struct.unpack_from('<I', b, pos + 8 + kl)[0]
+    pos += 12 + kl
+    if key == 'general.alignment': align = struct.unpack_from('<I', b, pos)[0]
+    skip(t)
+info = {}
+for _ in range(n_t):
+    nl = struct.unpack_from('<Q', b, pos)[0]
+    nm = b[pos + 8:pos + 8 + nl].decode()
+    nd = struct.unpack_from('<I', b, pos + 8 + nl)[0]
+    ne = struct.unpack_from('<%dQ' % nd, b, pos + 12 + nl)
+    pos += 12 + nl + 8 * nd
+    ty, off = struct.unpack_from('<IQ', b, pos)
+    pos += 12
+    info[nm] = (ne, ty, off)
+data = (pos + align - 1) // align * align
+ne, ty, off = info[name]
+assert ty == 0, name + ' is not F32'
+struct.pack_into('<f', b, data + off + 4 * (row * ne[0] + col), val)
+open(dst, 'wb').write(b)
+PY
+}
+poison "$M" "$tmp/nan.gguf" blk.1.attn_k.weight 3 5 nan
+poison "$M" "$tmp/inf.gguf" blk.2.ffn_up.weight 40 7 -inf
+for m in rtn awq smoothquant gptq; do
+  case $m in
+    rtn) args="--type Q8_0" ;;
+    smoothquant) args="--type W8A8 --method smoothquant --calib $T --calib-samples 8 --calib-seq-len 64" ;;
+    *) args="--type W4G32 --method $m --calib $T --calib-samples 8 --calib-seq-len 64" ;;
+  esac
+  "$BIN" quantize "$tmp/nan.gguf" "$tmp/o.gguf" $args -q >/dev/null 2>"$tmp/e"; rc=$?
+  check "$m: a NaN weight is refused (exit 2) naming tensor, row and column; no output" \
+    '[ $rc -eq 2 ] && grep -q "blk.1.attn_k.weight.: row 3, column 5 is NaN" "$tmp/e" && ! ls "$tmp"/o.gguf* >/dev/null 2>&1'
+  "$BIN" quantize "$tmp/inf.gguf" "$tmp/o.gguf" $args -q >/dev/null 2>"$tmp/e"; rc=$?
+  check "$m: an Inf weight is refused (exit 2) naming tensor, row and column; no output" \
+    '[ $rc -eq 2 ] && grep -q "blk.2.ffn_up.weight.: row 40, column 7 is Inf" "$tmp/e" && ! ls "$tmp"/o.gguf* >/dev/null 2>&1'
+done
 
 # --- imatrix ---
 "$BIN" imatrix "$M" -f "$T" -o "$tmp/im.gguf" -c 128 >/dev/null 2>&1; rc1=$?
