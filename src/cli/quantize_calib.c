@@ -45,6 +45,8 @@ typedef struct result {
     void *bytes;           /* quantized tensor, or F32 values of a 1-D tensor */
     uint64_t nbytes;
     double rel_rms;
+    const char *method;    /* what rounded it (nb_rtn_tensor.method) */
+    char note[NB_RTN_WHY_MAX]; /* why the method could not be applied as planned ("" when it was) */
 } result;
 
 struct nb_qcal {
@@ -82,11 +84,13 @@ static result *add_result(nb_qcal *q, const char *name, nb_dtype type, uint64_t 
     }
     r->type = type;
     r->nbytes = nbytes;
+    r->method = nb_calib_method_name(q->o.method);
+    r->note[0] = '\0';
     r->bytes = malloc(nbytes ? nbytes : 1);
     return r->bytes ? r : NULL;
 }
 
-static nb_status tensor_fn(void *ud, const nb_tensor *src, const nb_rtn_tensor *r, nb_pool *pool, void *dst,
+static nb_status tensor_fn(void *ud, const nb_tensor *src, nb_rtn_tensor *r, nb_pool *pool, void *dst,
                            uint64_t nbytes, double *rel_rms, bool *handled) {
     nb_qcal *q = ud;
     *handled = false;
@@ -98,11 +102,14 @@ static nb_status tensor_fn(void *ud, const nb_tensor *src, const nb_rtn_tensor *
         memcpy(dst, res->bytes, nbytes);
         *rel_rms = res->rel_rms;
         *handled = true;
+        snprintf(r->method, sizeof r->method, "%s", res->method);
+        snprintf(r->method_note, sizeof r->method_note, "%s", res->note);
         return NB_OK;
     }
     if (q->have_im && r->n_dims >= 2) {
         const nb_imatrix_entry *e = nb_imatrix_find(&q->im, r->name);
-        if (e) return nb_imatrix_convert(e, src, r->type, pool, dst, nbytes, rel_rms, handled);
+        if (e) NB_TRY(nb_imatrix_convert(e, src, r->type, pool, dst, nbytes, rel_rms, handled));
+        if (*handled) snprintf(r->method, sizeof r->method, "rtn+imatrix");
     }
     return NB_OK;
 }
@@ -356,6 +363,7 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
             deq[i] = v;
         }
         r->rel_rms = 0;
+        if (c->o->method == NB_CALIB_GPTQ) r->method = "rtn"; /* a plain conversion: GPTQ has nothing to round */
         return NB_OK;
     }
     if (!qt || !nb_dtype_row_bytes(type, (uint64_t)cols, &rb))
@@ -388,6 +396,10 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
                     name, (long long)gr.n_dead);
         c->q->damp_max = fmax(c->q->damp_max, gr.damp_used);
         done = true;
+    } else if (c->o->method == NB_CALIB_GPTQ) {
+        r->method = "rtn";
+        snprintf(r->note, sizeof r->note, "GPTQ cannot write %s rows of %lld (only W4G*, Q4_0, Q4_1, Q4_K): "
+                 "round-to-nearest", nb_dtype_name(type), (long long)cols);
     }
     if (!done)
         for (int64_t i = 0; i < rows; i++) qt->from_float(W + i * cols, (uint8_t *)r->bytes + (uint64_t)i * rb, cols);
@@ -416,6 +428,15 @@ static nb_status norm_result(cal *c, int l, int which, const float *v, int64_t E
     return NB_OK;
 }
 
+/* The report's note for the quantized linears of an AWQ group that gets
+ * no scales (q and k get no clip search either, as in AutoAWQ). */
+static void awq_skip_notes(char (*notes)[NB_RTN_WHY_MAX], const nb_dtype *types, int first, int n, const char *why) {
+    for (int w = first; w < first + n; w++)
+        if (nb_qtype_get(types[w]))
+            snprintf(notes[w], NB_RTN_WHY_MAX, "no AWQ scales (%s): %s", why,
+                     w == W_Q || w == W_K ? "round-to-nearest" : "clip search + round-to-nearest");
+}
+
 /* Transforms and quantizes the linears w0..w1-1 of block l (all of them
  * for RTN, AWQ and SmoothQuant; one input's group per call for GPTQ's true
  * sequential order) and puts their dequantized values in the model. */
@@ -428,6 +449,7 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
     int64_t rows[W_N], cols[W_N];
     nb_dtype types[W_N];
     const char *names[W_N];
+    char notes[W_N][NB_RTN_WHY_MAX] = {{0}}; /* AWQ groups that get no scales */
     nb_status st = NB_OK;
     for (int w = w0; w < w1 && st == NB_OK; w++) {
         const nb_tensor *t = *wslot(L, w);
@@ -454,10 +476,16 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
             {NB_FWD_CAP_ATTN_IN, W_Q, 3, -1}, {NB_FWD_CAP_ATTN_OUT, W_O, 1, W_V},
             {NB_FWD_CAP_FFN_IN, W_GATE, 2, -1}, {NB_FWD_CAP_FFN_DOWN, W_DOWN, 1, W_UP}};
         for (int g = 0; g < 4 && st == NB_OK; g++) {
-            if (grp[g].prev == W_V && (hp->n_head != hp->n_head_kv || L->bv)) continue; /* GQA: no 1:1 fold */
+            if (grp[g].prev == W_V && (hp->n_head != hp->n_head_kv || L->bv)) { /* GQA: no 1:1 fold */
+                awq_skip_notes(notes, types, grp[g].first, grp[g].n, "no 1:1 fold into v: GQA or a v bias");
+                continue;
+            }
             bool quantized = true; /* a group written in F16 (row fallback) has nothing to protect */
             for (int i = 0; i < grp[g].n; i++) quantized &= nb_qtype_get(types[grp[g].first + i]) != NULL;
-            if (!quantized) continue;
+            if (!quantized) {
+                awq_skip_notes(notes, types, grp[g].first, grp[g].n, "a linear of its group is written as float");
+                continue;
+            }
             int64_t K = cols[grp[g].first];
             float *s = malloc((size_t)K * sizeof(float));
             double alpha = 0;
@@ -553,6 +581,11 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
             memcpy(orig[w], W[w], (size_t)(rows[w] * cols[w]) * sizeof(float));
         ref = orig[w];
         st = quantize_weight(c, names[w], types[w], W[w], rows[w], cols[w], w_slot[w], deq, ref);
+        result *res = st == NB_OK && notes[w][0] ? find_result(c->q, names[w]) : NULL;
+        if (res) {
+            snprintf(res->note, sizeof res->note, "%s", notes[w]);
+            if (w == W_Q || w == W_K) res->method = "rtn"; /* no scales and no clip search */
+        }
         const nb_tensor *src = *wslot(L, w);
         *t = (nb_tensor){.name = src->name, .type = NB_F32, .n_dims = 2, .ne = {cols[w], rows[w], 1, 1},
                          .data = deq, .nbytes = (uint64_t)(rows[w] * cols[w]) * 4};
@@ -622,6 +655,28 @@ static nb_status make_samples(cal *c, const char *in, nb_tokenizer *tok) {
     nb_calib_docs_free(&docs);
     (void)in;
     return st;
+}
+
+/* One warning naming the tensors the method could not handle as planned
+ * (the per-tensor report has each one's note). */
+static void warn_method_notes(const nb_qcal *q) {
+    enum { SHOWN = 8 };
+    char list[SHOWN * (NB_RTN_NAME_MAX + NB_RTN_WHY_MAX)];
+    size_t used = 0;
+    int64_t n = 0;
+    list[0] = '\0';
+    for (int64_t i = 0; i < q->n_res; i++) {
+        const result *r = &q->res[i];
+        if (!r->note[0]) continue;
+        if (n++ < SHOWN && used < sizeof list) {
+            int k = snprintf(list + used, sizeof list - used, "%s%s (%s)", used ? "; " : "", r->name, r->note);
+            used += k > 0 ? (size_t)k : 0;
+        }
+    }
+    if (n)
+        NB_WARN("%s: %lld tensors were not quantized as planned: %s%s", nb_calib_method_name(q->o.method),
+                (long long)n, list,
+                n > SHOWN ? "; ... (the per-tensor report names them all)" : "");
 }
 
 static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, const nb_rtn_params *p, bool quiet) {
@@ -730,6 +785,7 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
         }
     }
     if (!quiet && c.tty) fputc('\n', stderr);
+    if (st == NB_OK) warn_method_notes(q);
     if (st == NB_OK && !quiet) {
         const double tw = now_s() - t0, tu = cpu_s() - u0;
         fprintf(stderr, "%s: wall %.1f s: forward %.1f, statistics %.1f, factorisation %.1f, quantization %.1f, rest %.1f\n",

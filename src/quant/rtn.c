@@ -338,6 +338,7 @@ nb_status nb_rtn_plan(const nb_source *src, const nb_rtn_params *p, nb_rtn_repor
         memcpy(r->ne, tn->ne, sizeof r->ne);
         r->src_type = tn->type;
         r->rel_rms = NAN;
+        snprintf(r->method, sizeof r->method, "rtn");
         if (!is_plain(tn->type)) {
             const nb_qtype *q = nb_qtype_get(tn->type);
             if (!q || q->act_only)

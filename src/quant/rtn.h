@@ -134,10 +134,11 @@ typedef struct nb_rtn_params {
     /* Calibrated quantization (imatrix, GPTQ, AWQ, SmoothQuant; quant/calib.h):
      * tensor_fn is called for every tensor before it is converted; when it
      * sets *handled it has written dst (nbytes of r->type) and *rel_rms
-     * itself, otherwise the tensor is converted by RTN. meta_fn adds keys
+     * itself (and may set r->method / r->method_note), otherwise the tensor
+     * is converted by RTN. meta_fn adds keys
      * after nibble.quantize.*; method names nibble.quantize.method (NULL:
      * "rtn"). All NULL for plain RTN. */
-    nb_status (*tensor_fn)(void *ud, const nb_tensor *src, const struct nb_rtn_tensor *r, nb_pool *pool, void *dst,
+    nb_status (*tensor_fn)(void *ud, const nb_tensor *src, struct nb_rtn_tensor *r, nb_pool *pool, void *dst,
                            uint64_t nbytes, double *rel_rms, bool *handled);
     nb_status (*meta_fn)(void *ud, nb_gguf_writer *w);
     void *ud;
@@ -161,6 +162,10 @@ typedef struct nb_rtn_tensor {
     uint64_t bytes;           /* written bytes */
     double rel_rms;           /* ||dequant(q(w)) - w|| / ||w|| (0 when lossless, NaN before quantizing) */
     double seconds;
+    char method[16];          /* what rounded it: "rtn" (also plain float conversion), "rtn+imatrix", "gptq", "awq",
+                               * "smoothquant" */
+    char method_note[NB_RTN_WHY_MAX]; /* a calibrated run that could not apply its method as planned says why
+                                       * ("GPTQ cannot write Q8_0: round-to-nearest"); "" otherwise */
 } nb_rtn_tensor;
 
 typedef struct nb_rtn_report {

@@ -10,6 +10,9 @@
 #    (test_gptq, test_awq);
 #  - nibble imatrix on aidreams260K (GGUF and legacy .dat), quantize --imatrix
 #    with both, and an imatrix of aidreams refused for synth-llama;
+#  - GPTQ on tensors of a type it cannot write (--keep attn_v=Q8_0): one
+#    warning naming them, and the per-tensor report says rtn and why; AWQ
+#    on GQA models, whose o has no 1:1 fold: warned the same way;
 #  - aidreams260K to W4G32 with rtn, gptq, gptq --desc-act and awq: every
 #    output loads and generates, carries its recipe metadata, and GPTQ and
 #    AWQ have a lower mean KLD than RTN on the sample text (the ordering is
@@ -160,6 +163,19 @@ fb = [x for x in t if x['fallback'] and '172' in x['why'] and x['type'] == 'F16'
 print(len(fb), 'fallback tensors, e.g.', fb[0]['name'] if fb else None, fb[0]['why'] if fb else None)
 sys.exit(0 if fb and all('ffn_down' in x['name'] for x in fb) else 1)
 PY"
+"$BIN" quantize "$M" "$tmp/keep.gguf" --type W4G32 --keep 'blk.*.attn_v.weight=Q8_0' --method gptq $C -q --json \
+  >"$tmp/j-keep" 2>"$tmp/e-keep"; rc=$?
+check "gptq: tensors of a type GPTQ cannot write (Q8_0) are warned about, named" \
+  '[ $rc -eq 0 ] && grep -q "gptq: 4 tensors were not quantized as planned: blk.0.attn_v.weight (GPTQ cannot write Q8_0" "$tmp/e-keep"'
+check "gptq: the per-tensor report says which method rounded each tensor, and why not GPTQ" "python3 - \"$tmp/j-keep\" <<'PY'
+import json, sys
+t = {x['name']: x for x in json.load(open(sys.argv[1]))['tensors']}
+v, q = t['blk.2.attn_v.weight'], t['blk.2.attn_q.weight']
+print('attn_v:', v['type'], v['method'], v['method_note'])
+assert v['type'] == 'Q8_0' and v['method'] == 'rtn' and 'GPTQ cannot write Q8_0' in v['method_note']
+assert q['type'] == 'W4G32' and q['method'] == 'gptq' and q['method_note'] is None
+assert sum(1 for x in t.values() if x['method_note']) == 4
+PY"
 "$BIN" inspect "$tmp/gptq-desc.gguf" >"$tmp/i" 2>&1
 check "GPTQ recipe metadata" 'grep -q "nibble.quantize.method.*gptq" "$tmp/i" && grep -q "nibble.quantize.desc_act.*true" "$tmp/i" && grep -q "nibble.quantize.calib_sha256" "$tmp/i" && grep -q "nibble.quantize.input_sha256" "$tmp/i" && grep -q "nibble.quantize.damp" "$tmp/i"'
 
@@ -173,11 +189,13 @@ for sm in gqa qw; do
   for m in rtn awq; do
     args=""
     [ $m = awq ] && args="--method awq --calib $tmp/calib.txt --calib-samples 32 --calib-seq-len 128 --seed 1"
-    "$BIN" quantize "$tmp/$sm.gguf" "$tmp/$sm-$m.gguf" --type W4G32 $args -q >/dev/null 2>"$tmp/e"
+    "$BIN" quantize "$tmp/$sm.gguf" "$tmp/$sm-$m.gguf" --type W4G32 $args -q >/dev/null 2>"$tmp/e-$sm-$m"
     K[$sm-$m]=$("$BIN" eval kld "$tmp/$sm.gguf" "$tmp/$sm-$m.gguf" -f "$tmp/eval.txt" -c 128 --json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)['kld_mean'])" 2>/dev/null || echo 9)
   done
   echo "$sm W4G32 mean KLD: rtn ${K[$sm-rtn]}, awq ${K[$sm-awq]}"
+  check "awq on the GQA $sm model: o gets no scales (no 1:1 fold into v), warned and named" \
+    'grep -q "awq: 2 tensors were not quantized as planned: blk.0.attn_output.weight (no AWQ scales" "$tmp/e-$sm-awq"'
   check "awq beats rtn on the synthetic $sm model" "python3 -c 'import sys; sys.exit(not (${K[$sm-awq]} < ${K[$sm-rtn]} < 9))'"
 done
 
