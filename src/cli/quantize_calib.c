@@ -602,8 +602,59 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
     return st;
 }
 
-/* Tokenizes the documents and draws the samples. */
-static nb_status make_samples(cal *c, const char *in, nb_tokenizer *tok) {
+/* The text of the model's special token `id` ("" when it has none). */
+static void token_text(const nb_tokenizer *tok, int32_t id, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (id < 0) return;
+    size_t k = nb_token_piece(tok, id, true, buf, n - 1);
+    buf[NB_MIN(k, n - 1)] = '\0';
+}
+
+/* Puts `bos` (when >= 0) before the tokens. */
+static nb_status prepend_bos(int32_t **ids, size_t *n, int32_t bos) {
+    if (bos < 0) return NB_OK;
+    int32_t *u = realloc(*ids, (*n + 1) * sizeof *u);
+    if (!u) return NB_ERR_NOMEM;
+    memmove(u + 1, u, *n * sizeof *u);
+    u[0] = bos;
+    *ids = u;
+    (*n)++;
+    return NB_OK;
+}
+
+/* A "messages" document as nibble serve tokenizes a chat request (without
+ * the generation prompt): the model's template with its own BOS text,
+ * control-token text parsed; the generic template gets no BOS text and the
+ * BOS token is put before it when the vocabulary wants one. */
+static nb_status tokenize_messages(const cal *c, int64_t i, const nb_calib_doc *d, const nb_chat_template *ct,
+                                   const nb_tokenizer *tok, int32_t **ids, size_t *n) {
+    char bos[128], eos[128];
+    const bool generic = nb_chat_template_is_generic(ct);
+    token_text(tok, nb_tokenizer_bos(tok), bos, sizeof bos);
+    token_text(tok, nb_tokenizer_eos(tok), eos, sizeof eos);
+    nb_chat_msg *msgs = calloc((size_t)d->n_msgs, sizeof *msgs);
+    char *txt = NULL;
+    if (!msgs) return NB_ERR_NOMEM;
+    nb_status st = NB_OK;
+    for (int k = 0; st == NB_OK && k < d->n_msgs; k++) {
+        if (!nb_chat_role_parse(d->roles[k], &msgs[k].role))
+            st = nb_fail(NB_ERR_INVALID, "%s: document %lld: unknown role '%s' (allowed: system, developer, user, "
+                         "assistant, tool)", c->o->calib, (long long)i + 1, d->roles[k]);
+        msgs[k].content = d->contents[k];
+    }
+    if (st == NB_OK) st = nb_chat_render(ct, msgs, (size_t)d->n_msgs, false, generic ? "" : bos, eos, &txt);
+    if (st == NB_OK) st = nb_tokenize(tok, txt, strlen(txt), false, true, ids, n);
+    if (st == NB_OK && generic) st = prepend_bos(ids, n, nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1);
+    free(txt);
+    free(msgs);
+    return st;
+}
+
+/* Tokenizes the documents and draws the samples. Plain text is one token
+ * stream cut into windows, each given the BOS the vocabulary wants; a JSONL
+ * document is one sample that starts as the model would see it served: a
+ * "text" as a completion prompt (BOS + text), "messages" as a chat request. */
+static nb_status make_samples(cal *c, nb_tokenizer *tok) {
     nb_calib_docs docs;
     NB_TRY(nb_calib_read(c->o->calib, &docs));
     snprintf(c->q->calib_sha, sizeof c->q->calib_sha, "%s", docs.sha256);
@@ -614,46 +665,25 @@ static nb_status make_samples(cal *c, const char *in, nb_tokenizer *tok) {
     if (st == NB_OK && nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct) != NB_OK &&
         nb_chat_template_create(NULL, NULL, &ct) != NB_OK)
         st = NB_ERR_NOMEM;
-    char bos[128] = "", eos[128] = "";
-    if (nb_tokenizer_bos(tok) >= 0) {
-        size_t k = nb_token_piece(tok, nb_tokenizer_bos(tok), true, bos, sizeof bos - 1);
-        bos[NB_MIN(k, sizeof bos - 1)] = 0;
-    }
-    if (nb_tokenizer_eos(tok) >= 0) {
-        size_t k = nb_token_piece(tok, nb_tokenizer_eos(tok), true, eos, sizeof eos - 1);
-        eos[NB_MIN(k, sizeof eos - 1)] = 0;
-    }
+    const int32_t bos_id = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
     for (int64_t i = 0; st == NB_OK && i < docs.n; i++) {
         const nb_calib_doc *d = &docs.d[i];
         if (d->text) {
             st = nb_tokenize(tok, d->text, d->len, false, false, &ids[i], &lens[i]);
+            if (st == NB_OK && docs.jsonl) st = prepend_bos(&ids[i], &lens[i], bos_id);
         } else {
-            nb_chat_msg *msgs = calloc((size_t)d->n_msgs, sizeof *msgs);
-            char *txt = NULL;
-            if (!msgs) { st = NB_ERR_NOMEM; break; }
-            for (int k = 0; st == NB_OK && k < d->n_msgs; k++) {
-                if (!nb_chat_role_parse(d->roles[k], &msgs[k].role))
-                    st = nb_fail(NB_ERR_INVALID, "%s: document %lld: unknown role '%s'", c->o->calib, (long long)i + 1,
-                                 d->roles[k]);
-                msgs[k].content = d->contents[k];
-            }
-            if (st == NB_OK) st = nb_chat_render(ct, msgs, (size_t)d->n_msgs, false, bos, eos, &txt);
-            /* the rendered template carries its own BOS text: do not add another */
-            if (st == NB_OK) st = nb_tokenize(tok, txt, strlen(txt), false, true, &ids[i], &lens[i]);
-            free(txt);
-            free(msgs);
+            st = tokenize_messages(c, i, d, ct, tok, &ids[i], &lens[i]);
         }
     }
-    int32_t bos_id = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
     if (st == NB_OK)
-        st = nb_calib_sample(ids, lens, docs.n, !docs.jsonl, bos_id, c->o->samples, c->o->seq_len, c->o->seed, &c->set);
+        st = nb_calib_sample(ids, lens, docs.n, !docs.jsonl, docs.jsonl ? -1 : bos_id, c->o->samples, c->o->seq_len,
+                             c->o->seed, &c->set);
     if (st != NB_OK && st != NB_ERR_NOMEM) nb_fail_wrap(st, "%s: ", c->o->calib);
     for (int64_t i = 0; ids && i < docs.n; i++) free(ids[i]);
     free(ids);
     free(lens);
     nb_chat_template_free(ct);
     nb_calib_docs_free(&docs);
-    (void)in;
     return st;
 }
 
@@ -692,7 +722,7 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
     nb_tokenizer *tok = NULL;
     st = nb_model_load_ex(in, &mp, &c.m);
     if (st == NB_OK) st = nb_tokenizer_load(in, NULL, &tok);
-    if (st == NB_OK) st = make_samples(&c, in, tok);
+    if (st == NB_OK) st = make_samples(&c, tok);
     nb_tokenizer_free(tok);
     if (st == NB_OK) {
         q->n_samples = c.set.n;

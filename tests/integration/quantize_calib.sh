@@ -8,6 +8,12 @@
 #    smoothquant and gptq (exit 2 naming tensor, row and column, no output
 #    file); NaN/Inf statistics and all-zero inputs are unit-tested
 #    (test_gptq, test_awq);
+#  - calibration data: the same --seed gives a byte-identical file, another
+#    seed other tensors; the warnings for fewer than 100 samples (and none
+#    at 100), duplicated samples, very short samples and cut documents;
+#    --calib-report's counts, duplicate rate and histogram; JSONL "messages"
+#    rendered with the model's chat template (added to aidreams260K) give
+#    the same tensors as the rendered text, the generic template others;
 #  - nibble imatrix on aidreams260K (GGUF and legacy .dat), quantize --imatrix
 #    with both, and an imatrix of aidreams refused for synth-llama;
 #  - GPTQ on tensors of a type it cannot write (--keep attn_v=Q8_0): one
@@ -54,52 +60,11 @@ check "calibration text shorter than one sample: one short sample, warned, outpu
 "$BIN" quantize "$M" "$tmp/o.gguf" --type W4G32 --method smoothquant --calib "$T" >/dev/null 2>"$tmp/e"; rc=$?
 check "smoothquant refuses W4 types" '[ $rc -eq 2 ] && grep -q "W8A8" "$tmp/e"'
 
+gguf_edit() { python3 "$(dirname "$0")/../lib/gguf_edit.py" "$@"; } # poison / template / tensors
+
 # --- NaN / Inf weights: every method refuses them before writing, naming the tensor, row and column ---
-# poison SRC DST TENSOR ROW COL VALUE: a copy of the F32 GGUF SRC with one weight set to VALUE
-poison() {
-  python3 - "$@" <<'PY'
-import struct, sys
-src, dst, name, row, col, val = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-b = bytearray(open(src, 'rb').read())
-n_t, n_kv = struct.unpack_from('<QQ', b, 8)
-pos, align = 24, 32
-SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def skip(t):
-    global pos
-    if t == 8:
-        pos += 8 + struct.unpack_from('<Q', b, pos)[0]
-    elif t == 9:
-        et, n = struct.unpack_from('<IQ', b, pos)
-        pos += 12
-        for _ in range(n): skip(et)
-    else:
-        pos += SZ[t]
-for _ in range(n_kv):
-    kl = struct.unpack_from('<Q', b, pos)[0]
-    key = b[pos + 8:pos + 8 + kl].decode()
-    t = struct.unpack_from('<I', b, pos + 8 + kl)[0]
-    pos += 12 + kl
-    if key == 'general.alignment': align = struct.unpack_from('<I', b, pos)[0]
-    skip(t)
-info = {}
-for _ in range(n_t):
-    nl = struct.unpack_from('<Q', b, pos)[0]
-    nm = b[pos + 8:pos + 8 + nl].decode()
-    nd = struct.unpack_from('<I', b, pos + 8 + nl)[0]
-    ne = struct.unpack_from('<%dQ' % nd, b, pos + 12 + nl)
-    pos += 12 + nl + 8 * nd
-    ty, off = struct.unpack_from('<IQ', b, pos)
-    pos += 12
-    info[nm] = (ne, ty, off)
-data = (pos + align - 1) // align * align
-ne, ty, off = info[name]
-assert ty == 0, name + ' is not F32'
-struct.pack_into('<f', b, data + off + 4 * (row * ne[0] + col), val)
-open(dst, 'wb').write(b)
-PY
-}
-poison "$M" "$tmp/nan.gguf" blk.1.attn_k.weight 3 5 nan
-poison "$M" "$tmp/inf.gguf" blk.2.ffn_up.weight 40 7 -inf
+gguf_edit poison "$M" "$tmp/nan.gguf" blk.1.attn_k.weight 3 5 nan
+gguf_edit poison "$M" "$tmp/inf.gguf" blk.2.ffn_up.weight 40 7 -inf
 for m in rtn awq smoothquant gptq; do
   case $m in
     rtn) args="--type Q8_0" ;;
@@ -113,6 +78,69 @@ for m in rtn awq smoothquant gptq; do
   check "$m: an Inf weight is refused (exit 2) naming tensor, row and column; no output" \
     '[ $rc -eq 2 ] && grep -q "blk.2.ffn_up.weight.: row 40, column 7 is Inf" "$tmp/e" && ! ls "$tmp"/o.gguf* >/dev/null 2>&1'
 done
+
+# --- calibration data: seeded sampling, the seeds' warnings, --calib-report, chat messages ---
+Q="--type W4G32 --method gptq -q"
+S="--calib $T --calib-samples 8 --calib-seq-len 64"
+"$BIN" quantize "$M" "$tmp/s7a.gguf" $Q $S --seed 7 >/dev/null 2>"$tmp/e-s7"
+"$BIN" quantize "$M" "$tmp/s7b.gguf" $Q $S --seed 7 >/dev/null 2>&1
+"$BIN" quantize "$M" "$tmp/s8.gguf" $Q $S --seed 8 >/dev/null 2>&1
+check "--seed: the same seed gives a byte-identical file" '[ -s "$tmp/s7a.gguf" ] && cmp -s "$tmp/s7a.gguf" "$tmp/s7b.gguf"'
+check "--seed: another seed draws other windows (other tensors, not only other metadata)" \
+  '[ -s "$tmp/s8.gguf" ] && [ "$(gguf_edit tensors "$tmp/s7a.gguf")" != "$(gguf_edit tensors "$tmp/s8.gguf")" ]'
+check "8 samples: the fewer-than-100 warning; no histogram without --calib-report" \
+  'grep -q "only 8 samples (fewer than 100)" "$tmp/e-s7" && ! grep -q "length histogram" "$tmp/e-s7" && ! grep -q duplicates "$tmp/e-s7"'
+"$BIN" quantize "$M" "$tmp/o.gguf" $Q --calib "$T" --calib-samples 100 --calib-seq-len 16 >/dev/null 2>"$tmp/e"
+check "100 samples: no fewer-than-100 warning" '[ -s "$tmp/o.gguf" ] && ! grep -q "fewer than 100" "$tmp/e"'
+rm -f "$tmp/o.gguf"
+# 8 JSONL documents at --calib-seq-len 64: three copies of one (2 duplicates), one of a few tokens
+# (under 64/8), one of far more than 64 tokens (cut), three ordinary ones
+long=$(for i in $(seq 12); do printf 'The little dog ran to the park and played with a red ball. '; done)
+{
+  for i in 1 2 3; do echo '{"text": "Lily and Ben went to the big park to play in the warm sun."}'; done
+  echo '{"text": "Hi."}'
+  echo "{\"text\": \"$long\"}"
+  echo '{"text": "Once upon a time there was a girl who liked to sing songs with her mom."}'
+  echo '{"text": "Tom had a toy car. He liked to push it fast on the floor of his room."}'
+  echo '{"text": "The sun was hot, so the cat slept under the tree all day long."}'
+} >"$tmp/docs.jsonl"
+"$BIN" quantize "$M" "$tmp/o.gguf" $Q --calib "$tmp/docs.jsonl" --calib-seq-len 64 --calib-report >/dev/null 2>"$tmp/e"; rc=$?
+check "duplicated, very short and very long samples are warned about" \
+  '[ $rc -eq 0 ] && grep -q "2 of 8 samples are duplicates (25.0%)" "$tmp/e" && grep -q "1 samples are shorter than 8 tokens" "$tmp/e" && grep -q "1 documents were longer than 64 tokens and were cut" "$tmp/e"'
+check "--calib-report: counts, duplicate rate and the length histogram" "python3 - \"$tmp/e\" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'calibration: 8 samples, (\d+) tokens, from 8 documents; duplicates 25.00%', text)
+rows = re.findall(r'^ +(\d+)\.\.(\d+) +(\d+)$', text.split('length histogram (tokens):')[-1], re.M)
+print('tokens', m and m.group(1), 'histogram', rows)
+assert m and len(rows) == 8 and rows[0][:2] == ('0', '7') and rows[7][:2] == ('56', '64')
+counts = [int(r[2]) for r in rows]
+assert sum(counts) == 8 and counts[0] == 1 and counts[7] == 1  # 'Hi.' and the cut document
+PY"
+rm -f "$tmp/o.gguf"
+# "messages" go through the model's chat template as nibble serve renders a chat (the template's own
+# BOS text, no second BOS): the same tensors as "text" documents holding the rendered text after BOS
+printf '%s' '{{ bos_token }}{% for m in messages %}[[{{ m.role }}]] {{ m.content }}
+{% endfor %}' >"$tmp/tmpl.jinja"
+gguf_edit template "$M" "$tmp/chat.gguf" "$tmp/tmpl.jinja"
+cat >"$tmp/msgs.jsonl" <<'JSONL'
+{"messages": [{"role": "user", "content": "Tell me a story about a cat."}, {"role": "assistant", "content": "Once upon a time there was a little cat named Tom."}]}
+{"messages": [{"role": "system", "content": "You tell short stories."}, {"role": "user", "content": "What did Lily find?"}, {"role": "assistant", "content": "Lily found a big red ball in the park."}]}
+JSONL
+python3 - "$tmp/msgs.jsonl" "$tmp/rendered.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], 'w') as out:
+    for line in open(sys.argv[1]):
+        m = json.loads(line)['messages']
+        out.write(json.dumps({'text': ''.join('[[%s]] %s\n' % (x['role'], x['content']) for x in m)}) + '\n')
+PY
+"$BIN" quantize "$tmp/chat.gguf" "$tmp/c-msgs.gguf" $Q --calib "$tmp/msgs.jsonl" >/dev/null 2>&1; rc1=$?
+"$BIN" quantize "$tmp/chat.gguf" "$tmp/c-text.gguf" $Q --calib "$tmp/rendered.jsonl" >/dev/null 2>&1; rc2=$?
+"$BIN" quantize "$M" "$tmp/c-generic.gguf" $Q --calib "$tmp/msgs.jsonl" >/dev/null 2>&1; rc3=$?
+check "messages rendered with the model's chat template = the rendered text (identical tensors)" \
+  '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(gguf_edit tensors "$tmp/c-msgs.gguf")" = "$(gguf_edit tensors "$tmp/c-text.gguf")" ]'
+check "a model without a template renders messages with the generic one (other tensors)" \
+  '[ $rc3 -eq 0 ] && [ "$(gguf_edit tensors "$tmp/c-msgs.gguf")" != "$(gguf_edit tensors "$tmp/c-generic.gguf")" ]'
 
 # --- imatrix ---
 "$BIN" imatrix "$M" -f "$T" -o "$tmp/im.gguf" -c 128 >/dev/null 2>&1; rc1=$?
