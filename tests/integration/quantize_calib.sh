@@ -23,6 +23,10 @@
 #    output loads and generates, carries its recipe metadata, and GPTQ and
 #    AWQ have a lower mean KLD than RTN on the sample text (the ordering is
 #    asserted, not a number);
+#  - GPTQ --desc-act with --format hf (synthetic llama, 384-wide FFN):
+#    quantization_config records desc_act, static_groups and damp_percent,
+#    every module has g_idx = k / 32 (AutoGPTQ's act order with static
+#    groups), and the directory generates the GGUF output's greedy tokens;
 #  - AWQ's module-output search through the other attention paths of the
 #    serving forward pass: synthetic GQA llama (8 heads, 2 KV heads) and
 #    qwen2 (NEOX RoPE, q/k/v biases) quantize, load and beat RTN on mean KLD;
@@ -212,6 +216,33 @@ assert sum(1 for x in t.values() if x['method_note']) == 4
 PY"
 "$BIN" inspect "$tmp/gptq-desc.gguf" >"$tmp/i" 2>&1
 check "GPTQ recipe metadata" 'grep -q "nibble.quantize.method.*gptq" "$tmp/i" && grep -q "nibble.quantize.desc_act.*true" "$tmp/i" && grep -q "nibble.quantize.calib_sha256" "$tmp/i" && grep -q "nibble.quantize.input_sha256" "$tmp/i" && grep -q "nibble.quantize.damp" "$tmp/i"'
+
+# --- GPTQ --desc-act to --format hf: AutoGPTQ's layout, g_idx per module, the recipe in quantization_config ---
+# (aidreams260K's 172 FFN rows do not pack 8 per int32: a synthetic llama with 384)
+"$BIN" synth --arch llama --dim 128 --layers 2 --heads 4 --kv-heads 4 --ffn 384 -o "$tmp/sm.gguf" >/dev/null 2>&1
+"$BIN" quantize "$tmp/sm.gguf" "$tmp/sm-hf" --type W4G32 --method gptq --desc-act $C -q --format hf >/dev/null 2>&1; rc1=$?
+"$BIN" quantize "$tmp/sm.gguf" "$tmp/sm-g.gguf" --type W4G32 --method gptq --desc-act $C -q >/dev/null 2>&1; rc2=$?
+check "gptq --desc-act --format hf: desc_act / static_groups / damp_percent recorded, g_idx = k / 32 in every module" \
+  "[ $rc1 -eq 0 ] && python3 - \"$tmp/sm-hf\" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+qc = json.load(open(d + '/config.json'))['quantization_config']
+print({k: qc[k] for k in ('quant_method', 'group_size', 'sym', 'desc_act', 'static_groups', 'damp_percent')})
+assert qc['quant_method'] == 'gptq' and qc['group_size'] == 32 and qc['desc_act'] is True
+assert qc['static_groups'] is True and qc['damp_percent'] == 0.01
+b = open(d + '/model.safetensors', 'rb').read()
+n = struct.unpack_from('<Q', b)[0]
+h = json.loads(b[8:8 + n])
+g = [k for k in h if k.endswith('.g_idx')]
+assert len(g) == 14, g  # 7 linears x 2 layers
+for k in g:
+    s, e = h[k]['data_offsets']
+    v = struct.unpack_from('<%di' % ((e - s) // 4), b, 8 + n + s)
+    assert h[k]['dtype'] == 'I32' and list(v) == [i // 32 for i in range(len(v))], k
+PY"
+g1=$("$BIN" generate -m "$tmp/sm-hf" --tokenizer "$tmp/sm.gguf" -p "Once upon a time" -n 12 --temp 0 --ids 2>/dev/null)
+g2=$("$BIN" generate -m "$tmp/sm-g.gguf" -p "Once upon a time" -n 12 --temp 0 --ids 2>/dev/null)
+check "the HF export loads and generates the GGUF output's greedy tokens (tokenizer from the synth GGUF)" '[ $rc2 -eq 0 ] && [ -n "$g1" ] && [ "$g1" = "$g2" ]'
 
 # --- AWQ's module search on GQA and qwen2 (biases, NEOX RoPE) synthetic models ---
 n=$(wc -l <"$T")
