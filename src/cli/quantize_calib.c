@@ -516,7 +516,8 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
                                    (const float *const *)(W + grp[g].first), rows + grp[g].first,
                                    types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
             }
-            if (st != NB_OK && st != NB_ERR_NOMEM) nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
+            if (st != NB_OK && st != NB_ERR_NOMEM)
+                nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
             free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
@@ -690,7 +691,7 @@ static nb_status make_samples(cal *c, nb_tokenizer *tok) {
 /* One warning naming the tensors the method could not handle as planned
  * (the per-tensor report has each one's note). */
 static void warn_method_notes(const nb_qcal *q) {
-    enum { SHOWN = 8 };
+    enum { SHOWN = 6 }; /* the warning's line stays within nb_log's 2048 bytes */
     char list[SHOWN * (NB_RTN_NAME_MAX + NB_RTN_WHY_MAX)];
     size_t used = 0;
     int64_t n = 0;
@@ -705,8 +706,7 @@ static void warn_method_notes(const nb_qcal *q) {
     }
     if (n)
         NB_WARN("%s: %lld tensors were not quantized as planned: %s%s", nb_calib_method_name(q->o.method),
-                (long long)n, list,
-                n > SHOWN ? "; ... (the per-tensor report names them all)" : "");
+                (long long)n, list, n > SHOWN ? "; ... (the per-tensor report names them all)" : "");
 }
 
 static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, const nb_rtn_params *p, bool quiet) {

@@ -301,8 +301,8 @@ void nb_awq_clip(const float *X, int64_t nx, float *W, int64_t rows, int64_t col
     else clip_worker(&j, 0, 1);
 }
 
-nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw, int64_t cols,
-                                double alpha, float *s) {
+nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw,
+                                int64_t cols, double alpha, float *s) {
     NB_TRY(check_weights("SmoothQuant", W, rows, nw, cols));
     int64_t at = nb_first_nonfinite(max_abs_x, cols);
     if (at >= 0)

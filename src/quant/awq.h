@@ -80,7 +80,7 @@ void nb_awq_clip(const float *X, int64_t nx, float *W, int64_t rows, int64_t col
  * (nw linears, rows[i] x cols). Channels with no signal keep s = 1.
  * NB_ERR_INVALID for NaN/Inf in W (naming the linear, row and column) or
  * in max_abs_x. */
-nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw, int64_t cols,
-                                double alpha, float *s) __attribute__((warn_unused_result));
+nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw,
+                                int64_t cols, double alpha, float *s) __attribute__((warn_unused_result));
 
 #endif
