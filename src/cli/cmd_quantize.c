@@ -84,8 +84,9 @@ static void progress(void *ud, const nb_rtn_report *rep, int64_t i) {
     char shape[64], tt[40];
     fmt_shape(r, shape, sizeof shape);
     snprintf(tt, sizeof tt, "%s -> %s", nb_dtype_name(r->src_type), nb_dtype_name(r->type));
-    printf("[%4lld/%4lld] %-28s %-16s %-18s %10.3f MiB  rel.rms %-9.3g %s\n", (long long)i + 1,
-           (long long)rep->n_tensors, r->name, shape, tt, (double)r->bytes / 1048576.0, r->rel_rms, r->why);
+    printf("[%4lld/%4lld] %-28s %-16s %-18s %10.3f MiB  rel.rms %-9.3g %s%s%s\n", (long long)i + 1,
+           (long long)rep->n_tensors, r->name, shape, tt, (double)r->bytes / 1048576.0, r->rel_rms, r->why,
+           r->why[0] && r->method_note[0] ? "; " : "", r->method_note);
     fflush(stdout);
 }
 
@@ -100,6 +101,8 @@ static json_t *report_json(const q_opts *o, const nb_rtn_report *rep) {
                               nb_dtype_name(r->type), "bytes", (json_int_t)r->bytes, "fallback", r->fallback, "why",
                               r->why, "seconds", r->seconds);
         json_object_set_new(t, "rel_rms", isnan(r->rel_rms) ? json_null() : json_real(r->rel_rms));
+        json_object_set_new(t, "method", json_string(r->method));
+        json_object_set_new(t, "method_note", r->method_note[0] ? json_string(r->method_note) : json_null());
         json_array_append_new(ts, t);
     }
     json_t *tot = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:i}", "n_params", (json_int_t)rep->n_params,

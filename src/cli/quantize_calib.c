@@ -45,6 +45,8 @@ typedef struct result {
     void *bytes;           /* quantized tensor, or F32 values of a 1-D tensor */
     uint64_t nbytes;
     double rel_rms;
+    const char *method;    /* what rounded it (nb_rtn_tensor.method) */
+    char note[NB_RTN_WHY_MAX]; /* why the method could not be applied as planned ("" when it was) */
 } result;
 
 struct nb_qcal {
@@ -82,11 +84,13 @@ static result *add_result(nb_qcal *q, const char *name, nb_dtype type, uint64_t 
     }
     r->type = type;
     r->nbytes = nbytes;
+    r->method = nb_calib_method_name(q->o.method);
+    r->note[0] = '\0';
     r->bytes = malloc(nbytes ? nbytes : 1);
     return r->bytes ? r : NULL;
 }
 
-static nb_status tensor_fn(void *ud, const nb_tensor *src, const nb_rtn_tensor *r, nb_pool *pool, void *dst,
+static nb_status tensor_fn(void *ud, const nb_tensor *src, nb_rtn_tensor *r, nb_pool *pool, void *dst,
                            uint64_t nbytes, double *rel_rms, bool *handled) {
     nb_qcal *q = ud;
     *handled = false;
@@ -98,11 +102,14 @@ static nb_status tensor_fn(void *ud, const nb_tensor *src, const nb_rtn_tensor *
         memcpy(dst, res->bytes, nbytes);
         *rel_rms = res->rel_rms;
         *handled = true;
+        snprintf(r->method, sizeof r->method, "%s", res->method);
+        snprintf(r->method_note, sizeof r->method_note, "%s", res->note);
         return NB_OK;
     }
     if (q->have_im && r->n_dims >= 2) {
         const nb_imatrix_entry *e = nb_imatrix_find(&q->im, r->name);
-        if (e) return nb_imatrix_convert(e, src, r->type, pool, dst, nbytes, rel_rms, handled);
+        if (e) NB_TRY(nb_imatrix_convert(e, src, r->type, pool, dst, nbytes, rel_rms, handled));
+        if (*handled) snprintf(r->method, sizeof r->method, "rtn+imatrix");
     }
     return NB_OK;
 }
@@ -356,6 +363,7 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
             deq[i] = v;
         }
         r->rel_rms = 0;
+        if (c->o->method == NB_CALIB_GPTQ) r->method = "rtn"; /* a plain conversion: GPTQ has nothing to round */
         return NB_OK;
     }
     if (!qt || !nb_dtype_row_bytes(type, (uint64_t)cols, &rb))
@@ -388,6 +396,10 @@ static nb_status quantize_weight(cal *c, const char *name, nb_dtype type, float 
                     name, (long long)gr.n_dead);
         c->q->damp_max = fmax(c->q->damp_max, gr.damp_used);
         done = true;
+    } else if (c->o->method == NB_CALIB_GPTQ) {
+        r->method = "rtn";
+        snprintf(r->note, sizeof r->note, "GPTQ cannot write %s rows of %lld (only W4G*, Q4_0, Q4_1, Q4_K): "
+                 "round-to-nearest", nb_dtype_name(type), (long long)cols);
     }
     if (!done)
         for (int64_t i = 0; i < rows; i++) qt->from_float(W + i * cols, (uint8_t *)r->bytes + (uint64_t)i * rb, cols);
@@ -416,6 +428,15 @@ static nb_status norm_result(cal *c, int l, int which, const float *v, int64_t E
     return NB_OK;
 }
 
+/* The report's note for the quantized linears of an AWQ group that gets
+ * no scales (q and k get no clip search either, as in AutoAWQ). */
+static void awq_skip_notes(char (*notes)[NB_RTN_WHY_MAX], const nb_dtype *types, int first, int n, const char *why) {
+    for (int w = first; w < first + n; w++)
+        if (nb_qtype_get(types[w]))
+            snprintf(notes[w], NB_RTN_WHY_MAX, "no AWQ scales (%s): %s", why,
+                     w == W_Q || w == W_K ? "round-to-nearest" : "clip search + round-to-nearest");
+}
+
 /* Transforms and quantizes the linears w0..w1-1 of block l (all of them
  * for RTN, AWQ and SmoothQuant; one input's group per call for GPTQ's true
  * sequential order) and puts their dequantized values in the model. */
@@ -428,6 +449,7 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
     int64_t rows[W_N], cols[W_N];
     nb_dtype types[W_N];
     const char *names[W_N];
+    char notes[W_N][NB_RTN_WHY_MAX] = {{0}}; /* AWQ groups that get no scales */
     nb_status st = NB_OK;
     for (int w = w0; w < w1 && st == NB_OK; w++) {
         const nb_tensor *t = *wslot(L, w);
@@ -454,10 +476,16 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
             {NB_FWD_CAP_ATTN_IN, W_Q, 3, -1}, {NB_FWD_CAP_ATTN_OUT, W_O, 1, W_V},
             {NB_FWD_CAP_FFN_IN, W_GATE, 2, -1}, {NB_FWD_CAP_FFN_DOWN, W_DOWN, 1, W_UP}};
         for (int g = 0; g < 4 && st == NB_OK; g++) {
-            if (grp[g].prev == W_V && (hp->n_head != hp->n_head_kv || L->bv)) continue; /* GQA: no 1:1 fold */
+            if (grp[g].prev == W_V && (hp->n_head != hp->n_head_kv || L->bv)) { /* GQA: no 1:1 fold */
+                awq_skip_notes(notes, types, grp[g].first, grp[g].n, "no 1:1 fold into v: GQA or a v bias");
+                continue;
+            }
             bool quantized = true; /* a group written in F16 (row fallback) has nothing to protect */
             for (int i = 0; i < grp[g].n; i++) quantized &= nb_qtype_get(types[grp[g].first + i]) != NULL;
-            if (!quantized) continue;
+            if (!quantized) {
+                awq_skip_notes(notes, types, grp[g].first, grp[g].n, "a linear of its group is written as float");
+                continue;
+            }
             int64_t K = cols[grp[g].first];
             float *s = malloc((size_t)K * sizeof(float));
             double alpha = 0;
@@ -488,6 +516,8 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
                                    (const float *const *)(W + grp[g].first), rows + grp[g].first,
                                    types + grp[g].first, grp[g].n, K, s, &alpha, c->pool);
             }
+            if (st != NB_OK && st != NB_ERR_NOMEM)
+                nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
             free(mean);
             if (st == NB_OK) {
                 for (int i = 0; i < grp[g].n; i++) {
@@ -521,8 +551,12 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
         float *sv = malloc((size_t)E * sizeof(float));
         if (!sv) st = NB_ERR_NOMEM;
         for (int g = 0; g < 2 && st == NB_OK; g++) {
-            nb_smoothquant_scales(c->st[grp[g].slot].max_abs, (const float *const *)(W + grp[g].first),
-                                  rows + grp[g].first, grp[g].n, E, c->o->alpha, sv);
+            st = nb_smoothquant_scales(c->st[grp[g].slot].max_abs, (const float *const *)(W + grp[g].first),
+                                       rows + grp[g].first, grp[g].n, E, c->o->alpha, sv);
+            if (st != NB_OK) {
+                nb_fail_wrap(st, "'%s' and the rest of its group: ", names[grp[g].first]);
+                break;
+            }
             for (int i = 0; i < grp[g].n; i++) {
                 int w = grp[g].first + i;
                 for (int64_t r = 0; r < rows[w]; r++)
@@ -548,6 +582,11 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
             memcpy(orig[w], W[w], (size_t)(rows[w] * cols[w]) * sizeof(float));
         ref = orig[w];
         st = quantize_weight(c, names[w], types[w], W[w], rows[w], cols[w], w_slot[w], deq, ref);
+        result *res = st == NB_OK && notes[w][0] ? find_result(c->q, names[w]) : NULL;
+        if (res) {
+            snprintf(res->note, sizeof res->note, "%s", notes[w]);
+            if (w == W_Q || w == W_K) res->method = "rtn"; /* no scales and no clip search */
+        }
         const nb_tensor *src = *wslot(L, w);
         *t = (nb_tensor){.name = src->name, .type = NB_F32, .n_dims = 2, .ne = {cols[w], rows[w], 1, 1},
                          .data = deq, .nbytes = (uint64_t)(rows[w] * cols[w]) * 4};
@@ -564,8 +603,59 @@ static nb_status do_block(cal *c, int l, int w0, int w1) {
     return st;
 }
 
-/* Tokenizes the documents and draws the samples. */
-static nb_status make_samples(cal *c, const char *in, nb_tokenizer *tok) {
+/* The text of the model's special token `id` ("" when it has none). */
+static void token_text(const nb_tokenizer *tok, int32_t id, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (id < 0) return;
+    size_t k = nb_token_piece(tok, id, true, buf, n - 1);
+    buf[NB_MIN(k, n - 1)] = '\0';
+}
+
+/* Puts `bos` (when >= 0) before the tokens. */
+static nb_status prepend_bos(int32_t **ids, size_t *n, int32_t bos) {
+    if (bos < 0) return NB_OK;
+    int32_t *u = realloc(*ids, (*n + 1) * sizeof *u);
+    if (!u) return NB_ERR_NOMEM;
+    memmove(u + 1, u, *n * sizeof *u);
+    u[0] = bos;
+    *ids = u;
+    (*n)++;
+    return NB_OK;
+}
+
+/* A "messages" document as nibble serve tokenizes a chat request (without
+ * the generation prompt): the model's template with its own BOS text,
+ * control-token text parsed; the generic template gets no BOS text and the
+ * BOS token is put before it when the vocabulary wants one. */
+static nb_status tokenize_messages(const cal *c, int64_t i, const nb_calib_doc *d, const nb_chat_template *ct,
+                                   const nb_tokenizer *tok, int32_t **ids, size_t *n) {
+    char bos[128], eos[128];
+    const bool generic = nb_chat_template_is_generic(ct);
+    token_text(tok, nb_tokenizer_bos(tok), bos, sizeof bos);
+    token_text(tok, nb_tokenizer_eos(tok), eos, sizeof eos);
+    nb_chat_msg *msgs = calloc((size_t)d->n_msgs, sizeof *msgs);
+    char *txt = NULL;
+    if (!msgs) return NB_ERR_NOMEM;
+    nb_status st = NB_OK;
+    for (int k = 0; st == NB_OK && k < d->n_msgs; k++) {
+        if (!nb_chat_role_parse(d->roles[k], &msgs[k].role))
+            st = nb_fail(NB_ERR_INVALID, "%s: document %lld: unknown role '%s' (allowed: system, developer, user, "
+                         "assistant, tool)", c->o->calib, (long long)i + 1, d->roles[k]);
+        msgs[k].content = d->contents[k];
+    }
+    if (st == NB_OK) st = nb_chat_render(ct, msgs, (size_t)d->n_msgs, false, generic ? "" : bos, eos, &txt);
+    if (st == NB_OK) st = nb_tokenize(tok, txt, strlen(txt), false, true, ids, n);
+    if (st == NB_OK && generic) st = prepend_bos(ids, n, nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1);
+    free(txt);
+    free(msgs);
+    return st;
+}
+
+/* Tokenizes the documents and draws the samples. Plain text is one token
+ * stream cut into windows, each given the BOS the vocabulary wants; a JSONL
+ * document is one sample that starts as the model would see it served: a
+ * "text" as a completion prompt (BOS + text), "messages" as a chat request. */
+static nb_status make_samples(cal *c, nb_tokenizer *tok) {
     nb_calib_docs docs;
     NB_TRY(nb_calib_read(c->o->calib, &docs));
     snprintf(c->q->calib_sha, sizeof c->q->calib_sha, "%s", docs.sha256);
@@ -576,47 +666,47 @@ static nb_status make_samples(cal *c, const char *in, nb_tokenizer *tok) {
     if (st == NB_OK && nb_chat_template_create(nb_tokenizer_chat_template(tok), "the model's", &ct) != NB_OK &&
         nb_chat_template_create(NULL, NULL, &ct) != NB_OK)
         st = NB_ERR_NOMEM;
-    char bos[128] = "", eos[128] = "";
-    if (nb_tokenizer_bos(tok) >= 0) {
-        size_t k = nb_token_piece(tok, nb_tokenizer_bos(tok), true, bos, sizeof bos - 1);
-        bos[NB_MIN(k, sizeof bos - 1)] = 0;
-    }
-    if (nb_tokenizer_eos(tok) >= 0) {
-        size_t k = nb_token_piece(tok, nb_tokenizer_eos(tok), true, eos, sizeof eos - 1);
-        eos[NB_MIN(k, sizeof eos - 1)] = 0;
-    }
+    const int32_t bos_id = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
     for (int64_t i = 0; st == NB_OK && i < docs.n; i++) {
         const nb_calib_doc *d = &docs.d[i];
         if (d->text) {
             st = nb_tokenize(tok, d->text, d->len, false, false, &ids[i], &lens[i]);
+            if (st == NB_OK && docs.jsonl) st = prepend_bos(&ids[i], &lens[i], bos_id);
         } else {
-            nb_chat_msg *msgs = calloc((size_t)d->n_msgs, sizeof *msgs);
-            char *txt = NULL;
-            if (!msgs) { st = NB_ERR_NOMEM; break; }
-            for (int k = 0; st == NB_OK && k < d->n_msgs; k++) {
-                if (!nb_chat_role_parse(d->roles[k], &msgs[k].role))
-                    st = nb_fail(NB_ERR_INVALID, "%s: document %lld: unknown role '%s'", c->o->calib, (long long)i + 1,
-                                 d->roles[k]);
-                msgs[k].content = d->contents[k];
-            }
-            if (st == NB_OK) st = nb_chat_render(ct, msgs, (size_t)d->n_msgs, false, bos, eos, &txt);
-            /* the rendered template carries its own BOS text: do not add another */
-            if (st == NB_OK) st = nb_tokenize(tok, txt, strlen(txt), false, true, &ids[i], &lens[i]);
-            free(txt);
-            free(msgs);
+            st = tokenize_messages(c, i, d, ct, tok, &ids[i], &lens[i]);
         }
     }
-    int32_t bos_id = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
     if (st == NB_OK)
-        st = nb_calib_sample(ids, lens, docs.n, !docs.jsonl, bos_id, c->o->samples, c->o->seq_len, c->o->seed, &c->set);
+        st = nb_calib_sample(ids, lens, docs.n, !docs.jsonl, docs.jsonl ? -1 : bos_id, c->o->samples, c->o->seq_len,
+                             c->o->seed, &c->set);
     if (st != NB_OK && st != NB_ERR_NOMEM) nb_fail_wrap(st, "%s: ", c->o->calib);
     for (int64_t i = 0; ids && i < docs.n; i++) free(ids[i]);
     free(ids);
     free(lens);
     nb_chat_template_free(ct);
     nb_calib_docs_free(&docs);
-    (void)in;
     return st;
+}
+
+/* One warning naming the tensors the method could not handle as planned
+ * (the per-tensor report has each one's note). */
+static void warn_method_notes(const nb_qcal *q) {
+    enum { SHOWN = 6 }; /* the warning's line stays within nb_log's 2048 bytes */
+    char list[SHOWN * (NB_RTN_NAME_MAX + NB_RTN_WHY_MAX)];
+    size_t used = 0;
+    int64_t n = 0;
+    list[0] = '\0';
+    for (int64_t i = 0; i < q->n_res; i++) {
+        const result *r = &q->res[i];
+        if (!r->note[0]) continue;
+        if (n++ < SHOWN && used < sizeof list) {
+            int k = snprintf(list + used, sizeof list - used, "%s%s (%s)", used ? "; " : "", r->name, r->note);
+            used += k > 0 ? (size_t)k : 0;
+        }
+    }
+    if (n)
+        NB_WARN("%s: %lld tensors were not quantized as planned: %s%s", nb_calib_method_name(q->o.method),
+                (long long)n, list, n > SHOWN ? "; ... (the per-tensor report names them all)" : "");
 }
 
 static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, const nb_rtn_params *p, bool quiet) {
@@ -632,7 +722,7 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
     nb_tokenizer *tok = NULL;
     st = nb_model_load_ex(in, &mp, &c.m);
     if (st == NB_OK) st = nb_tokenizer_load(in, NULL, &tok);
-    if (st == NB_OK) st = make_samples(&c, in, tok);
+    if (st == NB_OK) st = make_samples(&c, tok);
     nb_tokenizer_free(tok);
     if (st == NB_OK) {
         q->n_samples = c.set.n;
@@ -725,6 +815,7 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
         }
     }
     if (!quiet && c.tty) fputc('\n', stderr);
+    if (st == NB_OK) warn_method_notes(q);
     if (st == NB_OK && !quiet) {
         const double tw = now_s() - t0, tu = cpu_s() - u0;
         fprintf(stderr, "%s: wall %.1f s: forward %.1f, statistics %.1f, factorisation %.1f, quantization %.1f, rest %.1f\n",
@@ -756,6 +847,18 @@ static nb_status calibrate(nb_qcal *q, const nb_calib_opts *o, const char *in, c
     return st;
 }
 
+/* NaN / Inf in a weight is refused before the calibration starts (the
+ * forward pass would only report it as broken activations of some block),
+ * naming the tensor; nb_rtn_quantize then need not read the input again. */
+static nb_status check_finite(const nb_source *src, nb_rtn_params *p) {
+    nb_pool *pool = NULL;
+    NB_TRY(nb_pool_create(p->n_threads, &pool));
+    nb_status st = nb_rtn_check_source_finite(src, pool);
+    nb_pool_free(pool);
+    if (st == NB_OK) p->finite_checked = true;
+    return st;
+}
+
 nb_status nb_qcal_prepare(const nb_calib_opts *o, const char *in, const char *imatrix_path, bool quiet,
                           nb_rtn_params *p, nb_qcal **out) {
     *out = NULL;
@@ -771,6 +874,7 @@ nb_status nb_qcal_prepare(const nb_calib_opts *o, const char *in, const char *im
     if (strcmp(src.format, "gguf"))
         st = nb_fail(NB_ERR_UNSUPPORTED, "%s: --imatrix and calibrated methods need a GGUF input (convert it first "
                      "with nibble quantize IN out.gguf --type F16)", in);
+    if (st == NB_OK) st = check_finite(&src, p);
     if (st == NB_OK && imatrix_path) {
         st = nb_imatrix_load(imatrix_path, &q->im);
         if (st == NB_OK) {

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,7 +345,29 @@ static json_t *str_list(char **v, size_t n) {
     return a;
 }
 
-static json_t *quant_config(const char *layout, qfam f, int G, bool sym, bool a8, char **ign, size_t n_ign) {
+/* The GPTQ recipe a calibrated nibble quantize recorded (quantize_calib.c's
+ * nibble.quantize.* keys); zero values for other sources. */
+typedef struct gptq_recipe {
+    bool gptq;           /* nibble.quantize.method = "gptq" */
+    bool desc_act, static_groups;
+    double damp;
+} gptq_recipe;
+
+static gptq_recipe read_recipe(const nb_source *src) {
+    gptq_recipe r = {.damp = 0.01};
+    const char *m = NULL;
+    if (!src->gguf || nb_gguf_get_str(src->gguf, "nibble.quantize.method", &m) != NB_OK || strcmp(m, "gptq")) return r;
+    r.gptq = true;
+    if (nb_gguf_get_bool_or(src->gguf, "nibble.quantize.desc_act", false, &r.desc_act) != NB_OK) r.desc_act = false;
+    if (nb_gguf_get_bool_or(src->gguf, "nibble.quantize.static_groups", false, &r.static_groups) != NB_OK)
+        r.static_groups = false;
+    if (nb_gguf_get_float_or(src->gguf, "nibble.quantize.damp", 0.01, &r.damp) != NB_OK) r.damp = 0.01;
+    r.damp = round(r.damp * 1e6) / 1e6; /* stored as f32: 0.01 reads back as 0.0099999998 */
+    return r;
+}
+
+static json_t *quant_config(const char *layout, qfam f, int G, bool sym, bool a8, const gptq_recipe *rc, char **ign,
+                            size_t n_ign) {
     json_t *q = json_object();
     if (!strcmp(layout, "awq")) {
         json_object_set_new(q, "quant_method", json_string("awq"));
@@ -357,11 +380,13 @@ static json_t *quant_config(const char *layout, qfam f, int G, bool sym, bool a8
         json_object_set_new(q, "quant_method", json_string("gptq"));
         json_object_set_new(q, "bits", json_integer(4));
         json_object_set_new(q, "group_size", json_integer(G));
-        json_object_set_new(q, "desc_act", json_false());
+        /* act order in nibble implies static groups (quant/gptq.h): the groups stay contiguous, so g_idx is
+         * k / group_size, as AutoGPTQ writes it for desc_act with static_groups */
+        json_object_set_new(q, "desc_act", json_boolean(rc->desc_act));
         json_object_set_new(q, "sym", json_boolean(sym));
-        json_object_set_new(q, "static_groups", json_false());
+        json_object_set_new(q, "static_groups", json_boolean(rc->static_groups || rc->desc_act));
         json_object_set_new(q, "true_sequential", json_true());
-        json_object_set_new(q, "damp_percent", json_real(0.01));
+        json_object_set_new(q, "damp_percent", json_real(rc->damp));
         json_object_set_new(q, "checkpoint_format", json_string("gptq"));
         if (n_ign) json_object_set_new(q, "modules_to_not_convert", str_list(ign, n_ign));
     } else if (!strcmp(layout, "bitsandbytes")) {
@@ -545,8 +570,11 @@ nb_status nb_hf_export_ex(const nb_source *src, const char *dir, const nb_hf_exp
         }
     }
     const char *layout = o && o->layout ? o->layout : NULL;
+    const gptq_recipe recipe = read_recipe(src);
     if (fam != FAM_NONE) {
-        const char *def = fam == FAM_W4 ? (sym ? "gptq" : "awq") : fam == FAM_NF4 ? "bitsandbytes" : "compressed-tensors";
+        /* W4: GPTQ's layout (with g_idx) for what GPTQ made and for symmetric types, else AutoAWQ's */
+        const char *def = fam == FAM_W4 ? (sym || recipe.gptq ? "gptq" : "awq")
+                          : fam == FAM_NF4 ? "bitsandbytes" : "compressed-tensors";
         if (!layout) layout = def;
         bool ok = !strcmp(layout, def) || (fam == FAM_W4 && (!strcmp(layout, "awq") || !strcmp(layout, "gptq") ||
                                                              !strcmp(layout, "compressed-tensors")));
@@ -633,7 +661,7 @@ nb_status nb_hf_export_ex(const nb_source *src, const char *dir, const nb_hf_exp
     if (rc == NB_OK) {
         char cfg[4096];
         snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-        json_t *qc = fam != FAM_NONE ? quant_config(layout, fam, G, sym, a8, ign, n_ign) : NULL;
+        json_t *qc = fam != FAM_NONE ? quant_config(layout, fam, G, sym, a8, &recipe, ign, n_ign) : NULL;
         const char *cd = !torch_dtype ? "F16" : torch_dtype;
         rc = hf_write_config(src, cfg, dtype ? dtype : cd, qc);
     }

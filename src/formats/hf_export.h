@@ -25,8 +25,12 @@
 nb_status nb_hf_export(const nb_source *src, const char *dir, const char *dtype) __attribute__((warn_unused_result));
 
 /* Export of quantized sources (docs/formats.md "Export"): W4G<G>[S] ->
- * AutoAWQ GEMM (default for asymmetric), GPTQ v1 (default for symmetric)
- * or compressed-tensors pack-quantized; W8 / W8A8 -> compressed-tensors
+ * AutoAWQ GEMM (default for asymmetric), GPTQ v1 (default for symmetric
+ * and for files nibble quantize --method gptq wrote: its g_idx is
+ * k / group_size, and quantization_config takes desc_act, static_groups
+ * and damp_percent from the file's nibble.quantize.* recipe, as AutoGPTQ
+ * writes an act-order model with static groups) or compressed-tensors
+ * pack-quantized; W8 / W8A8 -> compressed-tensors
  * int-quantized (one scale per row); FP8_E4M3 -> float-quantized
  * (per channel); NF4 -> bitsandbytes (no double quantization). Every
  * quantized matrix must share one scheme; float matrices are listed as not

@@ -77,6 +77,18 @@ double nb_awq_error(const float *X, int64_t nx, const float *W, int64_t rows, in
     return j.bad ? INFINITY : e;
 }
 
+/* NB_ERR_INVALID naming the first NaN / Inf in the group's weights
+ * (nw linears, rows[i] x cols). */
+static nb_status check_weights(const char *who, const float *const *W, const int64_t *rows, int nw, int64_t cols) {
+    for (int i = 0; i < nw; i++) {
+        int64_t at = nb_first_nonfinite(W[i], rows[i] * cols);
+        if (at >= 0)
+            return nb_fail(NB_ERR_INVALID, "%s: linear %d of the group has NaN or Inf at row %lld, column %lld "
+                           "(weights must be finite)", who, i, (long long)(at / cols), (long long)(at % cols));
+    }
+    return NB_OK;
+}
+
 void nb_awq_scales(const double *mean_abs, int64_t cols, double alpha, float *s) {
     double mx = 0, mn = INFINITY;
     for (int64_t k = 0; k < cols; k++) {
@@ -90,6 +102,7 @@ void nb_awq_scales(const double *mean_abs, int64_t cols, double alpha, float *s)
 
 nb_status nb_awq_search(const float *X, int64_t nx, const double *mean_abs, const float *const *W, const int64_t *rows,
                         const nb_dtype *types, int nw, int64_t cols, float *s_out, double *alpha_out, nb_pool *pool) {
+    NB_TRY(check_weights("AWQ", W, rows, nw, cols));
     float *s = malloc((size_t)cols * sizeof(float));
     if (!s) return NB_ERR_NOMEM;
     double best = INFINITY;
@@ -207,6 +220,7 @@ nb_status nb_awq_search_module(const double *mean_abs, const float *const *W, co
                                const nb_dtype *types, int nw, int64_t cols, const nb_awq_module *mod, float *s_out,
                                double *alpha_out, double *err_out, nb_pool *pool) {
     if (nw < 1 || nw > 8) return nb_fail(NB_ERR_INVALID, "AWQ: %d linears in a group (1..8)", nw);
+    NB_TRY(check_weights("AWQ", W, rows, nw, cols));
     float *s = malloc((size_t)cols * sizeof(float));
     float *act = malloc((size_t)(mod->n * mod->dim) * sizeof(float) + 1);
     float *deq[8] = {0};
@@ -287,8 +301,13 @@ void nb_awq_clip(const float *X, int64_t nx, float *W, int64_t rows, int64_t col
     else clip_worker(&j, 0, 1);
 }
 
-void nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw, int64_t cols,
-                           double alpha, float *s) {
+nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw,
+                                int64_t cols, double alpha, float *s) {
+    NB_TRY(check_weights("SmoothQuant", W, rows, nw, cols));
+    int64_t at = nb_first_nonfinite(max_abs_x, cols);
+    if (at >= 0)
+        return nb_fail(NB_ERR_INVALID, "SmoothQuant: the activation maximum of input channel %lld is NaN or Inf",
+                       (long long)at);
     for (int64_t k = 0; k < cols; k++) {
         float wmax = 0;
         for (int i = 0; i < nw; i++)
@@ -298,4 +317,5 @@ void nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const 
         if (!(sj > 1e-5 && sj < 1e5)) sj = 1;
         s[k] = (float)sj;
     }
+    return NB_OK;
 }

@@ -32,7 +32,9 @@
 double nb_awq_error(const float *X, int64_t nx, const float *W, int64_t rows, int64_t cols, const float *s,
                     nb_dtype type, nb_pool *pool);
 /* The AWQ scales for mean_abs[cols] and the given linears (nw of them,
- * rows[i] x cols, types[i]); writes s_out[cols] and the chosen alpha. */
+ * rows[i] x cols, types[i]); writes s_out[cols] and the chosen alpha.
+ * NB_ERR_INVALID for NaN/Inf in W (the message names the linear, row and
+ * column; so does nb_awq_search_module). */
 nb_status nb_awq_search(const float *X, int64_t nx, const double *mean_abs, const float *const *W, const int64_t *rows,
                         const nb_dtype *types, int nw, int64_t cols, float *s_out, double *alpha_out, nb_pool *pool)
     __attribute__((warn_unused_result));
@@ -75,8 +77,10 @@ nb_status nb_awq_search_module(const double *mean_abs, const float *const *W, co
 void nb_awq_clip(const float *X, int64_t nx, float *W, int64_t rows, int64_t cols, nb_dtype type, nb_pool *pool);
 
 /* SmoothQuant scales from max|x| per channel and the weights of the group
- * (nw linears, rows[i] x cols). Channels with no signal keep s = 1. */
-void nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw, int64_t cols,
-                           double alpha, float *s);
+ * (nw linears, rows[i] x cols). Channels with no signal keep s = 1.
+ * NB_ERR_INVALID for NaN/Inf in W (naming the linear, row and column) or
+ * in max_abs_x. */
+nb_status nb_smoothquant_scales(const float *max_abs_x, const float *const *W, const int64_t *rows, int nw,
+                                int64_t cols, double alpha, float *s) __attribute__((warn_unused_result));
 
 #endif

@@ -92,7 +92,9 @@ typedef struct nb_calib_set {
     int64_t hist[8];      /* lengths in [seq_len*k/8, seq_len*(k+1)/8) (the last bin includes seq_len) */
 } nb_calib_set;
 
-/* Builds samples from tokenized documents (docs[i], lens[i], without BOS).
+/* Builds samples from tokenized documents (docs[i], lens[i]); bos >= 0 is
+ * put before every sample (plain text's windows), -1: the documents carry
+ * the BOS they need (JSONL, tokenized as the model is served).
  * One document (plain text): the token stream is cut into windows of
  * seq_len - 1 tokens (+ BOS), of which n_samples are drawn without
  * replacement, seeded; JSONL: one sample per document (cut to seq_len,

@@ -2,6 +2,7 @@
  * format, looked up by dtype id or name, plus the row-length fallback rule. */
 #include "quant/qtypes.h"
 
+#include <math.h>
 #include <strings.h>
 
 #include "quant/quant_ref.h"
@@ -117,3 +118,9 @@ bool nb_qtype_row_bytes(nb_dtype t, int64_t n, uint64_t *bytes) {
 void nb_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) { nb_quant_q8_0(x, dst, n); }
 void nb_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n) { nb_quant_q8_K(x, dst, n); }
 void nb_quantize_row_q8_T_ref(const float *x, void *dst, int64_t n) { nb_quant_q8_T(x, dst, n); }
+
+int64_t nb_first_nonfinite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}

@@ -68,6 +68,10 @@ nb_dtype nb_qtype_fallback(nb_dtype t, int64_t ne0);
  * or overflow. Same as nb_dtype_row_bytes. */
 bool nb_qtype_row_bytes(nb_dtype t, int64_t n, uint64_t *bytes);
 
+/* Index of the first NaN or Inf in x[0..n), or -1 when every value is
+ * finite (the quantizers refuse non-finite weights: rtn.h, awq.h, gptq.h). */
+int64_t nb_first_nonfinite(const float *x, int64_t n);
+
 /* ---- reference functions, exported for tests and the kernels ---------- */
 /* FP8 scalar conversions (OCP 8-bit floating point spec v1.0).
  * E4M3 ("fn"): bias 7, max 448, no infinities, NaN = S.1111.111.

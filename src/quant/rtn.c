@@ -338,6 +338,7 @@ nb_status nb_rtn_plan(const nb_source *src, const nb_rtn_params *p, nb_rtn_repor
         memcpy(r->ne, tn->ne, sizeof r->ne);
         r->src_type = tn->type;
         r->rel_rms = NAN;
+        snprintf(r->method, sizeof r->method, "rtn");
         if (!is_plain(tn->type)) {
             const nb_qtype *q = nb_qtype_get(tn->type);
             if (!q || q->act_only)
@@ -550,6 +551,88 @@ nb_status nb_rtn_convert(const nb_tensor *src, nb_dtype type, void *dst, uint64_
     return convert_impl(src, type, dst, dst_bytes, pool, 0, rel_rms);
 }
 
+/* ---- refusing non-finite weights ------------------------------------------ */
+
+typedef struct scan_job {
+    const nb_tensor *t;
+    const nb_qtype *q;      /* NULL for F32 / F16 / BF16 */
+    int64_t ne0, rows;
+    uint64_t rb;
+    float *scratch;         /* nth x ne0 */
+    int64_t *first, *count; /* per thread: first bad element (row * ne0 + column, -1: none), bad values */
+} scan_job;
+
+static void scan_worker(void *arg, int ith, int nth) {
+    scan_job *j = arg;
+    int64_t lo, hi;
+    nb_split(j->rows, ith, nth, &lo, &hi);
+    float *x = j->scratch + (size_t)ith * (size_t)j->ne0;
+    const uint8_t *data = j->t->data;
+    j->first[ith] = -1;
+    j->count[ith] = 0;
+    for (int64_t r = lo; r < hi; r++) {
+        row_to_float(j->t->type, j->q, data + (uint64_t)r * j->rb, x, j->ne0);
+        int64_t c = nb_first_nonfinite(x, j->ne0);
+        if (c < 0) continue;
+        if (j->first[ith] < 0) j->first[ith] = r * j->ne0 + c;
+        for (; c < j->ne0; c++) j->count[ith] += !isfinite(x[c]);
+    }
+}
+
+/* The error for the first bad element (rows are split in order, so the
+ * lowest thread with a hit has it). */
+static nb_status nonfinite_error(const scan_job *j, int nth) {
+    int64_t first = -1, count = 0;
+    for (int i = 0; i < nth; i++) {
+        if (first < 0) first = j->first[i];
+        count += j->count[i];
+    }
+    if (first < 0) return NB_OK;
+    int64_t r = first / j->ne0, c = first % j->ne0;
+    row_to_float(j->t->type, j->q, (const uint8_t *)j->t->data + (uint64_t)r * j->rb, j->scratch, j->ne0);
+    const char *what = isnan(j->scratch[c]) ? "NaN" : "Inf";
+    char at[64];
+    if (j->t->n_dims < 2) snprintf(at, sizeof at, "element %lld", (long long)c);
+    else snprintf(at, sizeof at, "row %lld, column %lld", (long long)r, (long long)c);
+    return nb_fail(NB_ERR_INVALID, "tensor '%s': %s is %s (%lld of its %lld values are NaN or Inf); weights must be "
+                   "finite to be quantized (repair or re-export the model)", j->t->name, at, what, (long long)count,
+                   (long long)(j->ne0 * j->rows));
+}
+
+nb_status nb_rtn_check_finite(const nb_tensor *t, nb_pool *pool) {
+    scan_job j = {.t = t, .ne0 = t->ne[0], .rows = nb_tensor_rows(t)};
+    if (!is_plain(t->type) && (!(j.q = nb_qtype_get(t->type)) || j.q->act_only))
+        return nb_fail(NB_ERR_UNSUPPORTED, "tensor '%s': type %s cannot be dequantized", t->name,
+                       nb_dtype_name(t->type));
+    uint64_t need;
+    if (j.ne0 <= 0 || j.rows < 0 || !nb_dtype_row_bytes(t->type, (uint64_t)j.ne0, &j.rb) ||
+        !nb_mul_ok(j.rb, (uint64_t)j.rows, &need) || need > t->nbytes)
+        return nb_fail(NB_ERR_FORMAT, "tensor '%s': %lld rows of %lld %s values exceed its %llu bytes", t->name,
+                       (long long)j.rows, (long long)j.ne0, nb_dtype_name(t->type), (unsigned long long)t->nbytes);
+    int nth = pool ? nb_pool_size(pool) : 1;
+    nth = nth < 1 ? 1 : nth > MAX_THREADS ? MAX_THREADS : nth;
+    j.scratch = nb_malloc((size_t)nth * (size_t)j.ne0 * sizeof(float));
+    j.first = nb_malloc((size_t)nth * 2 * sizeof(int64_t));
+    nb_status st = j.scratch && j.first ? NB_OK : NB_ERR_NOMEM;
+    if (st == NB_OK) {
+        j.count = j.first + nth;
+        if (pool && nth > 1) nb_pool_run(pool, scan_worker, &j);
+        else scan_worker(&j, 0, 1);
+        st = nonfinite_error(&j, nth);
+    }
+    free(j.scratch);
+    free(j.first);
+    return st;
+}
+
+nb_status nb_rtn_check_source_finite(const nb_source *src, nb_pool *pool) {
+    for (int64_t i = 0; i < src->n_tensors; i++) {
+        nb_status st = nb_rtn_check_finite(&src->tensors[i], pool);
+        if (st != NB_OK) return nb_fail_wrap(st, "%s: ", src->path);
+    }
+    return NB_OK;
+}
+
 /* ---- writing -------------------------------------------------------------- */
 
 static double now_s(void) {
@@ -666,6 +749,7 @@ nb_status nb_rtn_quantize(const char *in_path, const char *out_path, const nb_rt
                 (long long)out->n_requantized);
     if (st == NB_OK) st = nb_pool_create(p->n_threads, &pool);
     if (st == NB_OK) out->n_threads = nb_pool_size(pool);
+    if (st == NB_OK && !p->finite_checked) st = nb_rtn_check_source_finite(&src, pool);
     if (st == NB_OK) st = nb_gguf_writer_create(&w);
     if (st == NB_OK) st = write_meta(w, &src, p);
     fill_ctx fc = {&src, out, pool, 0, cb, ud, p};

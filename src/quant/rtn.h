@@ -31,7 +31,9 @@
  *
  * Data: every input type the registry can dequantize is accepted (F32, F16,
  * BF16, and quantized tensors, which are dequantized first: the report's
- * `requantized` counts them). Quantization runs row-parallel on a thread
+ * `requantized` counts them). A NaN or Inf anywhere in the input is refused
+ * before anything is written (one read of every tensor, on the thread pool:
+ * nb_rtn_check_finite). Quantization runs row-parallel on a thread
  * pool and streams one tensor at a time into the GGUF writer, so the output
  * is never held in memory whole. The quantizers are the registry's
  * reference functions, so the bytes do not depend on the ISA or the thread
@@ -132,14 +134,16 @@ typedef struct nb_rtn_params {
     /* Calibrated quantization (imatrix, GPTQ, AWQ, SmoothQuant; quant/calib.h):
      * tensor_fn is called for every tensor before it is converted; when it
      * sets *handled it has written dst (nbytes of r->type) and *rel_rms
-     * itself, otherwise the tensor is converted by RTN. meta_fn adds keys
+     * itself (and may set r->method / r->method_note), otherwise the tensor
+     * is converted by RTN. meta_fn adds keys
      * after nibble.quantize.*; method names nibble.quantize.method (NULL:
      * "rtn"). All NULL for plain RTN. */
-    nb_status (*tensor_fn)(void *ud, const nb_tensor *src, const struct nb_rtn_tensor *r, nb_pool *pool, void *dst,
+    nb_status (*tensor_fn)(void *ud, const nb_tensor *src, struct nb_rtn_tensor *r, nb_pool *pool, void *dst,
                            uint64_t nbytes, double *rel_rms, bool *handled);
     nb_status (*meta_fn)(void *ud, nb_gguf_writer *w);
     void *ud;
     const char *method;
+    bool finite_checked;      /* the caller ran nb_rtn_check_source_finite on this input: not again */
 } nb_rtn_params;
 
 #define NB_RTN_WHY_MAX 96
@@ -158,6 +162,10 @@ typedef struct nb_rtn_tensor {
     uint64_t bytes;           /* written bytes */
     double rel_rms;           /* ||dequant(q(w)) - w|| / ||w|| (0 when lossless, NaN before quantizing) */
     double seconds;
+    char method[16];          /* what rounded it: "rtn" (also plain float conversion), "rtn+imatrix", "gptq", "awq",
+                               * "smoothquant" */
+    char method_note[NB_RTN_WHY_MAX]; /* a calibrated run that could not apply its method as planned says why
+                                       * ("GPTQ cannot write Q8_0: round-to-nearest"); "" otherwise */
 } nb_rtn_tensor;
 
 typedef struct nb_rtn_report {
@@ -184,7 +192,10 @@ nb_status nb_rtn_plan(const nb_source *src, const nb_rtn_params *p, nb_rtn_repor
 typedef void (*nb_rtn_progress)(void *ud, const nb_rtn_report *r, int64_t i);
 
 /* Opens `in_path` (any source), quantizes it and writes `out_path` (GGUF,
- * atomically). The report is filled even on failure as far as it got. */
+ * atomically). Every tensor is first checked for NaN / Inf
+ * (nb_rtn_check_source_finite, unless p->finite_checked): a non-finite
+ * weight fails with NB_ERR_INVALID before the output is created. The
+ * report is filled even on failure as far as it got. */
 nb_status nb_rtn_quantize(const char *in_path, const char *out_path, const nb_rtn_params *p, nb_rtn_report *out,
                           nb_rtn_progress cb, void *ud) __attribute__((warn_unused_result));
 
@@ -198,6 +209,14 @@ void nb_rtn_report_free(nb_rtn_report *r);
  * same minus activation-only formats; ne[0] must fit the destination block. */
 nb_status nb_rtn_convert(const nb_tensor *src, nb_dtype type, void *dst, uint64_t dst_bytes, nb_pool *pool,
                          double *rel_rms) __attribute__((warn_unused_result));
+
+/* NB_ERR_INVALID when a value of the tensor (dequantized row by row for
+ * quantized types) is NaN or Inf; the message names the tensor, the first
+ * bad row and column (element for 1-D tensors) and how many values are
+ * bad. Rows are split across `pool` (may be NULL). */
+nb_status nb_rtn_check_finite(const nb_tensor *t, nb_pool *pool) __attribute__((warn_unused_result));
+/* nb_rtn_check_finite on every tensor of the source (the message starts with its path). */
+nb_status nb_rtn_check_source_finite(const nb_source *src, nb_pool *pool) __attribute__((warn_unused_result));
 
 /* llama.cpp's use_more_bits(i_layer, n_layers): the first and last 1/8 of
  * the layers and every third one in between. */

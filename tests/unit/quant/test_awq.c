@@ -9,7 +9,8 @@
  *    (q, k, v);
  *  - with activation outliers the chosen scales beat no scaling;
  *  - the clipping search never raises the output error;
- *  - all-zero inputs: finite constant scales, weights not clipped. */
+ *  - all-zero inputs: finite constant scales, weights not clipped;
+ *  - NaN / Inf weights refused by both searches. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,28 @@ static void test_all_zero_inputs(void **state) {
     memcpy(Wc, W, sizeof W);
     nb_awq_clip(Z, NX, Wc, ROWS, COLS, t, NULL);
     assert_memory_equal(Wc, W, sizeof W);
+}
+
+/* NaN / Inf in a group's weights is refused by both searches, naming the
+ * linear, row and column (as GPTQ refuses them) */
+static void test_nonfinite_weights(void **state) {
+    (void)state;
+    make(1.0);
+    static float W2[ROWS * COLS];
+    memcpy(W2, W, sizeof W);
+    W2[5 * COLS + 9] = NAN;
+    const float *ws[2] = {W, W2};
+    int64_t rows[2] = {ROWS, ROWS};
+    nb_dtype t[2] = {(nb_dtype)NB_W4G32, (nb_dtype)NB_W4G32};
+    float s[COLS];
+    double alpha;
+    assert_int_equal(nb_awq_search(X, NX, mean_abs, ws, rows, t, 2, COLS, s, &alpha, NULL), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "linear 1 of the group has NaN or Inf at row 5, column 9"));
+    W2[5 * COLS + 9] = INFINITY;
+    nb_awq_module mod = {.n = 1, .dim = COLS, .ref = X};
+    assert_int_equal(nb_awq_search_module(mean_abs, ws, rows, t, 2, COLS, &mod, s, &alpha, NULL, NULL),
+                     NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "row 5, column 9"));
 }
 
 /* ---- module output -------------------------------------------------------- */
@@ -385,6 +408,7 @@ static void test_module_error_identity(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_search_is_argmin), cmocka_unit_test(test_clip),
                                        cmocka_unit_test(test_all_zero_inputs),
+                                       cmocka_unit_test(test_nonfinite_weights),
                                        cmocka_unit_test(test_module_search_is_argmin),
                                        cmocka_unit_test(test_module_error_identity)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,8 @@
  *  - fallbacks (qwen2's 704-wide ffn_down under Q4_K_M, aidreams' 172),
  *    the INT4 default keeping embeddings F16, --keep overriding the recipe;
  *  - relative RMS error within the bounds of the format math, and
- *    thread-count independence of the bytes. */
+ *    thread-count independence of the bytes;
+ *  - NaN / Inf weights refused naming the tensor, row and column. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,6 +546,47 @@ static void test_convert_error(void **state) {
     free(w);
 }
 
+/* NaN / Inf anywhere is refused, naming the tensor and the first bad
+ * row / column, on one thread or several; quantized sources are checked
+ * after dequantization. */
+static void test_check_finite(void **state) {
+    (void)state;
+    enum { NE0 = 64, ROWS = 40 };
+    static float w[NE0 * ROWS];
+    for (int i = 0; i < NE0 * ROWS; i++) w[i] = 0.05f * gauss();
+    nb_tensor t = {.name = "blk.2.attn_k.weight", .type = NB_F32, .n_dims = 2, .ne = {NE0, ROWS, 1, 1}, .data = w,
+                   .nbytes = sizeof w};
+    nb_pool *pool;
+    assert_int_equal(nb_pool_create(3, &pool), NB_OK);
+    assert_int_equal(nb_rtn_check_finite(&t, pool), NB_OK);
+    w[31 * NE0 + 7] = INFINITY;
+    w[17 * NE0 + 5] = NAN; /* the first, in the second thread's rows */
+    for (int th = 0; th < 2; th++) {
+        assert_int_equal(nb_rtn_check_finite(&t, th ? pool : NULL), NB_ERR_INVALID);
+        const char *m = nb_errmsg();
+        assert_non_null(strstr(m, "'blk.2.attn_k.weight'"));
+        assert_non_null(strstr(m, "row 17, column 5 is NaN"));
+        assert_non_null(strstr(m, "2 of its 2560 values"));
+    }
+    /* F16 Inf, and a 1-D tensor named by element */
+    static uint16_t h[NE0];
+    for (int i = 0; i < NE0; i++) h[i] = nb_fp32_to_fp16(0.5f);
+    h[9] = 0x7c00;
+    nb_tensor n1 = {.name = "output_norm.weight", .type = NB_F16, .n_dims = 1, .ne = {NE0, 1, 1, 1}, .data = h,
+                    .nbytes = sizeof h};
+    assert_int_equal(nb_rtn_check_finite(&n1, NULL), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "element 9 is Inf"));
+    /* Q8_0 with a NaN scale: bad after dequantization */
+    uint8_t q[2 * 34];
+    nb_qtype_get(NB_Q8_0)->from_float(w, q, NE0);
+    uint16_t nan16 = 0x7e00;
+    memcpy(q + 34, &nan16, 2);
+    nb_tensor tq = {.name = "q", .type = NB_Q8_0, .n_dims = 2, .ne = {NE0, 1, 1, 1}, .data = q, .nbytes = sizeof q};
+    assert_int_equal(nb_rtn_check_finite(&tq, NULL), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "row 0, column 32 is NaN"));
+    nb_pool_free(pool);
+}
+
 static void test_requantize_and_ext(void **state) {
     (void)state;
     char in[4096], out[4096];
@@ -641,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_k23_recipes),
         cmocka_unit_test(test_q3_k_m_file),
         cmocka_unit_test(test_convert_error),
+        cmocka_unit_test(test_check_finite),
         cmocka_unit_test(test_requantize_and_ext),
         cmocka_unit_test(test_hf_roundtrip),
     };

@@ -4,7 +4,9 @@
  *    float outputs unchanged to 1e-5 (relative);
  *  - with activation outliers, W8A8 (per-channel int8 weights, per-token
  *    int8 activations, the Q8_T format) has a lower output error after
- *    smoothing than without. (End to end: tests/integration/quantize_calib.sh
+ *    smoothing than without;
+ *  - NaN / Inf in the weights or the activation maxima is refused.
+ *    (End to end: tests/integration/quantize_calib.sh
  *    checks the logits of a whole folded model.) */
 #include <math.h>
 #include <stdio.h>
@@ -49,7 +51,7 @@ static void test_scales(void **state) {
     float s[COLS];
     const float *ws[1] = {W};
     int64_t rows[1] = {ROWS};
-    nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s);
+    assert_int_equal(nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s), NB_OK);
     for (int k = 0; k < COLS; k++) {
         double wm = 0;
         for (int r = 0; r < ROWS; r++) wm = fmax(wm, fabs(W[r * COLS + k]));
@@ -93,7 +95,7 @@ static void test_folding_and_w8a8(void **state) {
     static float W2[ROWS * COLS];
     const float *ws[1] = {W};
     int64_t rows[1] = {ROWS};
-    nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s);
+    assert_int_equal(nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s), NB_OK);
     for (int k = 0; k < COLS; k++) n2[k] = nrm[k] / s[k];
     for (int r = 0; r < ROWS; r++)
         for (int k = 0; k < COLS; k++) W2[r * COLS + k] = W[r * COLS + k] * s[k];
@@ -118,7 +120,24 @@ static void test_folding_and_w8a8(void **state) {
     assert_true(e1 < e0);
 }
 
+/* NaN / Inf in the weights or the activation maxima is refused */
+static void test_nonfinite(void **state) {
+    (void)state;
+    make();
+    float s[COLS];
+    const float *ws[1] = {W};
+    int64_t rows[1] = {ROWS};
+    W[3 * COLS + 11] = -INFINITY;
+    assert_int_equal(nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "row 3, column 11"));
+    W[3 * COLS + 11] = 0;
+    xmax[4] = NAN;
+    assert_int_equal(nb_smoothquant_scales(xmax, ws, rows, 1, COLS, 0.5, s), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "input channel 4"));
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_scales), cmocka_unit_test(test_folding_and_w8a8)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_scales), cmocka_unit_test(test_folding_and_w8a8),
+                                       cmocka_unit_test(test_nonfinite)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
