@@ -74,6 +74,23 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t);
 /* The same at or below max_isa. */
 nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa);
 
+/* The integer sum of block i of a Q4_0R / Q8_0R row's quants (q: after the
+ * scales) with Q8_0P activations x, for the blocks past the last whole
+ * 4-block group (Q4_0R keeps Q4_0's nibble order there): the scalar tails
+ * of the SIMD kernels. Include only where auto-vectorisation is off (GCC
+ * 12 miscompiles these sums into vpdpbusd: kernels/x86/repack_avx512.c). */
+static inline int nb_q4_0r_tail_isum(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 16; j++)
+        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
+    return s;
+}
+static inline int nb_q8_0r_tail_isum(const uint8_t *q, const int8_t *x, int64_t i) {
+    int s = 0;
+    for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
+    return s;
+}
+
 /* Scalar references (the definitions; tests compare the SIMD kernels to them). */
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
 /* The same, and Q8_KP (the K-quant dots' activations), vectorised; byte-identical. */

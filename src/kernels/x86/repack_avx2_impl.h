@@ -80,17 +80,6 @@ static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 /* ---- decode: Q4_0R / Q8_0R x Q8_0P ------------------------------------- */
 
-static inline int tail_q4(const uint8_t *q, const int8_t *x, int64_t i) {
-    int s = 0;
-    for (int j = 0; j < 16; j++)
-        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
-    return s;
-}
-static inline int tail_q8(const uint8_t *q, const int8_t *x, int64_t i) {
-    int s = 0;
-    for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
-    return s;
-}
 
 /* Four blocks per step: their lane sums folded by three vphaddd into
  * [b0 b1 b2 b3 | b0 b1 b2 b3] (two partial sums per block), converted and
@@ -136,7 +125,7 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     for (; i < nb; i++) {
         float b;
         memcpy(&b, ad + i, 4);
-        sum += h2f(wd[i]) * b * (float)(four ? tail_q4(q, x, i) : tail_q8(q, x, i));
+        sum += h2f(wd[i]) * b * (float)(four ? nb_q4_0r_tail_isum(q, x, i) : nb_q8_0r_tail_isum(q, x, i));
     }
     return sum;
 }

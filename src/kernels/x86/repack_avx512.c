@@ -35,21 +35,6 @@ static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
  * hardware prefetcher to stay ahead). Past the row's end it runs into the
  * next row, which is what this thread reads next. */
 
-/* Scalar (unsigned weight - offset) * activation sum of block i, for the
- * tails (the last nb % 4 blocks keep Q4_0's nibble order). */
-static inline int tail_q4(const uint8_t *q, const int8_t *x, int64_t i) {
-    int s = 0;
-    for (int j = 0; j < 16; j++)
-        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
-    return s;
-}
-
-static inline int tail_q8(const uint8_t *q, const int8_t *x, int64_t i) {
-    int s = 0;
-    for (int j = 0; j < 32; j++) s += (q[i * 32 + j] - 128) * x[i * 32 + j];
-    return s;
-}
-
 /* lanes 0-7 <- s[a], lanes 8-15 <- s[a+1] */
 static inline __m512 pair_lanes(__m128 s, int a) {
     const __m512i idx = _mm512_set_epi32(a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a, a, a, a, a, a, a, a);
@@ -101,7 +86,7 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     }
     float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - (four ? 8.0f : 128.0f) * hsum128(off);
     for (; i < nb; i++)
-        sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)(four ? tail_q4(q, x, i) : tail_q8(q, x, i));
+        sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)(four ? nb_q4_0r_tail_isum(q, x, i) : nb_q8_0r_tail_isum(q, x, i));
     return sum;
 }
 
@@ -161,7 +146,7 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
         const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
         float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - (four ? 8.0f : 128.0f) * hsum128(off[t]);
         for (int64_t j = i; j < nb; j++)
-            sum += tail_scale(w, (const uint8_t *)x + nb * 32, j) * (float)(four ? tail_q4(q, x, j) : tail_q8(q, x, j));
+            sum += tail_scale(w, (const uint8_t *)x + nb * 32, j) * (float)(four ? nb_q4_0r_tail_isum(q, x, j) : nb_q8_0r_tail_isum(q, x, j));
         out[t] = sum;
     }
 }

@@ -163,12 +163,7 @@ static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
     const int8_t *x = (const int8_t *)a;
     const float *da = (const float *)(a + nb * 32);
     float s = 0;
-    for (int64_t b = nb / 4 * 4; b < nb; b++) {
-        int acc = 0;
-        for (int j = 0; j < 16; j++)
-            acc += ((q[b * 16 + j] & 15) - 8) * x[b * 32 + j] + ((q[b * 16 + j] >> 4) - 8) * x[b * 32 + j + 16];
-        s += _cvtsh_ss(dw[b]) * da[b] * (float)acc;
-    }
+    for (int64_t b = nb / 4 * 4; b < nb; b++) s += _cvtsh_ss(dw[b]) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b);
     return s;
 }
 
