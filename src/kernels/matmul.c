@@ -519,11 +519,37 @@ static nb_status matmul_dequant(nb_kctx *k, const nb_tensor *W, const float *X, 
     return run_float_gemm(k, &fj);
 }
 
+/* A batch the rows-in-lanes kernels take, with some of the weights
+ * having one (Q4_K_M mixes Q4_K and Q6_K in Q/K/V): those go as one job and
+ * the others as another, so each keeps its fastest path. */
+static bool split_for_rows(const nb_kctx *k, int count, const nb_tensor *const *W, int64_t n, bool has[MM_MAX]) {
+    if (count < 2 || n < k->d->rows_min || n > k->d->rows_max) return false;
+    int c = 0;
+    for (int i = 0; i < count; i++) {
+        const nb_qdot *qd = is_float(W[i]->type) ? NULL : qdot_for(k, W[i]->type);
+        has[i] = qd && qd->vec_dot_rows;
+        c += has[i];
+    }
+    return c > 0 && c < count;
+}
+
 nb_status nb_matmul_many(nb_kctx *k, int count, const nb_tensor *const *W, const float *X, int64_t n,
                          float *const *Y) {
     if (n <= 0 || count <= 0) return NB_OK;
     bool permuted = false;
     for (int i = 0; i < count; i++) permuted |= W[i]->in_perm != NULL;
+    bool has[MM_MAX];
+    if (count <= MM_MAX && !permuted && split_for_rows(k, count, W, n, has)) {
+        const nb_tensor *part[2][MM_MAX];
+        float *out[2][MM_MAX];
+        int np[2] = {0, 0};
+        for (int i = 0; i < count; i++) {
+            part[has[i]][np[has[i]]] = W[i];
+            out[has[i]][np[has[i]]++] = Y[i];
+        }
+        NB_TRY(nb_matmul_many(k, np[1], part[1], X, n, out[1]));
+        return nb_matmul_many(k, np[0], part[0], X, n, out[0]);
+    }
     if (count <= MM_MAX && !permuted) {
         quant_path path = path_for(k, count, W, n);
         if (path != PATH_NONE) return matmul_quant(k, path, count, W, X, n, Y);

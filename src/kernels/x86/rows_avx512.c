@@ -15,15 +15,22 @@
  * sums, 16 contiguous results per token. The transposed panel (a segment
  * of up to SEG groups on the stack) is reused by every group of 8 tokens.
  *
+ * Q4_KR (Q4_K_M's main type) goes the same way by super-block: its two
+ * 64-byte quant vectors transposed, the 16 rows' sub-block scales and mins
+ * by gathers, and per 32-weight sub-block one scale and one min applied to
+ * 16 rows.
+ *
  * Per lane the integer sums are exact; the float order differs from the
  * per-row kernels (the tests compare against the scalar reference). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-vectorize") /* the scalar tails stay scalar (see repack_avx512.c) */
 #endif
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "base/blocks.h"
 #include "kernels/repack.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -155,6 +162,86 @@ AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t 
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
 }
 
+/* ---- Q4_KR ---------------------------------------------------------------- */
+
+/* One transposed super-block of 16 rows: v[0..15] the words of quant bytes
+ * 0-63 (unpacked vectors 0 and 1 in their low and high nibbles), v[16..31]
+ * of bytes 64-127 (vectors 2 and 3); word s of each holds 16-weight group s
+ * (kernels/repack.h "lane order"), sub-block s / 2. sc[j] = d * sc_j and
+ * mn[j] = dmin * m_j of the 16 rows. */
+typedef struct {
+    __m512i v[32];
+    __m512 sc[8], mn[8];
+} tsuper;
+
+AI void load_super(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper *o) {
+    const uint8_t *b = w + (size_t)u * sizeof(nb_block_q4_kr);
+    __m512i r[16];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            r[i] = i < nr ? _mm512_loadu_si512((const void *)(b + (size_t)i * stride + offsetof(nb_block_q4_kr, qs) + 64 * h))
+                          : _mm512_setzero_si512();
+        transpose16(r, o->v + 16 * h);
+    }
+    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)stride));
+    __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ix, (const void *)b, 1); /* d | dmin << 16 */
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)), dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) { /* bytes 4c..4c+3 of sc[8] | m[8] */
+        __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ix,
+                                                (const void *)(b + offsetof(nb_block_q4_kr, sc) + 4 * c), 1);
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++) {
+            __m512 v = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * e), _mm512_set1_epi32(255)));
+            if (c < 2) o->sc[4 * c + e] = _mm512_mul_ps(v, d);
+            else o->mn[4 * (c - 2) + e] = _mm512_mul_ps(v, dmin);
+        }
+    }
+}
+
+/* One super-block against T tokens (y[t]: the token's Q8_KP block): f[t]
+ * gains d * sc_j * sum(q * a) - dmin * m_j * sum(a) over the sub-blocks,
+ * times the token's scale. */
+AI void super_tokens(const tsuper *G, const nb_block_q8_K *const *y, __m512 *f, const int T) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    _Alignas(32) float bsd[TT][8]; /* the sub-blocks' activation sums times the token's scale */
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++) {
+        __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)y[t]->bsums), _mm256_set1_epi16(1));
+        _mm256_store_ps(bsd[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(y[t]->d)));
+    }
+#pragma GCC unroll 1
+    for (int j = 0; j < 8; j++) {
+        __m512i acc[TT];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int s = 2 * j; s < 2 * j + 2; s++) {
+            const __m512i v0 = _mm512_load_si512((const void *)&G->v[s]), v1 = _mm512_load_si512((const void *)&G->v[16 + s]);
+            const __m512i w0 = _mm512_and_si512(v0, m4), w1 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+            const __m512i w2 = _mm512_and_si512(v1, m4), w3 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+#pragma GCC unroll 16
+            for (int t = 0; t < T; t++) {
+                const int8_t *q = y[t]->qs + 4 * s;
+                acc[t] = _mm512_dpbusd_epi32(acc[t], w0, _mm512_set1_epi32(word(q)));
+                acc[t] = _mm512_dpbusd_epi32(acc[t], w1, _mm512_set1_epi32(word(q + 64)));
+                acc[t] = _mm512_dpbusd_epi32(acc[t], w2, _mm512_set1_epi32(word(q + 128)));
+                acc[t] = _mm512_dpbusd_epi32(acc[t], w3, _mm512_set1_epi32(word(q + 192)));
+            }
+        }
+        const __m512 sc = G->sc[j], mn = G->mn[j];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; t++) {
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(sc, _mm512_set1_ps(y[t]->d)), f[t]);
+            f[t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(bsd[t][j]), f[t]);
+        }
+    }
+}
+
 /* Blocks past the last whole group (nb % 4 of them, in Q4_0's order), one
  * row and token at a time. */
 static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
@@ -167,53 +254,103 @@ static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
     return s;
 }
 
-void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
-                          size_t a_stride, float *y, int64_t ldy) {
-    const int64_t nb = n / 32, ng = nb / 4;
-    _Alignas(64) tgroup buf[SEG];
+/* Super-blocks [u0, u1) of the segment buffer against tokens [t0, t0 + T). */
+AI void segment_supers(const tsuper *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride, int64_t t0,
+                       float *yt, const int T) {
+    const nb_block_q8_K *x[TT];
+    __m512 f[TT];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++) {
+        x[t] = (const nb_block_q8_K *)(const void *)(act + (size_t)(t0 + t) * a_stride);
+        f[t] = _mm512_load_ps(yt + 16 * (t0 + t));
+    }
+    for (int64_t u = u0; u < u1; u++) {
+        const nb_block_q8_K *xu[TT];
+#pragma GCC unroll 16
+        for (int t = 0; t < T; t++) xu[t] = x[t] + u;
+        super_tokens(&buf[u - u0], xu, f, T);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
+}
+
+enum { K_Q4_0R, K_Q4_KR };
+
+/* One segment of units against tokens [t0, t0 + T) (kind: the layout). */
+AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
+                     int64_t nb, int64_t t0, float *yt, const int T) {
+    if (kind == K_Q4_0R) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T);
+    else segment_supers((const tsuper *)buf, u0, u1, act, a_stride, t0, yt, T);
+}
+
+/* The vec_dot_rows driver: 16-row panels; per panel, tokens in chunks of
+ * 64 (the results tile), units (Q4_0R: 4-block groups, Q4_KR: super-blocks)
+ * in segments that stay transposed for every pass of up to 8 tokens. */
+AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                   size_t a_stride, float *y, int64_t ldy) {
+    const int64_t nb = n / 32, nu = kind == K_Q4_0R ? nb / 4 : n / 256, seg = kind == K_Q4_0R ? SEG : SEG / 2;
+    _Alignas(64) union {
+        tgroup g[SEG];
+        tsuper k[SEG / 2];
+    } buf;
     _Alignas(64) float yt[64 * 16];
     for (int64_t r0 = 0; r0 < nr; r0 += RL) {
         const int rows = (int)(nr - r0 < RL ? nr - r0 : RL);
         const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride, *q = dw + nb * 2;
         const uint8_t *next = (const uint8_t *)w + (size_t)(r0 + RL) * w_stride;
-        const uint64_t pf_step = ng ? ((uint64_t)RL * w_stride / (uint64_t)ng + 63) & ~(uint64_t)63 : 0;
-        for (int64_t c0 = 0; c0 < nt; c0 += 64) { /* tokens in chunks of 64 (the results tile) */
+        const uint64_t pf_step = nu ? ((uint64_t)RL * w_stride / (uint64_t)nu + 63) & ~(uint64_t)63 : 0;
+        for (int64_t c0 = 0; c0 < nt; c0 += 64) {
             const int64_t nc = nt - c0 < 64 ? nt - c0 : 64;
             const uint8_t *ac = (const uint8_t *)act + (size_t)c0 * a_stride;
             memset(yt, 0, (size_t)nc * 16 * sizeof(float));
-            for (int64_t g0 = 0; g0 < ng; g0 += SEG) {
-                const int64_t g1 = g0 + SEG < ng ? g0 + SEG : ng;
-                for (int64_t g = g0; g < g1; g++) {
-                    /* the next panel (16 rows further, contiguous), a share per group:
-                     * this one is read as 32 short streams (each row's quants and
-                     * scales), too many for the hardware prefetchers */
+            for (int64_t u0 = 0; u0 < nu; u0 += seg) {
+                const int64_t u1 = u0 + seg < nu ? u0 + seg : nu;
+                for (int64_t u = u0; u < u1; u++) {
+                    /* the next panel (16 rows further, contiguous), a share per unit:
+                     * this one is read as 16-32 short streams, too many for the
+                     * hardware prefetchers */
                     if (c0 == 0)
-                        for (uint64_t o = (uint64_t)g * pf_step; o < (uint64_t)(g + 1) * pf_step; o += 64)
+                        for (uint64_t o = (uint64_t)u * pf_step; o < (uint64_t)(u + 1) * pf_step; o += 64)
                             _mm_prefetch((const char *)next + o, _MM_HINT_T0);
-                    if (rows == RL) load_group(q, dw, w_stride, RL, g, &buf[g - g0]);
-                    else load_group(q, dw, w_stride, rows, g, &buf[g - g0]);
+                    if (kind == K_Q4_0R) {
+                        if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0]);
+                        else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0]);
+                    } else {
+                        if (rows == RL) load_super(dw, w_stride, RL, u, &buf.k[u - u0]);
+                        else load_super(dw, w_stride, rows, u, &buf.k[u - u0]);
+                    }
                 }
                 for (int64_t t0 = 0; t0 < nc; t0 += TT) {
                     switch (nc - t0 < TT ? nc - t0 : TT) {
-                    case 1: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 1); break;
-                    case 2: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 2); break;
-                    case 3: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 3); break;
-                    case 4: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 4); break;
-                    case 5: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 5); break;
-                    case 6: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 6); break;
-                    case 7: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 7); break;
-                    default: segment_tokens(buf, g0, g1, ac, a_stride, nb, t0, yt, 8); break;
+                    case 1: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 1); break;
+                    case 2: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 2); break;
+                    case 3: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 3); break;
+                    case 4: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 4); break;
+                    case 5: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 5); break;
+                    case 6: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 6); break;
+                    case 7: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 7); break;
+                    default: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 8); break;
                     }
                 }
             }
             const __mmask16 m = (__mmask16)((1u << rows) - 1);
             for (int64_t t = 0; t < nc; t++) {
                 float *o = y + (size_t)(c0 + t) * (size_t)ldy + r0;
-                if (ng * 4 < nb)
+                if (kind == K_Q4_0R && nu * 4 < nb)
                     for (int i = 0; i < rows; i++)
                         yt[16 * t + i] += tail_blocks(dw + (size_t)i * w_stride, ac + (size_t)t * a_stride, nb);
                 _mm512_mask_storeu_ps(o, m, _mm512_load_ps(yt + 16 * t));
             }
         }
     }
+}
+
+void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                          size_t a_stride, float *y, int64_t ldy) {
+    rows_drive(K_Q4_0R, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
+}
+
+void nb_q4_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                          size_t a_stride, float *y, int64_t ldy) {
+    rows_drive(K_Q4_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }

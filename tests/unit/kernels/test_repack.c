@@ -192,34 +192,30 @@ static void test_quantize_act_simd(void **state) {
     if (!ran) NB_TEST_SKIP("no AVX2 here");
 }
 
-/* The rows-in-lanes kernel (vec_dot_rows, kernels/x86/rows_avx512.c)
+/* The rows-in-lanes kernels (vec_dot_rows, kernels/x86/rows_avx512.c)
  * against the scalar dot of every (row, token): row counts below, at and
  * past a 16-row panel, token counts across its 8-token passes and 64-token
  * tiles, K with no whole 4-block group, with tail blocks and with several
- * 16-group segments; nothing written past the rows asked for. */
-static void test_rows(void **state) {
-    (void)state;
-    const nb_qdot *simd = nb_repack_qdot(NB_Q4_0R, NB_ISA_AVX512), *ref = nb_repack_qdot(NB_Q4_0R, NB_ISA_SCALAR);
-    if (!simd || !simd->vec_dot_rows) {
-        NB_TEST_SKIP("no AVX-512 VNNI here: no rows-in-lanes kernel");
-    }
-    static const int64_t Ks[] = {32, 96, 128, 160, 2080, 8192 + 64}, Rs[] = {1, 5, 16, 17, 33}, Ts[] = {1, 3, 8, 9, 17, 64, 70};
-    const nb_qtype *qt = nb_qtype_get(NB_Q4_0);
-    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+ * segments; nothing written past the rows asked for. */
+static void check_rows(nb_dtype gguf, nb_dtype planar, const int64_t *Ks, size_t nK) {
+    const nb_qdot *simd = nb_repack_qdot(planar, NB_ISA_AVX512), *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
+    static const int64_t Rs[] = {1, 5, 16, 17, 33}, Ts[] = {1, 3, 8, 9, 17, 64, 70};
+    const nb_qtype *qt = nb_qtype_get(gguf);
+    for (size_t ki = 0; ki < nK; ki++)
         for (size_t ri = 0; ri < sizeof Rs / sizeof *Rs; ri++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
                 const int64_t K = Ks[ki], R = Rs[ri], T = Ts[ti], ldy = R + 3;
                 if (K > 4096 && (R > 17 || T > 9)) continue; /* the long rows once per shape class */
                 uint64_t grb, rb, arb;
-                assert_true(nb_dtype_row_bytes(NB_Q4_0, (uint64_t)K, &grb));
-                assert_true(nb_dtype_row_bytes(NB_Q4_0R, (uint64_t)K, &rb));
-                assert_true(nb_dtype_row_bytes(NB_Q8_0P, (uint64_t)K, &arb));
+                assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
+                assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &rb));
+                assert_true(nb_dtype_row_bytes(simd->act_type, (uint64_t)K, &arb));
                 float *w = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(K * T) * 4), *y = malloc((size_t)(T * ldy) * 4);
                 uint8_t *g = malloc(grb * R), *p = malloc(rb * R), *a = malloc(arb * T);
-                for (int64_t i = 0; i < K * R; i++) w[i] = ki == 2 && ri == 1 ? 1.0f : frand(); /* one shape: all-max weights */
+                for (int64_t i = 0; i < K * R; i++) w[i] = ki == 0 && ri == 1 ? 1.0f : frand(); /* one shape: all-max weights */
                 for (int64_t i = 0; i < K * T; i++) x[i] = i % 31 == 0 ? 50.0f : frand() * 2;
                 for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
-                nb_repack_rows(NB_Q4_0, g, p, R, K);
+                nb_repack_rows(gguf, g, p, R, K);
                 for (int64_t t = 0; t < T; t++) simd->quantize_act(x + t * K, a + t * arb, K);
                 for (int64_t i = 0; i < T * ldy; i++) y[i] = 12345.0f;
                 simd->vec_dot_rows(K, R, p, rb, T, a, arb, y, ldy);
@@ -230,14 +226,26 @@ static void test_rows(void **state) {
                         double mag = 0;
                         for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
                         if (!(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-5))
-                            fail_msg("K=%lld R=%lld T=%lld (t %lld, r %lld): %g, scalar %g", (long long)K, (long long)R,
-                                     (long long)T, (long long)t, (long long)r, (double)y[t * ldy + r], (double)want);
+                            fail_msg("%s K=%lld R=%lld T=%lld (t %lld, r %lld): %g, scalar %g", nb_dtype_name(planar),
+                                     (long long)K, (long long)R, (long long)T, (long long)t, (long long)r,
+                                     (double)y[t * ldy + r], (double)want);
                     }
                     for (int64_t r = R; r < ldy; r++) assert_true(y[t * ldy + r] == 12345.0f);
                 }
                 free(w); free(x); free(y); free(g); free(p); free(a);
             }
-    fprintf(stderr, "  Q4_0R rows-in-lanes kernel == scalar dots\n");
+    fprintf(stderr, "  %s rows-in-lanes kernel == scalar dots\n", nb_dtype_name(planar));
+}
+
+static void test_rows(void **state) {
+    (void)state;
+    const nb_qdot *simd = nb_repack_qdot(NB_Q4_0R, NB_ISA_AVX512);
+    if (!simd || !simd->vec_dot_rows) {
+        NB_TEST_SKIP("no AVX-512 VNNI here: no rows-in-lanes kernel");
+    }
+    static const int64_t k0[] = {128, 32, 96, 160, 2080, 8192 + 64}, kk[] = {256, 512, 2304, 4352};
+    check_rows(NB_Q4_0, NB_Q4_0R, k0, sizeof k0 / sizeof *k0);
+    check_rows(NB_Q4_K, NB_Q4_KR, kk, sizeof kk / sizeof *kk); /* 4352: one super-block past two segments */
 }
 
 /* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
