@@ -395,13 +395,18 @@ void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype a
     ap->d = (float *)m;
 }
 
-void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row) {
-    const int64_t nb = ap->nb, K = ap->K;
+void nb_actpack_clear_group(nb_actpack *ap, int64_t g) {
+    const int64_t nb = ap->nb;
     memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
     memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
     memset(ap->fsum + g * nb * 16, 0, (size_t)nb * 64);
     memset(ap->sum16 + g * nb * 32, 0, (size_t)nb * 128);
     memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
+}
+
+void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row) {
+    const int64_t nb = ap->nb, K = ap->K;
+    nb_actpack_clear_group(ap, g);
     for (int64_t tt = 0; tt < NB_ACTPACK_TOKENS && g * NB_ACTPACK_TOKENS + tt < ap->n; tt++) {
         const float *x = X + (g * NB_ACTPACK_TOKENS + tt) * K;
         const int8_t *qs;

@@ -189,6 +189,8 @@ void nb_actpack_init(nb_actpack *ap, void *mem, int64_t n, int64_t K, nb_dtype a
 void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row);
 /* The scalar definition, and the AVX-512 one nb_actpack_group uses where it can. */
 void nb_actpack_group_ref(nb_actpack *ap, const float *X, int64_t g, void *row);
+/* Zeros group g (its tokens past ap->n multiply as zeros). */
+void nb_actpack_clear_group(nb_actpack *ap, int64_t g);
 void nb_actpack_group_avx512(nb_actpack *ap, const float *X, int64_t g);
 
 /* Token groups g0 .. g0+ng-1 of a pack, as a pack of their own (views into

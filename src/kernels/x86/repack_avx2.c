@@ -112,13 +112,7 @@ void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n) {
 void nb_actpack_group_avx2(nb_actpack *ap, const float *X, int64_t g) {
     const int64_t nb = ap->nb, K = ap->K;
     const int nt = (int)NB_MIN(NB_ACTPACK_TOKENS, ap->n - g * NB_ACTPACK_TOKENS);
-    if (nt < NB_ACTPACK_TOKENS) { /* missing tokens multiply as zeros */
-        memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
-        memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
-        memset(ap->fsum + g * nb * 16, 0, (size_t)nb * 64);
-        memset(ap->sum16 + g * nb * 32, 0, (size_t)nb * 128);
-        memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
-    }
+    if (nt < NB_ACTPACK_TOKENS) nb_actpack_clear_group(ap, g); /* missing tokens multiply as zeros */
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const float *x0 = X + g * NB_ACTPACK_TOKENS * K;
     float ks[NB_ACTPACK_TOKENS], kd[NB_ACTPACK_TOKENS]; /* Q8_K: the current super-block's */

@@ -46,58 +46,17 @@ static inline float hsum128(__m128 v) {
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
-/* Q4_0R / Q8_0R x Q8_0P, four blocks per iteration: two 64-byte weight
- * vectors (Q4_0R: the low and high nibbles of one 64-byte load, blocks i, i+1
- * and i+2, i+3; Q8_0R: two loads), each matching one 64-byte load of
- * activations; the unsigned offset (8 or 128) comes off through the
- * activations' precomputed d*sum (repack.h). `four` is a constant after
- * inlining. */
-static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four) {
-    const int64_t nb = n / 32, qs = four ? 16 : 32;
-    const uint16_t *wd = w;
-    const uint8_t *q = (const uint8_t *)w + nb * 2;
-    const int8_t *x = a;
-    const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m128 off = _mm_setzero_ps();
-    const int pf = nb_prefetch_bytes;
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const uint8_t *qi = q + i * qs;
-        __m512i w0, w1;
-        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
-        if (four) {
-            __m512i v = _mm512_loadu_si512((const void *)qi);
-            w0 = _mm512_and_si512(v, m4);
-            w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        } else {
-            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
-            w0 = _mm512_loadu_si512((const void *)qi);
-            w1 = _mm512_loadu_si512((const void *)(qi + 64));
-        }
-        __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)(x + i * 32)));
-        __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
-        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
-        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1);
-        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - (four ? 8.0f : 128.0f) * hsum128(off);
-    for (; i < nb; i++)
-        sum += tail_scale(w, (const uint8_t *)a + nb * 32, i) * (float)(four ? nb_q4_0r_tail_isum(q, x, i) : nb_q8_0r_tail_isum(q, x, i));
-    return sum;
-}
 
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1); }
-void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0); }
-
-/* planar_dot for T (1..4) tokens at once: each weight vector is loaded,
- * unpacked and its scales converted once and meets every token's
- * activations (small-batch decode reads and unpacks each weight once per
- * step instead of once per token). Per token the operations and their
- * order are planar_dot's, so the results are identical to T calls. */
+/* Q4_0R / Q8_0R x Q8_0P for T (1..4) tokens, four blocks per iteration:
+ * two 64-byte weight vectors (Q4_0R: the low and high nibbles of one
+ * 64-byte load, blocks i, i+1 and i+2, i+3; Q8_0R: two loads), each
+ * matching one 64-byte load of activations; the unsigned offset (8 or 128)
+ * comes off through the activations' precomputed d*sum (repack.h). Each
+ * weight vector is loaded, unpacked and its scales converted once for all
+ * T tokens (small-batch decode unpacks each weight once per step); per
+ * token the operations and their order are those of T = 1, the decode
+ * dot, so the results are identical to T one-token calls. `four` and T
+ * are constants after inlining. */
 static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
                                                                size_t a_stride, float *out, const int four,
                                                                const int T) {
@@ -150,6 +109,10 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
         out[t] = sum;
     }
 }
+
+/* One token: the decode dots. */
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1); }
+void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 0, 1); }
 
 /* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
  * out[i*ldo + j]), a row at a time. */
@@ -391,13 +354,7 @@ void nb_q8_kp_quantize_avx512(const float *x, void *dst, int64_t n) {
 void nb_actpack_group_avx512(nb_actpack *ap, const float *X, int64_t g) {
     const int64_t nb = ap->nb, K = ap->K;
     const int nt = (int)NB_MIN(NB_ACTPACK_TOKENS, ap->n - g * NB_ACTPACK_TOKENS);
-    if (nt < NB_ACTPACK_TOKENS) { /* missing tokens multiply as zeros */
-        memset(ap->q + g * nb * 512, 0, (size_t)nb * 512);
-        memset(ap->sum + g * nb * 16, 0, (size_t)nb * 64);
-        memset(ap->fsum + g * nb * 16, 0, (size_t)nb * 64);
-        memset(ap->sum16 + g * nb * 32, 0, (size_t)nb * 128);
-        memset(ap->d + g * nb * 16, 0, (size_t)nb * 64);
-    }
+    if (nt < NB_ACTPACK_TOKENS) nb_actpack_clear_group(ap, g); /* missing tokens multiply as zeros */
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const float *x0 = X + g * NB_ACTPACK_TOKENS * K;
     float ks[NB_ACTPACK_TOKENS], kd[NB_ACTPACK_TOKENS]; /* Q8_K: the current super-block's */
