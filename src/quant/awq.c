@@ -24,6 +24,18 @@ static inline float dot8(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* Row w of `cols` weights as AWQ sees it with scales s (NULL: none):
+ * (w * s) quantized to qt and back, divided by s again, into out; qb and
+ * row are the caller's scratch (a quantized row, cols floats). */
+static void fake_quant_row(const nb_qtype *qt, const float *w, const float *s, int64_t cols, uint8_t *qb, float *row,
+                           float *out) {
+    for (int64_t k = 0; k < cols; k++) row[k] = s ? w[k] * s[k] : w[k];
+    qt->from_float(row, qb, cols);
+    qt->to_float(qb, out, cols);
+    if (s)
+        for (int64_t k = 0; k < cols; k++) out[k] /= s[k];
+}
+
 typedef struct ejob {
     const float *X, *W, *s;
     int64_t nx, rows, cols;
@@ -45,10 +57,8 @@ static void err_worker(void *arg, int ith, int nth) {
     if (!qb || !row || !tmp) j->bad = true;
     for (int64_t r = lo; r < hi && qb && row && tmp; r++) {
         const float *w = j->W + r * cols;
-        for (int64_t k = 0; k < cols; k++) row[k] = j->s ? w[k] * j->s[k] : w[k];
-        qt->from_float(row, qb, cols);
-        qt->to_float(qb, tmp, cols);
-        for (int64_t k = 0; k < cols; k++) tmp[k] = (j->s ? tmp[k] / j->s[k] : tmp[k]) - w[k];
+        fake_quant_row(qt, w, j->s, cols, qb, row, tmp);
+        for (int64_t k = 0; k < cols; k++) tmp[k] -= w[k];
         for (int64_t t = 0; t < j->nx; t++) {
             double y = dot8(tmp, j->X + t * cols, cols);
             err += y * y;
@@ -144,13 +154,7 @@ static void fq_worker(void *arg, int ith, int nth) {
     float *row = malloc((size_t)cols * sizeof(float));
     if (!qb || !row) j->bad = true;
     for (int64_t r = lo; r < hi && qb && row; r++) {
-        const float *w = j->W + r * cols;
-        float *o = j->out + r * cols;
-        for (int64_t k = 0; k < cols; k++) row[k] = j->s ? w[k] * j->s[k] : w[k];
-        qt->from_float(row, qb, cols);
-        qt->to_float(qb, o, cols);
-        if (j->s)
-            for (int64_t k = 0; k < cols; k++) o[k] /= j->s[k];
+        fake_quant_row(qt, j->W + r * cols, j->s, cols, qb, row, j->out + r * cols);
     }
     free(qb);
     free(row);
