@@ -156,11 +156,13 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         nb_dtype to = nb_repack_layout(t);
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, rows dots %lld..%lld, attention %s",
+    char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
+    if (vnni512 && d->rows_max >= d->rows_min)
+        snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, (long long)d->qgemm_min,
-             o->small_batch ? "on" : "off", (long long)d->rows_min, (long long)d->rows_max,
-             d->attn_name ? d->attn_name : "?");
+             o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?");
     return NB_OK;
 }
 
