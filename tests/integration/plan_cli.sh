@@ -152,6 +152,9 @@ grep -q "REFUSED" "$TMP/r.txt" || fail "refusal not in the account"
 # --- --engine nibble: the plan is nibble serve's own startup account, to the byte ---------------
 # serve_vs_plan FLAGS...: nibble serve's startup account and the plan's with the same flags agree
 serve_vs_plan() {
+    # A fresh file: the wait below must not match the previous call's account and kill the
+    # background job before it has exec'd (bash runs the EXIT trap, rm -rf $TMP, in that child).
+    rm -f "$TMP/s.out"
     timeout 60 "$BIN" serve "$M" --port 0 "$@" >"$TMP/s.out" 2>&1 &
     SP=$!
     for _ in $(seq 1 100); do grep -q "memory in bytes" "$TMP/s.out" && break; sleep 0.1; done
