@@ -49,6 +49,7 @@ typedef struct node {
     int32_t min_len, max_len;
     pcre2_code *pattern;
     int32_t pattern_len; /* characters of the shortest match found (beam search at compile time) */
+    const char *const *finish; /* a format's completion templates (formats[]), NULL-terminated */
     /* number */
     bool has_min, has_max, excl_min, excl_max;
     double min, max;
@@ -228,6 +229,86 @@ static nb_status make_any_nodes(nb_grammar *g) {
 
 static int32_t any_node(const nb_grammar *g) { return g->any; }
 
+/* JSON Schema's `format`, for the names OpenAI's structured outputs
+ * accept, as regular expressions of a valid subset of each form (printable
+ * ASCII, no character a JSON string must escape): what they let through
+ * parses as the format (Python's datetime / uuid / ipaddress do), while
+ * some valid spellings are not produced (a leap second, the IPv4 tail of
+ * an IPv6 address, a lower-case 't', a quoted e-mail local part). */
+#define FMT_DIG2 "(?:[0-9]{2})"
+#define FMT_YEAR "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})" /* 0001-9999 */
+#define FMT_LEAP "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+#define FMT_DATE "(?:" FMT_YEAR "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)" \
+                 "|02-(?:0[1-9]|1[0-9]|2[0-8]))|" FMT_LEAP "-02-29)"
+#define FMT_TIME "(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))"
+#define FMT_LABEL "(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+#define FMT_HOST FMT_LABEL "(?:\\." FMT_LABEL ")*"
+#define FMT_OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+#define FMT_H16 "[0-9A-Fa-f]{1,4}"
+#define FMT_UCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+/* shortest: the characters of the shortest match; no viable prefix needs
+ * more than that to finish either (so it is the room a string keeps in
+ * reserve, see thread_remaining); max_len: the most characters allowed, 0
+ * for no bound; finish: templates, one of whose suffixes finishes any
+ * viable prefix (a prefix of a date plus the rest of "0001-01-01" or
+ * "0001-01-10", an e-mail's plus a suffix of "a@a.aa"): the completion
+ * search near the end of the budget tries them first, where a search byte
+ * by byte would wander through the local part. */
+#define FMT_FINISH(...) (const char *const[]){__VA_ARGS__, NULL}
+static const struct { const char *name, *re; int32_t shortest, max_len; const char *const *finish; } formats[] = {
+    {"date-time", FMT_DATE "T" FMT_TIME, 20, 0,
+     FMT_FINISH("0001-01-01T00:00:00Z", "0001-01-10T00:00:00Z", "0001-01-01T00:00:00+00:00")},
+    {"date", FMT_DATE, 10, 0, FMT_FINISH("0001-01-01", "0001-01-10")},
+    {"time", FMT_TIME, 9, 0, FMT_FINISH("00:00:00Z", "00:00:00+00:00")},
+    /* RFC 3339 appendix A: P(date [time] | time | weeks) */
+    {"duration", "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
+                 "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
+                 "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)", 3, 0,
+     FMT_FINISH("P0D", "P0M", "PT0H", "PT0M", "PT0S", "P0W")},
+    {"email", "[A-Za-z0-9_%+-]+(?:\\.[A-Za-z0-9_%+-]+)*@(?:" FMT_LABEL "\\.)+[A-Za-z]{2,63}", 6, 254, FMT_FINISH("a@a.aa")},
+    {"hostname", FMT_HOST, 1, 253, FMT_FINISH("a")},
+    {"ipv4", "(?:" FMT_OCTET "\\.){3}" FMT_OCTET, 7, 0, FMT_FINISH("0.0.0.0")},
+    {"ipv6", "(?:(?:" FMT_H16 ":){7}" FMT_H16 "|(?:" FMT_H16 ":){1,7}:|(?:" FMT_H16 ":){1,6}:" FMT_H16
+             "|(?:" FMT_H16 ":){1,5}(?::" FMT_H16 "){1,2}|(?:" FMT_H16 ":){1,4}(?::" FMT_H16 "){1,3}"
+             "|(?:" FMT_H16 ":){1,3}(?::" FMT_H16 "){1,4}|(?:" FMT_H16 ":){1,2}(?::" FMT_H16 "){1,5}"
+             "|" FMT_H16 ":(?::" FMT_H16 "){1,6}|:(?:(?::" FMT_H16 "){1,7}|:))", 2, 0, FMT_FINISH("::", "0")},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", 36, 0,
+     FMT_FINISH("00000000-0000-0000-0000-000000000000")},
+    /* scheme://host[:port][/path][?query][#fragment]: the hierarchical form of RFC 3986 */
+    {"uri", "[A-Za-z][A-Za-z0-9+.-]*://" FMT_HOST "(?::[0-9]{1,5})?(?:/" FMT_UCHAR "*)*(?:\\?(?:" FMT_UCHAR "|[/?])*)?"
+            "(?:#(?:" FMT_UCHAR "|[/?])*)?", 5, 0, FMT_FINISH("a://a", "a://a:0", "a://a/%00")},
+};
+#define FORMAT_NAMES "date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid, uri"
+
+/* The regular expression (malloc'd into *text) that enforces a string
+ * keyword, 'pattern' as given or 'format' as its whole-string form; for a
+ * format its shortest match and the most characters it allows (else -1 and
+ * 0); `where` gets the keyword's path. */
+static nb_status string_regex(const char *key, json_t *kv, const char *path, char **text, int32_t *shortest,
+                              int32_t *max_len, const char *const **finish, char *where, size_t wcap) {
+    snprintf(where, wcap, "%s/%s", path, key);
+    *shortest = -1;
+    *max_len = 0;
+    *finish = NULL;
+    if (!json_is_string(kv)) return nb_fail(NB_ERR_INVALID, "%s: not a string", where);
+    const char *v = json_string_value(kv);
+    if (!strcmp(key, "pattern")) {
+        *text = strdup(v);
+    } else {
+        size_t k = 0;
+        while (k < sizeof formats / sizeof formats[0] && strcmp(formats[k].name, v)) k++;
+        if (k == sizeof formats / sizeof formats[0])
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s: format '%s' cannot be enforced by nibble's constrained decoding "
+                           "(supported: " FORMAT_NAMES "; or give the shape as a 'pattern')", where, v);
+        size_t n = strlen(formats[k].re) + 16;
+        if ((*text = malloc(n))) snprintf(*text, n, "^(?:%s)\\z", formats[k].re);
+        *shortest = formats[k].shortest;
+        *finish = formats[k].finish;
+        *max_len = formats[k].max_len;
+    }
+    return *text ? NB_OK : nb_fail(NB_ERR_NOMEM, "out of memory");
+}
+
 static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, int32_t *out);
 
 static nb_status compile_type(nb_grammar *g, json_t *s, const char *type, const char *path, int depth, int32_t *out) {
@@ -323,16 +404,26 @@ static nb_status compile_type(nb_grammar *g, json_t *s, const char *type, const 
         if ((v = json_object_get(s, "maxLength"))) g->nodes[i].max_len = (int32_t)json_integer_value(v);
         if (g->nodes[i].min_len < 0 || g->nodes[i].max_len < g->nodes[i].min_len)
             return nb_fail(NB_ERR_INVALID, "%s: minLength/maxLength: need 0 <= minLength <= maxLength", path);
-        if ((v = json_object_get(s, "pattern"))) {
-            if (!json_is_string(v)) return nb_fail(NB_ERR_INVALID, "%s/pattern: not a string", path);
-            snprintf(sub, sizeof sub, "%s/pattern", path);
+        json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+        if (pat && fmt)
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s/format: 'format' beside 'pattern' would not be enforced (nibble "
+                           "enforces one regular expression per string): give one of them", path);
+        if (pat || fmt) {
+            char *text;
+            int32_t fmin, fmax;
+            NB_TRY(string_regex(pat ? "pattern" : "format", pat ? pat : fmt, path, &text, &fmin, &fmax,
+                                &g->nodes[i].finish, sub, sizeof sub));
             pcre2_code *re;
-            NB_TRY(compile_pattern(json_string_value(v), true, &re, sub));
+            nb_status st = compile_pattern(text, true, &re, sub);
+            free(text);
+            NB_TRY(st);
             g->nodes[i].pattern = re;
-            g->nodes[i].pattern_len = shortest_match(re);
-            if (g->nodes[i].pattern_len < 0)
-                return nb_fail(NB_ERR_UNSUPPORTED, "%s/pattern: no match of at most %d printable ASCII characters was "
-                               "found, so nibble cannot promise to finish the string", path, PAT_SEARCH_DEPTH);
+            g->nodes[i].pattern_len = fmin >= 0 ? fmin : shortest_match(re);
+            if (fmax && g->nodes[i].max_len > fmax) g->nodes[i].max_len = fmax;
+            if (g->nodes[i].pattern_len < 0 || g->nodes[i].pattern_len > g->nodes[i].max_len)
+                return nb_fail(NB_ERR_UNSUPPORTED, "%s: no match of at most %d printable ASCII characters was found "
+                               "within maxLength, so nibble cannot promise to finish the string", sub,
+                               PAT_SEARCH_DEPTH);
         }
     } else {
         node *n = &g->nodes[i];
@@ -365,8 +456,8 @@ static nb_status literal_node(nb_grammar *g, json_t *vals, const char *path, int
 static const char *const annotations[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
                                           "deprecated", "readOnly", "writeOnly", "strict", NULL};
 static const char *const handled[] = {"type", "properties", "required", "additionalProperties", "enum", "const", "items",
-                                      "minItems", "maxItems", "minLength", "maxLength", "pattern", "anyOf",
-                                      "nullable", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref",
+                                      "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
+                                      "anyOf", "nullable", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$ref",
                                       "$defs", "definitions", NULL};
 /* Keywords that constrain nothing where they stand: they may sit beside any other. */
 static const char *const neutral[] = {"nullable", "$defs", "definitions", NULL};
@@ -383,7 +474,7 @@ enum { T_OBJECT = 1, T_ARRAY = 2, T_STRING = 4, T_NUMBER = 8 };
 static unsigned kw_types(const char *k) {
     static const char *const obj[] = {"properties", "required", "additionalProperties", NULL};
     static const char *const arr[] = {"items", "minItems", "maxItems", NULL};
-    static const char *const str[] = {"minLength", "maxLength", "pattern", NULL};
+    static const char *const str[] = {"minLength", "maxLength", "pattern", "format", NULL};
     static const char *const num[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
     return in_list(k, obj) ? T_OBJECT : in_list(k, arr) ? T_ARRAY : in_list(k, str) ? T_STRING : in_list(k, num) ? T_NUMBER : 0;
 }
@@ -448,14 +539,18 @@ static bool value_satisfies(json_t *v, const char *key, json_t *kv, const char *
         size_t n = utf8_chars(json_string_value(v), json_string_length(v));
         if (!strcmp(key, "minLength")) return n >= (size_t)json_integer_value(kv);
         if (!strcmp(key, "maxLength")) return n <= (size_t)json_integer_value(kv);
-        if (!json_is_string(kv)) {
-            *st = nb_fail(NB_ERR_INVALID, "%s/pattern: not a string", path);
+        char where[512], *text;
+        int32_t fmin, fmax;
+        const char *const *fin;
+        if ((*st = string_regex(key, kv, path, &text, &fmin, &fmax, &fin, where, sizeof where)) != NB_OK) return false;
+        if (fmax && n > (size_t)fmax) {
+            free(text);
             return false;
         }
-        char where[512];
-        snprintf(where, sizeof where, "%s/pattern", path);
         pcre2_code *re;
-        if ((*st = compile_pattern(json_string_value(kv), true, &re, where)) != NB_OK) return false;
+        *st = compile_pattern(text, true, &re, where);
+        free(text);
+        if (*st != NB_OK) return false;
         pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
         bool ok = md && re_run(re, md, json_string_value(v), json_string_length(v), 0) >= 0;
         if (!md) *st = nb_fail(NB_ERR_NOMEM, "out of memory");
@@ -498,7 +593,7 @@ static nb_status check_beside_literals(json_t *s, const char *path) {
         if (!strcmp(key, "const") || !strcmp(key, "enum") || in_list(key, annotations) || in_list(key, neutral)) continue;
         if (strcmp(key, "type") && (!kw_types(key) || !strcmp(key, "items") || kw_types(key) == T_OBJECT))
             return nb_fail(NB_ERR_UNSUPPORTED, "%s/%s: '%s' beside '%s' would not be enforced (nibble produces the "
-                           "%s value%s as given; beside it only type, minLength, maxLength, pattern, minimum, maximum, "
+                           "%s value%s as given; beside it only type, minLength, maxLength, pattern, format, minimum, maximum, "
                            "exclusiveMinimum, exclusiveMaximum, minItems, maxItems when every value satisfies them, "
                            "nullable and annotations)", path, key, key, what, what, c ? "" : "s");
         size_t n = c ? 1 : json_array_size(e);
@@ -530,14 +625,10 @@ static nb_status compile(nb_grammar *g, json_t *s, const char *path, int depth, 
     const char *key;
     json_t *v;
     json_object_foreach(s, key, v) {
-        if (!strcmp(key, "format"))
-            return nb_fail(NB_ERR_UNSUPPORTED, "%s/format: the keyword 'format' cannot be enforced by nibble's "
-                           "constrained decoding (it is not treated as an annotation either: give the shape as a "
-                           "'pattern' instead, e.g. \"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\" for a date)", path);
         if (!in_list(key, handled) && !in_list(key, annotations))
             return nb_fail(NB_ERR_UNSUPPORTED, "%s: the keyword '%s' cannot be enforced by nibble's constrained decoding "
                            "(supported: type, properties, required, additionalProperties, enum, const, items, minItems, "
-                           "maxItems, minLength, maxLength, pattern, anyOf, nullable, minimum, maximum, "
+                           "maxItems, minLength, maxLength, pattern, format, anyOf, nullable, minimum, maximum, "
                            "exclusiveMinimum, exclusiveMaximum, $ref, $defs)", path, key);
     }
     NB_TRY(check_values(s, path));
@@ -1100,6 +1191,27 @@ static bool zero_viable(const node *n, bool neg, bool integer) {
 }
 
 /* one byte into one thread; false = dead. anyOf forks are expanded by the caller before. */
+/* A format string takes a byte only while it can still be finished within
+ * its length limit: always while the room left holds a shortest match
+ * (formats[]: no viable prefix needs more), and near the limit when it
+ * matches whole or one of its templates' suffixes completes it. Without
+ * this a long free part (a URI's scheme) could leave no room for the rest. */
+static bool format_finishable(const node *n, pcre2_match_data *md, const thread *t) {
+    int32_t limit = n->max_len < PAT_CAP ? n->max_len : PAT_CAP;
+    if (t->pat_len + n->pattern_len <= limit) return true;
+    char buf[2 * PAT_CAP];
+    memcpy(buf, t->pat, (size_t)t->pat_len);
+    if (re_check(n->pattern, md, buf, (size_t)t->pat_len) == 2) return true;
+    for (const char *const *fin = n->finish; *fin; fin++) {
+        size_t len = strlen(*fin);
+        for (size_t k = 1; k <= len && t->pat_len + (int32_t)k <= limit; k++) {
+            memcpy(buf + t->pat_len, *fin + len - k, k);
+            if (re_check(n->pattern, md, buf, (size_t)t->pat_len + k) == 2) return true;
+        }
+    }
+    return false;
+}
+
 static bool step(const nb_grammar *g, thread *t, uint8_t c, pcre2_match_data *md) {
     for (;;) {
         if (t->depth == 0) return !g->raw_root && is_ws(c);
@@ -1263,6 +1375,7 @@ static bool step(const nb_grammar *g, thread *t, uint8_t c, pcre2_match_data *md
                     if (t->pat_len >= PAT_CAP) return false;
                     t->pat[t->pat_len++] = (char)c;
                     if (!f->utf8 && re_check(n->pattern, md, t->pat, (size_t)t->pat_len) == 0) return false;
+                    if (n->finish && !format_finishable(n, md, t)) return false;
                 }
                 return true;
             }
@@ -1983,10 +2096,53 @@ static void dfs_regex(mask_ctx *c, int32_t ni, size_t len) {
 /* Depth-first search for a completion of at most `room` bytes (printable
  * ASCII, space and newline), trying at each step the bytes whose state needs the
  * least, within `*nodes` expansions. */
+/* The completion templates of a format string open in one of the parses, or NULL. */
+static const char *const *open_format(const nb_gmatch *m) {
+    for (int32_t i = 0; i < m->n; i++) {
+        const thread *t = &m->t[i];
+        if (t->depth > 0 && t->f[t->depth - 1].kind == F_STR && m->g->nodes[t->f[t->depth - 1].node].finish)
+            return m->g->nodes[t->f[t->depth - 1].node].finish;
+    }
+    return NULL;
+}
+
 static bool search(nb_gmatch *stack, int32_t depth, size_t room, char *out, int32_t *nodes) {
     nb_gmatch *m = &stack[depth];
     if (nb_gmatch_complete(m)) return true;
     if (depth >= (int32_t)room || --*nodes <= 0) return false;
+    /* an open format string: closed when it can be, else finished by the
+     * suffixes of its templates (formats[]); a byte-by-byte search would
+     * wander through its free parts (an e-mail's local part) */
+    const char *const *fin = open_format(m);
+    if (fin) {
+        nb_gmatch *q = &stack[room + 1]; /* scratch: no level's state lives there (depth < room) */
+        copy_match(q, m);
+        q->md = m->md;
+        q->forced = NULL;
+        if (feed_byte(q, '"')) {
+            copy_match(&stack[depth + 1], q);
+            stack[depth + 1].md = m->md;
+            stack[depth + 1].forced = NULL;
+            out[depth] = '"';
+            return search(stack, depth + 1, room, out, nodes);
+        }
+        for (; *fin; fin++) /* each template's suffixes, the shortest first, that let the string close */
+            for (size_t n = 1; n <= strlen(*fin) && (size_t)depth + n < room; n++) {
+                const char *suf = *fin + strlen(*fin) - n;
+                nb_gmatch *u = &stack[depth + n];
+                copy_match(u, m);
+                u->md = m->md;
+                u->forced = NULL;
+                bool ok = true;
+                for (size_t i = 0; i < n && ok; i++) ok = feed_byte(u, (uint8_t)suf[i]);
+                copy_match(q, u);
+                q->md = m->md;
+                if (!ok || !feed_byte(q, '"')) continue;
+                memcpy(out + depth, suf, n);
+                if (search(stack, depth + (int32_t)n, room, out, nodes)) return true;
+            }
+        return false;
+    }
     uint8_t order[96];
     size_t est[96];
     int k = 0;
@@ -2028,7 +2184,7 @@ static bool force_completion(nb_gmatch *m, size_t room) {
         int32_t nodes = 4000; /* expansions in all (each tries 94 bytes) */
         for (size_t d = 0; d <= room; d++) stack[d].forced = NULL;
         /* the shortest first: iterative deepening over the room */
-        for (size_t r = remaining(m, true); r <= room && !ok && nodes > 0; r = r + 1 + r / 2) {
+        for (size_t r = remaining(m, true); r <= room && !ok && nodes > 0; r = r == room ? room + 1 : NB_MIN(room, r + 1 + r / 2)) {
             ok = search(stack, 0, r, out, &nodes);
             if (ok) {
                 size_t len = 0;

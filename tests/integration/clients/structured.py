@@ -5,7 +5,7 @@ by validating against the schema with the small validator below (the
 subset nibble enforces); guided_choice and guided_regex outputs checked the
 same way. Prints one line per kind and exits 1 on any invalid output.
 usage: structured.py PORT N"""
-import json, random, re, sys, urllib.request
+import datetime, ipaddress, json, random, re, sys, urllib.parse, urllib.request, uuid
 from concurrent.futures import ThreadPoolExecutor
 
 PORT, N = int(sys.argv[1]), int(sys.argv[2])
@@ -23,6 +23,42 @@ SCHEMA = {
     "required": ["name", "age", "tags", "address", "email"],
     "additionalProperties": False,
 }
+FORMATS = ["date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"]
+FORMAT_SCHEMA = {"type": "object", "properties": {f: {"type": "string", "format": f} for f in FORMATS},
+                 "required": FORMATS, "additionalProperties": False}
+LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+
+
+def is_format(f, v):
+    """Python's own parsers where it has them; the RFC grammars spelled out otherwise."""
+    try:
+        if f == "date-time":
+            return "T" in v and datetime.datetime.fromisoformat(v).tzinfo is not None
+        if f == "date":
+            return len(v) == 10 and datetime.date.fromisoformat(v) is not None
+        if f == "time":
+            return datetime.time.fromisoformat(v).tzinfo is not None
+        if f == "ipv4":
+            return ipaddress.IPv4Address(v) is not None
+        if f == "ipv6":
+            return ipaddress.IPv6Address(v) is not None
+        if f == "uuid":
+            return len(v) == 36 and uuid.UUID(v) is not None
+    except ValueError:
+        return False
+    if f == "duration":
+        return re.fullmatch(r"P(?:(?:\d+Y(?:\d+M(?:\d+D)?)?|\d+M(?:\d+D)?|\d+D)(?:T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S))?"
+                            r"|T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)|\d+W)", v, re.A) is not None
+    if f == "hostname":
+        return len(v) <= 253 and all(re.fullmatch(LABEL, x, re.A) for x in v.split("."))
+    if f == "email":
+        local, _, host = v.rpartition("@")
+        return (bool(local) and re.fullmatch(r"[A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*", local, re.A) is not None
+                and is_format("hostname", host) and "." in host and host.rsplit(".", 1)[1].isalpha())
+    if f == "uri":
+        u = urllib.parse.urlsplit(v)
+        return bool(u.scheme) and bool(u.netloc) and is_format("hostname", u.hostname or "-") and (u.port or 0) >= 0
+    return False
 
 
 def valid(v, s):
@@ -43,7 +79,8 @@ def valid(v, s):
                 and all(valid(x, s["items"]) for x in v))
     if t == "string":
         return (isinstance(v, str) and s.get("minLength", 0) <= len(v) <= s.get("maxLength", 1 << 30)
-                and ("pattern" not in s or re.search(s["pattern"], v) is not None))
+                and ("pattern" not in s or re.search(s["pattern"], v) is not None)
+                and ("format" not in s or is_format(s["format"], v)))
     if t in ("integer", "number"):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (t == "integer" and not isinstance(v, int)):
             return False
@@ -92,6 +129,16 @@ def one_schema(seed):
         return False, out
 
 
+def one_format(seed):
+    body = {"max_tokens": 400, "seed": seed, "temperature": 1.0, "prompt": "Record:",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "record", "schema": FORMAT_SCHEMA}}}
+    out = post("/v1/completions", body)["choices"][0]["text"]
+    try:
+        return valid(json.loads(out), FORMAT_SCHEMA), out
+    except ValueError:
+        return False, out
+
+
 def one_choice(seed):
     out = post("/v1/completions", {"prompt": "Answer:", "max_tokens": 8, "seed": seed,
                                    "guided_choice": ["yes", "no", "not sure"]})["choices"][0]["text"]
@@ -106,7 +153,8 @@ def one_regex(seed):
 
 bad = 0
 rnd = random.Random(1234)
-for name, fn, n in (("json_schema", guarded(one_schema), N), ("guided_choice", guarded(one_choice), N // 4),
+for name, fn, n in (("json_schema", guarded(one_schema), N), ("json_schema formats", guarded(one_format), N // 4),
+                    ("guided_choice", guarded(one_choice), N // 4),
                     ("guided_regex", guarded(one_regex), N // 4)):
     seeds = [rnd.randrange(1 << 31) for _ in range(n)]
     with ThreadPoolExecutor(16) as ex:

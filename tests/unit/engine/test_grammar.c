@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <ctype.h>
 
 #include <cmocka.h>
 
@@ -22,7 +24,7 @@
 static nb_grammar *schema(const char *s) {
     nb_grammar *g = NULL;
     nb_status st = nb_grammar_json_schema(s, strlen(s), &g);
-    if (st != NB_OK) fprintf(stderr, "schema refused: %s\n", nb_errmsg());
+    if (st != NB_OK) fprintf(stderr, "schema %s refused: %s\n", s, nb_errmsg());
     assert_int_equal(st, NB_OK);
     return g;
 }
@@ -118,9 +120,17 @@ static void test_refs_and_refusals(void **state) {
 static void test_keywords_beside(void **state) {
     (void)state;
     static const struct { const char *schema, *want[3]; nb_status st; } bad[] = {
-        {"{\"type\":\"string\",\"format\":\"date-time\"}", {"#/format", "'format'", "pattern"}, NB_ERR_UNSUPPORTED},
-        {"{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date\"}}}",
-         {"#/properties/d/format", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"format\":\"color\"}", {"#/format", "'color'", "uuid"}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"iri\"}}}",
+         {"#/properties/d/format", "'pattern'", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2\"}", {"#/format", "beside 'pattern'", NULL},
+         NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"format\":5}", {"#/format", "not a string", NULL}, NB_ERR_INVALID},
+        {"{\"type\":\"integer\",\"format\":\"date\"}", {"#/format", "does not apply", NULL}, NB_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":9}", {"#/format", "maxLength", NULL},
+         NB_ERR_UNSUPPORTED},
+        {"{\"enum\":[\"2024-01-31\",\"2024-02-30\"],\"format\":\"date\"}", {"#/format", "#/enum/1", NULL},
+         NB_ERR_UNSUPPORTED},
         {"{\"$defs\":{\"a\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/a\",\"maxLength\":3}",
          {"#/maxLength", "beside '$ref'", NULL}, NB_ERR_UNSUPPORTED},
         {"{\"$ref\":\"#\",\"type\":\"object\"}", {"#/type", "'$ref'", NULL}, NB_ERR_UNSUPPORTED},
@@ -157,7 +167,7 @@ static void test_keywords_beside(void **state) {
             if (!strstr(nb_errmsg(), bad[i].want[k])) fail_msg("%s: '%s' not in: %s", bad[i].schema, bad[i].want[k], nb_errmsg());
     }
     /* tool parameters go through the same compiler */
-    const char *pre[] = {"<"}, *fmt[] = {"{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\"}}}"};
+    const char *pre[] = {"<"}, *fmt[] = {"{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"color\"}}}"};
     nb_grammar *tg = NULL;
     assert_int_equal(nb_grammar_tagged(pre, fmt, 1, ">", &tg), NB_ERR_UNSUPPORTED);
     assert_non_null(strstr(nb_errmsg(), "#/properties/when/format"));
@@ -174,6 +184,9 @@ static void test_keywords_beside(void **state) {
     nb_grammar_free(g);
     g = schema("{\"type\":\"string\",\"enum\":[\"a\",null],\"nullable\":true}"); /* OpenAPI's nullable */
     assert_int_equal(run(g, "null"), 1);
+    nb_grammar_free(g);
+    g = schema("{\"enum\":[\"2024-02-29\",\"1999-12-31\"],\"format\":\"date\"}"); /* every value a date */
+    assert_int_equal(run(g, "\"1999-12-31\""), 1);
     nb_grammar_free(g);
     g = schema("{\"const\":5,\"type\":\"integer\",\"minimum\":0,\"enum\":[4,5]}");
     assert_int_equal(run(g, "5"), 1);
@@ -344,6 +357,199 @@ static void test_budget_walks(void **state) {
     nb_grammar_free(g);
 }
 
+/* ---- format: oracles written without the grammar's regular expressions ---- */
+
+static bool digits(const char *s, int n) {
+    for (int i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i])) return false;
+    return true;
+}
+
+static int num(const char *s, int n) {
+    int v = 0;
+    for (int i = 0; i < n; i++) v = 10 * v + (s[i] - '0');
+    return v;
+}
+
+static bool is_date(const char *s, size_t n) {
+    if (n != 10 || !digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' || !digits(s + 8, 2)) return false;
+    int y = num(s, 4), m = num(s + 5, 2), d = num(s + 8, 2);
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return y >= 1 && m >= 1 && m <= 12 && d >= 1 && d <= mdays[m - 1] + (m == 2 && leap);
+}
+
+static bool is_time(const char *s, size_t n) {
+    if (n < 9 || !digits(s, 2) || s[2] != ':' || !digits(s + 3, 2) || s[5] != ':' || !digits(s + 6, 2)) return false;
+    if (num(s, 2) > 23 || num(s + 3, 2) > 59 || num(s + 6, 2) > 59) return false;
+    size_t i = 8;
+    if (s[i] == '.') {
+        size_t k = ++i;
+        while (i < n && isdigit((unsigned char)s[i])) i++;
+        if (i == k || i - k > 6) return false;
+    }
+    if (i + 1 == n && s[i] == 'Z') return true;
+    return i + 6 == n && (s[i] == '+' || s[i] == '-') && digits(s + i + 1, 2) && s[i + 3] == ':' &&
+           digits(s + i + 4, 2) && num(s + i + 1, 2) <= 23 && num(s + i + 4, 2) <= 59;
+}
+
+/* RFC 3339 appendix A: the units of the date part and of the time part are
+ * each a run of "YMD" / "HMS" without gaps, weeks stand alone. */
+static bool is_duration(const char *s, size_t n) {
+    if (n < 3 || s[0] != 'P') return false;
+    char units[8];
+    int nu = 0;
+    bool in_time = false;
+    size_t tpos = 0;
+    int ntime = 0, ndate = 0;
+    for (size_t i = 1; i < n;) {
+        if (s[i] == 'T') {
+            if (in_time) return false;
+            in_time = true;
+            tpos = (size_t)nu;
+            i++;
+            continue;
+        }
+        size_t k = i;
+        while (i < n && isdigit((unsigned char)s[i])) i++;
+        if (i == k || i == n || nu == 7) return false;
+        units[nu++] = s[i++];
+        in_time ? ntime++ : ndate++;
+    }
+    if (in_time && ntime == 0) return false;
+    if (!in_time) tpos = (size_t)nu;
+    units[nu] = 0;
+    char date[8] = {0}, time[8] = {0};
+    memcpy(date, units, tpos);
+    memcpy(time, units + tpos, (size_t)nu - tpos);
+    if (!strcmp(date, "W")) return !time[0];
+    return (!date[0] || strstr("YMD", date)) && (!time[0] || strstr("HMS", time)) && (date[0] || time[0]);
+}
+
+static bool is_label(const char *s, size_t n) {
+    if (n < 1 || n > 63 || s[0] == '-' || s[n - 1] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-') return false;
+    return true;
+}
+
+/* dot-separated labels; with tld, at least two and the last 2-63 letters */
+static bool is_host(const char *s, size_t n, bool tld) {
+    if (n > 253) return false;
+    int labels = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++)
+        if (i == n || s[i] == '.') {
+            if (!is_label(s + start, i - start)) return false;
+            labels++;
+            if (i == n && tld) {
+                if (labels < 2 || i - start < 2) return false;
+                for (size_t k = start; k < i; k++)
+                    if (!isalpha((unsigned char)s[k])) return false;
+            }
+            start = i + 1;
+        }
+    return true;
+}
+
+static bool is_email(const char *s, size_t n) {
+    const char *at = memchr(s, '@', n);
+    if (!at || at == s || at[-1] == '.' || s[0] == '.') return false;
+    for (const char *p = s; p < at; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("._%+-", *p)) return false;
+        else if (*p == '.' && p[1] == '.') return false;
+    return is_host(at + 1, n - (size_t)(at + 1 - s), true);
+}
+
+static bool is_uuid(const char *s, size_t n) {
+    if (n != 36) return false;
+    for (size_t i = 0; i < n; i++)
+        if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-' : !isxdigit((unsigned char)s[i])) return false;
+    return true;
+}
+
+static bool is_uri(const char *s, size_t n) {
+    size_t i = 0;
+    if (n == 0 || !isalpha((unsigned char)s[0])) return false;
+    while (i < n && (isalnum((unsigned char)s[i]) || strchr("+.-", s[i]))) i++;
+    if (n - i < 3 || memcmp(s + i, "://", 3)) return false;
+    size_t h = i += 3;
+    while (i < n && !strchr(":/?#", s[i])) i++;
+    if (!is_host(s + h, i - h, false)) return false;
+    if (i < n && s[i] == ':') {
+        size_t k = ++i;
+        while (i < n && isdigit((unsigned char)s[i])) i++;
+        if (i == k || i - k > 5) return false;
+    }
+    for (; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) || !isxdigit((unsigned char)s[i + 2])) return false;
+            i += 2;
+        } else if (!isalnum((unsigned char)s[i]) && !strchr("._~!$&'()*+,;=:@-/?#", s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_format(const char *f, const char *s, size_t n) {
+    char buf[300];
+    unsigned char ip[16];
+    if (n >= sizeof buf) return false;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    if (!strcmp(f, "date")) return is_date(s, n);
+    if (!strcmp(f, "time")) return is_time(s, n);
+    if (!strcmp(f, "date-time")) return n > 11 && s[10] == 'T' && is_date(s, 10) && is_time(s + 11, n - 11);
+    if (!strcmp(f, "duration")) return is_duration(s, n);
+    if (!strcmp(f, "email")) return is_email(s, n);
+    if (!strcmp(f, "hostname")) return is_host(s, n, false);
+    if (!strcmp(f, "ipv4")) return inet_pton(AF_INET, buf, ip) == 1;
+    if (!strcmp(f, "ipv6")) return inet_pton(AF_INET6, buf, ip) == 1;
+    if (!strcmp(f, "uuid")) return is_uuid(s, n);
+    if (!strcmp(f, "uri")) return is_uri(s, n);
+    fail_msg("no oracle for %s", f);
+    return false;
+}
+
+/* Every `format` nibble enforces: strings that are (and are not) of the
+ * format, checked byte by byte against the independent oracle above (the
+ * token walks below check what the mask produces). */
+static void test_formats(void **state) {
+    (void)state;
+    static const struct { const char *fmt; int shortest; const char *good[4], *bad[4]; } cases[] = {
+        {"date", 10, {"2024-02-29", "0001-01-01", "1999-12-31", "2000-02-29"}, {"2023-02-29", "1900-02-29", "2024-04-31", "0000-01-01"}},
+        {"time", 9, {"23:59:59Z", "00:00:00.123456+05:30", "12:30:00-00:00", NULL}, {"24:00:00Z", "12:60:00Z", "12:30:00", "12:30:00.1234567Z"}},
+        {"date-time", 20, {"2024-02-29T12:30:00Z", "1970-01-01T00:00:00.5+01:00", NULL}, {"2024-02-29 12:30:00Z", "2024-02-29t12:30:00Z", NULL}},
+        {"duration", 3, {"P1Y2M3DT4H5M6S", "P1W", "PT36H", "P3D"}, {"P", "PT", "P1Y1D", "P1WT1H"}},
+        {"email", 6, {"a@b.co", "first.last+tag@mail.example.org", NULL}, {"a@b", ".a@b.co", "a..b@c.de", "a@b.c1"}},
+        {"hostname", 1, {"localhost", "a-b.example.com", "x1.y2", NULL}, {"-a.com", "a-.com", "a..b", "a_b.com"}},
+        {"ipv4", 7, {"0.0.0.0", "255.255.255.255", "192.168.1.10", NULL}, {"256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5"}},
+        {"ipv6", 2, {"::1", "2001:db8::8a2e:370:7334", "1:2:3:4:5:6:7:8", "::"}, {"1:2:3:4:5:6:7:8:9", ":1", "1:::2", "12345::"}},
+        {"uuid", 36, {"123e4567-e89b-12d3-a456-426614174000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", NULL}, {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g", NULL}},
+        {"uri", 5, {"https://example.com", "http://a.b:8080/p/q?x=1&y=%20#frag", "ftp://h/", NULL}, {"example.com", "https://", "http://a b", "http://h/%zz"}},
+    };
+    char doc[320];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char sch[128];
+        snprintf(sch, sizeof sch, "{\"type\":\"string\",\"format\":\"%s\"}", cases[c].fmt);
+        nb_grammar *g = schema(sch);
+        for (int k = 0; k < 4; k++) {
+            if (cases[c].good[k]) {
+                assert_true(is_format(cases[c].fmt, cases[c].good[k], strlen(cases[c].good[k]))); /* the oracle agrees */
+                snprintf(doc, sizeof doc, "\"%s\"", cases[c].good[k]);
+                if (run(g, doc) != 1) fail_msg("%s: %s not accepted", cases[c].fmt, doc);
+            }
+            if (cases[c].bad[k]) {
+                assert_false(is_format(cases[c].fmt, cases[c].bad[k], strlen(cases[c].bad[k])));
+                snprintf(doc, sizeof doc, "\"%s\"", cases[c].bad[k]);
+                if (run(g, doc) == 1) fail_msg("%s: %s accepted", cases[c].fmt, doc);
+            }
+        }
+        nb_grammar_free(g);
+    }
+}
+
 /* Token walks with the built-in vocabulary (512 byte-level tokens, as the
  * default model has): random allowed tokens under nb_grammar_mask with a
  * budget, down to the shortest document's length; never a step without an
@@ -381,6 +587,38 @@ static void test_token_walks(void **state) {
         json_t *j = json_loads(out, 0, NULL);
         if (!j) fprintf(stderr, "walk %d: not JSON: %s\n", w, out);
         assert_non_null(j);
+        json_decref(j);
+        nb_gmatch_free(m);
+    }
+    nb_grammar_free(g);
+
+    /* every format in one object, from the tightest budget up: the completion
+     * search near the end finishes each open format string */
+    static const char *const fmts[] = {"date-time", "date", "time", "duration", "email", "hostname",
+                                       "ipv4", "ipv6", "uuid", "uri"};
+    char fs[1024] = "{\"type\":\"object\",\"properties\":{", req[256] = "";
+    for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+        size_t o = strlen(fs), r = strlen(req);
+        snprintf(fs + o, sizeof fs - o, "%s\"%s\":{\"type\":\"string\",\"format\":\"%s\"}", k ? "," : "", fmts[k], fmts[k]);
+        snprintf(req + r, sizeof req - r, "%s\"%s\"", k ? "," : "", fmts[k]);
+    }
+    size_t o = strlen(fs);
+    snprintf(fs + o, sizeof fs - o, "},\"required\":[%s],\"additionalProperties\":false}", req);
+    g = schema(fs);
+    /* the shortest document is 213 bytes (99 of them values); the budget rule asks for a little more at
+     * the start, as an open format string keeps a whole shortest match in reserve */
+    for (int w = 0; w < 60; w++) {
+        int budget = 232 + w * 4;
+        char out[2048];
+        nb_gmatch *m = random_walk(v, tk, g, budget, eos, allowed, nv, out, sizeof out, "format walk", w);
+        assert_true(nb_gmatch_complete(m));
+        json_t *j = json_loads(out, 0, NULL);
+        if (!j) fail_msg("format walk %d: not JSON: %s", w, out);
+        for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+            json_t *x = json_object_get(j, fmts[k]);
+            if (!json_is_string(x) || !is_format(fmts[k], json_string_value(x), json_string_length(x)))
+                fail_msg("format walk %d: %s is not a %s value: %s", w, fmts[k], out, fmts[k]);
+        }
         json_decref(j);
         nb_gmatch_free(m);
     }
@@ -575,7 +813,7 @@ int main(void) {
         cmocka_unit_test(test_object_keywords), cmocka_unit_test(test_arrays_enums_anyof),
         cmocka_unit_test(test_refs_and_refusals), cmocka_unit_test(test_keywords_beside),
         cmocka_unit_test(test_choice_and_regex),
-        cmocka_unit_test(test_budget_walks),      cmocka_unit_test(test_token_walks),
+        cmocka_unit_test(test_budget_walks),      cmocka_unit_test(test_formats),      cmocka_unit_test(test_token_walks),
         cmocka_unit_test(test_tagged),            cmocka_unit_test(test_mask_shortcuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
