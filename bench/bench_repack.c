@@ -8,11 +8,14 @@
  * other, not across machines. Not built by default. Build by hand after
  * building the library:
  *   cc -O2 -Iinclude -Isrc bench/bench_repack.c build/libnibble.a -lm -lpthread -lpcre2-8 -o bench_repack
- *   ./bench_repack [N] */
+ *   ./bench_repack [N] [isa]
+ * isa: avx512 (default) or avx2 (NIBBLE_AVXVNNI=0 for plain AVX2 on an
+ * AVX-VNNI CPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/cpu.h"
 #include "kernels/repack.h"
 
 static double now(void) {
@@ -45,15 +48,20 @@ static uint8_t *weights(nb_dtype type, int64_t K, int64_t R, uint64_t *rb) {
 
 int main(int argc, char **argv) {
     const int64_t K = 2048, n = argc > 1 ? atoll(argv[1]) : 128;
+    nb_isa isa = NB_ISA_AVX512;
+    if (argc > 2 && !nb_isa_parse(argv[2], &isa)) {
+        fprintf(stderr, "bench_repack: unknown isa '%s'\n", argv[2]);
+        return 2;
+    }
     const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K};
     float *x = fill(K * n, 40503u);
     printf("%-6s %14s %16s %16s %10s\n", "type", "dot L2 GB/s", "dot 32000 GB/s", "GEMM GMAC/s", "pack ms");
     for (int ti = 0; ti < 4; ti++) {
         nb_dtype rt = nb_repack_target(types[ti]);
-        const nb_qdot *qd = nb_repack_qdot(rt, NB_ISA_AVX512);
-        const nb_rgemm *gm = nb_repack_gemm(rt, NB_ISA_AVX512);
+        const nb_qdot *qd = nb_repack_qdot(rt, isa);
+        const nb_rgemm *gm = nb_repack_gemm(rt, isa);
         if (rt == types[ti] || !qd || !gm) {
-            printf("%-6s not repacked on this CPU (needs AVX-512 VNNI)\n", nb_dtype_name(types[ti]));
+            printf("%-6s not repacked on this CPU at this isa\n", nb_dtype_name(types[ti]));
             continue;
         }
         double gbs[2];

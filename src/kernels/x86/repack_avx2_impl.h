@@ -298,6 +298,60 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     i[1][1] = i11;
 }
 
+/* The K types' tile: RT (2 or 4) rows x 16 tokens, in K's lane order (kq
+ * above), mode W_Q4 or W_Q6. Four rows share each step's two activation
+ * loads: with two rows, the weight broadcasts and activation loads (one
+ * load per multiply) bounded the Q4_KR loop on Zen 5, not the multiplies.
+ * Plain AVX2's W_Q6 steps need more registers and take RT = 2 (with 4 they
+ * spilled: Q6_KR prefill at half speed). */
+static inline __attribute__((always_inline)) void tile4(const uint8_t *const u[4], const int8_t *a, const int k0,
+                                                        const int nk, const int mode, __m256i i[4][2], const int RT) {
+    const __m256i z = _mm256_setzero_si256();
+    __m256i i00 = z, i01 = z, i10 = z, i11 = z, i20 = z, i21 = z, i30 = z, i31 = z;
+#if RP_VNNI
+    (void)mode;
+#define RP_ACC(acc, w, x) acc = _mm256_dpbusd_avx_epi32(acc, w, x)
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    /* W_Q4: int16 sums (at most 8 steps x 3840), widened after the loop;
+     * W_Q6 (6-bit weights): int32 every step */
+#define RP_ACC(acc, w, x)                                                                                    \
+    acc = mode == W_Q4 ? _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))                                   \
+                       : _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones))
+#endif
+#pragma GCC unroll 8
+    for (int kk = k0; kk < k0 + nk; kk++) {
+        const int o = 64 * (kk & 3) + 4 * (kk >> 2);
+        __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+        __m256i w0 = bcast4(u[0] + o), w1 = bcast4(u[1] + o);
+        RP_ACC(i00, w0, alo);
+        RP_ACC(i01, w0, ahi);
+        RP_ACC(i10, w1, alo);
+        RP_ACC(i11, w1, ahi);
+        /* keeps each step's adds in order (see tile) */
+        __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11));
+        if (RT == 4) {
+            __m256i w2 = bcast4(u[2] + o), w3 = bcast4(u[3] + o);
+            RP_ACC(i20, w2, alo);
+            RP_ACC(i21, w2, ahi);
+            RP_ACC(i30, w3, alo);
+            RP_ACC(i31, w3, ahi);
+            __asm__("" : "+x"(i20), "+x"(i21), "+x"(i30), "+x"(i31));
+        }
+    }
+#undef RP_ACC
+#if !RP_VNNI
+    if (mode == W_Q4) {
+        i00 = _mm256_madd_epi16(i00, ones), i01 = _mm256_madd_epi16(i01, ones);
+        i10 = _mm256_madd_epi16(i10, ones), i11 = _mm256_madd_epi16(i11, ones);
+        i20 = _mm256_madd_epi16(i20, ones), i21 = _mm256_madd_epi16(i21, ones);
+        i30 = _mm256_madd_epi16(i30, ones), i31 = _mm256_madd_epi16(i31, ones);
+    }
+#endif
+    i[0][0] = i00, i[0][1] = i01, i[1][0] = i10, i[1][1] = i11;
+    i[2][0] = i20, i[2][1] = i21, i[3][0] = i30, i[3][1] = i31;
+}
+
 /* The 16 tokens' results of rows r (f[0]) and r+1 (f[1], when `two`) for
  * token group g into y[t*ldy + r]. */
 static inline void store_tile(float *y, int64_t ldy, int64_t r, int two, int64_t g, int64_t n, const __m256 f[2][2]) {
@@ -312,6 +366,19 @@ static inline void store_tile(float *y, int64_t ldy, int64_t r, int two, int64_t
         o[k * ldy] = t[0][k];
         if (two) o[k * ldy + 1] = t[1][k];
     }
+}
+
+/* The same for rows r .. r + nrows - 1 (nrows <= 4). */
+static inline void store_tile4(float *y, int64_t ldy, int64_t r, int nrows, int64_t g, int64_t n, const __m256 f[4][2]) {
+    _Alignas(32) float t[4][16];
+    for (int i = 0; i < 4; i++) {
+        _mm256_store_ps(t[i], f[i][0]);
+        _mm256_store_ps(t[i] + 8, f[i][1]);
+    }
+    const int64_t nt = n - g * 16 < 16 ? n - g * 16 : 16;
+    float *o = y + g * 16 * ldy + r;
+    for (int64_t k = 0; k < nt; k++)
+        for (int i = 0; i < nrows; i++) o[k * ldy + i] = t[i][k];
 }
 
 /* Block b of a Q4_0R row's quants (nb blocks) as 32 bytes 0..15 at u. */
@@ -384,24 +451,29 @@ void RP_FN(q8_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const n
     planar_gemm(w, row_bytes, nr, ap, y, ldy, 0);
 }
 
-/* K types: per pair of rows and token group, super-block by super-block:
- * both rows' weights unpacked into u (lane order), their scales into sc
+/* K types: per four rows and token group, super-block by super-block:
+ * the rows' weights unpacked into u (lane order), their scales into sc
  * (Q4_K: d*sc[8], dmin*m[8]; Q6_K: d*sc[16]), then each 32-weight block's
  * integer sums (per 16-weight half for Q6_K) scaled into f, and f times the
- * tokens' Q8_K scale into F at the end of the super-block. */
+ * tokens' Q8_K scale into F at the end of the super-block. A last tile of
+ * fewer rows repeats its last row and stores only its own. */
 static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                         const nb_actpack *ap, float *y, int64_t ldy, const int six) {
     const int64_t nb = ap->nb, nsb = ap->K / 256;
     const uint64_t bsz = six ? sizeof(nb_block_q6_kr) : sizeof(nb_block_q4_kr);
-    _Alignas(32) uint8_t u[2][256];
-    float sc[2][16];
-    for (int64_t r = 0; r < nr; r += 2) {
-        const int two = r + 1 < nr;
-        const uint8_t *x[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+    _Alignas(32) uint8_t u[4][256];
+    _Alignas(32) float sc[4][16];
+    const uint8_t *const up[4] = {u[0], u[1], u[2], u[3]};
+    const int RT = six ? 2 : 4;
+    for (int64_t r = 0; r < nr; r += RT) {
+        const int nrows = nr - r < RT ? (int)(nr - r) : RT;
+        const uint8_t *x[4];
+        for (int k = 0; k < RT; k++) x[k] = w + (r + (k < nrows ? k : nrows - 1)) * row_bytes;
         for (int64_t g = 0; g < ap->ng; g++) {
-            __m256 F[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+            __m256 F[4][2];
+            for (int k = 0; k < 4; k++) F[k][0] = F[k][1] = _mm256_setzero_ps();
             for (int64_t s = 0; s < nsb; s++) {
-                for (int k = 0; k < 2; k++) {
+                for (int k = 0; k < RT; k++) {
                     const uint8_t *blk = x[k] + s * bsz;
                     for (int h = 0; h < 2; h++) {
                         __m256i q[4];
@@ -409,40 +481,47 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                         else q4_kr_half((const nb_block_q4_kr *)blk, h, q);
                         for (int v = 0; v < 4; v++) _mm256_store_si256((__m256i *)(u[k] + 64 * v + 32 * h), q[v]);
                     }
+                    /* the 16 scales as floats, 8 at a time (one at a time,
+                     * they were a tenth of this loop's instructions) */
                     if (six) {
                         const nb_block_q6_kr *b6 = (const nb_block_q6_kr *)blk;
-                        const float d = h2f(b6->d);
-                        for (int j = 0; j < 16; j++) sc[k][j] = d * (float)b6->sc[j];
+                        const __m256 d = _mm256_set1_ps(h2f(b6->d));
+                        for (int j = 0; j < 16; j += 8)
+                            _mm256_store_ps(sc[k] + j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                                           _mm_loadl_epi64((const __m128i *)(b6->sc + j))))));
                     } else {
                         const nb_block_q4_kr *b4 = (const nb_block_q4_kr *)blk;
-                        const float d = h2f(b4->d), dm = h2f(b4->dmin);
-                        for (int j = 0; j < 8; j++) {
-                            sc[k][j] = d * (float)b4->sc[j];
-                            sc[k][8 + j] = dm * (float)b4->m[j];
-                        }
+                        _mm256_store_ps(sc[k], _mm256_mul_ps(_mm256_set1_ps(h2f(b4->d)),
+                                                             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                                                 _mm_loadl_epi64((const __m128i *)b4->sc)))));
+                        _mm256_store_ps(sc[k] + 8, _mm256_mul_ps(_mm256_set1_ps(h2f(b4->dmin)),
+                                                                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                                                     _mm_loadl_epi64((const __m128i *)b4->m)))));
                     }
                 }
-                __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+                __m256 f[4][2];
+                for (int k = 0; k < RT; k++) f[k][0] = f[k][1] = _mm256_setzero_ps();
                 for (int j = 0; j < 8; j++) {
                     const int64_t b = s * 8 + j, at = (g * nb + b) * 16;
                     const int8_t *a = ap->q + (g * nb + b) * 512;
-                    __m256i i[2][2];
+                    const uint8_t *uj[4] = {up[0] + 8 * j, up[1] + 8 * j, up[2] + 8 * j, up[3] + 8 * j};
+                    __m256i i[4][2];
                     if (six) {
                         for (int half = 0; half < 2; half++) {
-                            tile(u[0] + 8 * j, u[1] + 8 * j, NULL, NULL, a, 4 * half, 4, W_Q6, 1, i);
+                            tile4(uj, a, 4 * half, 4, W_Q6, i, RT);
                             for (int hf = 0; hf < 2; hf++) { /* q - 32: through the tokens' sums of these 16 */
                                 __m256i o = _mm256_slli_epi32(
                                     _mm256_load_si256((const __m256i *)(ap->sum16 + (g * nb + b) * 32 + 16 * half + 8 * hf)), 5);
-                                for (int k = 0; k < 2; k++)
+                                for (int k = 0; k < RT; k++)
                                     f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], o)),
                                                                _mm256_set1_ps(sc[k][2 * j + half]), f[k][hf]);
                             }
                         }
                     } else {
-                        tile(u[0] + 8 * j, u[1] + 8 * j, NULL, NULL, a, 0, 8, W_Q4, 1, i);
+                        tile4(uj, a, 0, 8, W_Q4, i, RT);
                         for (int hf = 0; hf < 2; hf++) { /* d*sc*q - dmin*m: the min through the tokens' sums */
                             __m256 fs = _mm256_load_ps(ap->fsum + at + 8 * hf);
-                            for (int k = 0; k < 2; k++)
+                            for (int k = 0; k < RT; k++)
                                 f[k][hf] = _mm256_fnmadd_ps(fs, _mm256_set1_ps(sc[k][8 + j]),
                                                             _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[k][hf]),
                                                                             _mm256_set1_ps(sc[k][j]), f[k][hf]));
@@ -451,10 +530,10 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                 }
                 for (int hf = 0; hf < 2; hf++) {
                     __m256 d = _mm256_load_ps(ap->d + (g * nb + s * 8) * 16 + 8 * hf);
-                    for (int k = 0; k < 2; k++) F[k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[k][hf]);
+                    for (int k = 0; k < RT; k++) F[k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[k][hf]);
                 }
             }
-            store_tile(y, ldy, r, two, g, ap->n, F);
+            store_tile4(y, ldy, r, nrows, g, ap->n, F);
         }
     }
 }
