@@ -11,10 +11,10 @@
  * which are exactly the lanes' activation sums). So the integer sums are the
  * GGUF kernels' and only the float summation order differs.
  *
- * Batched (int8 GEMM, activations packed as in repack.h): per pair of rows
+ * Batched (int8 GEMM, activations packed as in repack.h): per four rows
  * and super-block the weights are unpacked once into 256 bytes each, then
  * every 4 weight bytes are broadcast against 16 tokens' 4 activation bytes
- * (two rows x two token groups per step, as the Q4_0R GEMM); scales are
+ * (four rows x two token groups per step, as the Q4_0R GEMM); scales are
  * applied per 32 (Q4_K) or 16 (Q6_K) weights in float, and the activation
  * scale once per super-block. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -136,24 +136,6 @@ static inline __m512i bcast4(const uint8_t *p) {
     return _mm512_set1_epi32((int)v);
 }
 
-/* Integer sums of the super-block's weights u0 / u1 (rows 0/1, 256 bytes in
- * lane order) for words kk = k0..k0+nk-1 of 32-weight block j (its weights
- * 4kk..4kk+3 sit at 64*(kk%4) + 8j + 4*(kk/4)) with the packed activations
- * of groups g (a0) and h (a1): i[row][group]. With pair == 0 only group g. */
-#define DOT_WORDS(u0, u1, j, a0, a1, k0, nk, i00, i01, i10, i11, pair)                                \
-    _Pragma("GCC unroll 8") for (int kk = (k0); kk < (k0) + (nk); kk++) {                                                   \
-        const int at = 64 * (kk & 3) + 8 * (j) + 4 * (kk >> 2);                                     \
-        __m512i av0 = _mm512_load_si512((const void *)((a0) + kk * 64));                            \
-        __m512i w0 = bcast4((u0) + at), w1 = bcast4((u1) + at);                                     \
-        i00 = _mm512_dpbusd_epi32(i00, w0, av0);                                                    \
-        i10 = _mm512_dpbusd_epi32(i10, w1, av0);                                                    \
-        if (pair) {                                                                                 \
-            __m512i av1 = _mm512_load_si512((const void *)((a1) + kk * 64));                        \
-            i01 = _mm512_dpbusd_epi32(i01, w0, av1);                                                \
-            i11 = _mm512_dpbusd_epi32(i11, w1, av1);                                                \
-        }                                                                                           \
-    }
-
 /* Per super-block scales of a Q4_KR block as floats: [d*sc[0..7], dmin*m[0..7]] */
 static inline void q4_kr_scales(const nb_block_q4_kr *b, float *f) {
     __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
@@ -167,26 +149,69 @@ static inline void q6_kr_scales(const nb_block_q6_kr *b, float *f) {
     _mm512_storeu_ps(f, _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d))));
 }
 
-/* The K GEMMs (six: Q6_KR, else Q4_KR): per pair of rows and pair of token
+/* Integer sums of block j's words kk = k0..k0+nk-1 for rows 0..RT-1 (u[k]:
+ * 256 bytes of row k in lane order; block j's weights 4kk..4kk+3 at
+ * 64*(kk%4) + 8j + 4*(kk/4)) with token groups g (a0) and, when pair, h
+ * (a1): I[row][group]. Four rows share each step's activation loads: with
+ * two, a weight broadcast or activation load per vpdpbusd bounded the loop
+ * (the AVX2 kernels measured the same, kernels/x86/repack_avx2_impl.h). */
+static inline __attribute__((always_inline)) void dot_words(const uint8_t *const u[4], int j, const int8_t *a0,
+                                                            const int8_t *a1, int k0, int nk, int pair, const int RT,
+                                                            __m512i I[4][2]) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i i00 = z, i01 = z, i10 = z, i11 = z, i20 = z, i21 = z, i30 = z, i31 = z;
+#pragma GCC unroll 8
+    for (int kk = k0; kk < k0 + nk; kk++) {
+        const int at = 64 * (kk & 3) + 8 * j + 4 * (kk >> 2);
+        const __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));
+        const __m512i w0 = bcast4(u[0] + at), w1 = bcast4(u[1] + at);
+        i00 = _mm512_dpbusd_epi32(i00, w0, av0);
+        i10 = _mm512_dpbusd_epi32(i10, w1, av0);
+        __m512i av1 = z, w2 = z, w3 = z;
+        if (pair) {
+            av1 = _mm512_load_si512((const void *)(a1 + kk * 64));
+            i01 = _mm512_dpbusd_epi32(i01, w0, av1);
+            i11 = _mm512_dpbusd_epi32(i11, w1, av1);
+        }
+        if (RT == 4) {
+            w2 = bcast4(u[2] + at), w3 = bcast4(u[3] + at);
+            i20 = _mm512_dpbusd_epi32(i20, w2, av0);
+            i30 = _mm512_dpbusd_epi32(i30, w3, av0);
+            if (pair) {
+                i21 = _mm512_dpbusd_epi32(i21, w2, av1);
+                i31 = _mm512_dpbusd_epi32(i31, w3, av1);
+            }
+        }
+    }
+    I[0][0] = i00, I[0][1] = i01, I[1][0] = i10, I[1][1] = i11;
+    I[2][0] = i20, I[2][1] = i21, I[3][0] = i30, I[3][1] = i31;
+}
+
+/* The K GEMMs (six: Q6_KR, else Q4_KR): per RT rows and pair of token
  * groups, super-block by super-block - weights unpacked into u, scales into
  * sc, then each 32-weight block's integer sums (per 16-weight half for Q6_K,
  * whose scales go by 16) scaled into f, and f times the tokens' Q8_K scale
- * into F at the end of the super-block. */
+ * into F at the end of the super-block. A last tile of fewer rows repeats
+ * its last row and stores only its own. */
 static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
-                                                        const nb_actpack *ap, float *y, int64_t ldy, const int six) {
+                                                        const nb_actpack *ap, float *y, int64_t ldy, const int six,
+                                                        const int RT) {
     const int64_t nb = ap->nb, nsb = ap->K / 256;
     const uint64_t bs = six ? sizeof(nb_block_q6_kr) : sizeof(nb_block_q4_kr);
-    _Alignas(64) uint8_t u[2][256];
-    float sc[2][16];
-    for (int64_t r = 0; r < nr; r += 2) {
-        const int two = r + 1 < nr;
-        const uint8_t *x[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+    _Alignas(64) uint8_t u[4][256];
+    float sc[4][16];
+    const uint8_t *const up[4] = {u[0], u[1], u[2], u[3]};
+    for (int64_t r = 0; r < nr; r += RT) {
+        const int nrows = nr - r < RT ? (int)(nr - r) : RT;
+        const uint8_t *x[4];
+        for (int i = 0; i < RT; i++) x[i] = w + (r + (i < nrows ? i : nrows - 1)) * row_bytes;
         for (int64_t g = 0; g < ap->ng; g += 2) {
             const int64_t h = g + 1 < ap->ng ? g + 1 : g;
             const int pair = h != g;
-            __m512 F00 = _mm512_setzero_ps(), F01 = F00, F10 = F00, F11 = F00;
+            __m512 F[4][2];
+            for (int i = 0; i < 4; i++) F[i][0] = F[i][1] = _mm512_setzero_ps();
             for (int64_t s = 0; s < nsb; s++) {
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < RT; i++) {
                     __m512i q[4];
                     if (six) {
                         unpack_q6_kr((const nb_block_q6_kr *)(x[i] + s * bs), q);
@@ -197,7 +222,8 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                     }
                     for (int k = 0; k < 4; k++) _mm512_store_si512((void *)(u[i] + 64 * k), q[k]);
                 }
-                __m512 f00 = _mm512_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
+                __m512 f[4][2];
+                for (int i = 0; i < 4; i++) f[i][0] = f[i][1] = _mm512_setzero_ps();
                 for (int j = 0; j < 8; j++) {
                     const int64_t b = s * 8 + j;
                     const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
@@ -206,50 +232,52 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                     for (int half = 0; half < 2; half++) {
                         if (half >= halves) break;
                         const int k0 = six ? 4 * half : 0, nk = six ? 4 : 8;
-                        __m512i i00 = _mm512_setzero_si512(), i01 = i00, i10 = i00, i11 = i00;
-                        if (pair) {
-                            DOT_WORDS(u[0], u[1], j, a0, a1, k0, nk, i00, i01, i10, i11, 1)
-                        } else {
-                            DOT_WORDS(u[0], u[1], j, a0, a1, k0, nk, i00, i01, i10, i11, 0)
-                        }
+                        __m512i I[4][2];
+                        if (pair) dot_words(up, j, a0, a1, k0, nk, 1, RT, I);
+                        else dot_words(up, j, a0, a1, k0, nk, 0, RT, I);
                         if (six) { /* q - 32: the offset through the tokens' sums of these 16 activations */
-                            __m512i o0 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5);
-                            __m512i o1 = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (h * nb + b) * 32 + 16 * half)), 5);
-                            __m512 w0 = _mm512_set1_ps(sc[0][2 * j + half]), w1 = _mm512_set1_ps(sc[1][2 * j + half]);
-                            f00 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i00, o0)), w0, f00);
-                            f10 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i10, o0)), w1, f10);
-                            f01 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i01, o1)), w0, f01);
-                            f11 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(i11, o1)), w1, f11);
+                            const __m512i o[2] = {
+                                _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (g * nb + b) * 32 + 16 * half)), 5),
+                                _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum16 + (h * nb + b) * 32 + 16 * half)), 5)};
+#pragma GCC unroll 4
+                            for (int i = 0; i < RT; i++) {
+                                const __m512 wi = _mm512_set1_ps(sc[i][2 * j + half]);
+                                f[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[i][0], o[0])), wi, f[i][0]);
+                                f[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[i][1], o[1])), wi, f[i][1]);
+                            }
                         } else { /* d*sc*q - dmin*m: the min through the tokens' sums */
-                            __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
-                            __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
-                            __m512 w0 = _mm512_set1_ps(sc[0][j]), w1 = _mm512_set1_ps(sc[1][j]);
-                            __m512 m0 = _mm512_set1_ps(sc[0][8 + j]), m1 = _mm512_set1_ps(sc[1][8 + j]);
-                            f00 = _mm512_fnmadd_ps(s0, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i00), w0, f00));
-                            f10 = _mm512_fnmadd_ps(s0, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i10), w1, f10));
-                            f01 = _mm512_fnmadd_ps(s1, m0, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01), w0, f01));
-                            f11 = _mm512_fnmadd_ps(s1, m1, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i11), w1, f11));
+                            const __m512 s0 = _mm512_load_ps(ap->fsum + (g * nb + b) * 16);
+                            const __m512 s1 = _mm512_load_ps(ap->fsum + (h * nb + b) * 16);
+#pragma GCC unroll 4
+                            for (int i = 0; i < RT; i++) {
+                                const __m512 wi = _mm512_set1_ps(sc[i][j]), mi = _mm512_set1_ps(sc[i][8 + j]);
+                                f[i][0] = _mm512_fnmadd_ps(s0, mi, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][0]), wi, f[i][0]));
+                                f[i][1] = _mm512_fnmadd_ps(s1, mi, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[i][1]), wi, f[i][1]));
+                            }
                         }
                     }
                 }
-                __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
-                F00 = _mm512_fmadd_ps(f00, d0, F00);
-                F10 = _mm512_fmadd_ps(f10, d0, F10);
-                F01 = _mm512_fmadd_ps(f01, d1, F01);
-                F11 = _mm512_fmadd_ps(f11, d1, F11);
+                const __m512 d0 = _mm512_load_ps(ap->d + (g * nb + s * 8) * 16), d1 = _mm512_load_ps(ap->d + (h * nb + s * 8) * 16);
+#pragma GCC unroll 4
+                for (int i = 0; i < RT; i++) {
+                    F[i][0] = _mm512_fmadd_ps(f[i][0], d0, F[i][0]);
+                    F[i][1] = _mm512_fmadd_ps(f[i][1], d1, F[i][1]);
+                }
             }
-            store_group(y, ldy, r, two, g, ap->n, F00, F10);
-            if (pair) store_group(y, ldy, r, two, h, ap->n, F01, F11);
+            for (int i = 0; i < nrows; i += 2) {
+                store_group(y, ldy, r + i, i + 1 < nrows, g, ap->n, F[i][0], F[i + 1][0]);
+                if (pair) store_group(y, ldy, r + i, i + 1 < nrows, h, ap->n, F[i][1], F[i + 1][1]);
+            }
         }
     }
 }
 
 void nb_q4_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy) {
-    kgemm(w, row_bytes, nr, ap, y, ldy, 0);
+    kgemm(w, row_bytes, nr, ap, y, ldy, 0, 4);
 }
 
 void nb_q6_kr_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy) {
-    kgemm(w, row_bytes, nr, ap, y, ldy, 1);
+    kgemm(w, row_bytes, nr, ap, y, ldy, 1, 4);
 }
