@@ -305,7 +305,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
  * Plain AVX2's W_Q6 steps need more registers and take RT = 2 (with 4 they
  * spilled: Q6_KR prefill at half speed). */
 static inline __attribute__((always_inline)) void tile4(const uint8_t *const u[4], const int8_t *a, const int k0,
-                                                        const int nk, const int mode, __m256i i[4][2], const int RT) {
+                                                        int nk, const int mode, __m256i i[4][2], const int RT) {
     const __m256i z = _mm256_setzero_si256();
     __m256i i00 = z, i01 = z, i10 = z, i11 = z, i20 = z, i21 = z, i30 = z, i31 = z;
 #if RP_VNNI
@@ -314,10 +314,40 @@ static inline __attribute__((always_inline)) void tile4(const uint8_t *const u[4
 #else
     const __m256i ones = _mm256_set1_epi16(1);
     /* W_Q4: int16 sums (at most 8 steps x 3840), widened after the loop;
-     * W_Q6 (6-bit weights): int32 every step */
+     * W_Q6 (6-bit weights): two steps at a time, below */
 #define RP_ACC(acc, w, x)                                                                                    \
     acc = mode == W_Q4 ? _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))                                   \
                        : _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones))
+#endif
+#if !RP_VNNI
+    if (mode == W_Q6) {
+        /* two steps summed at 16 bits (2 x 2 x 63 x 127 < 2^15), then
+         * widened: one vpmaddwd per two multiplies instead of per one */
+#define RP_ACC2(acc, k, h)                                                                                    \
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(                                           \
+                                    _mm256_maddubs_epi16(bcast4(u[k] + o0), _mm256_load_si256((const __m256i *)(a0 + 32 * h))), \
+                                    _mm256_maddubs_epi16(bcast4(u[k] + o1), _mm256_load_si256((const __m256i *)(a1 + 32 * h)))), \
+                                ones))
+#pragma GCC unroll 4
+        for (int kk = k0; kk < k0 + nk; kk += 2) {
+            const int o0 = 64 * (kk & 3) + 4 * (kk >> 2), o1 = 64 * ((kk + 1) & 3) + 4 * ((kk + 1) >> 2);
+            const int8_t *a0 = a + kk * 64, *a1 = a + (kk + 1) * 64;
+            RP_ACC2(i00, 0, 0);
+            RP_ACC2(i01, 0, 1);
+            RP_ACC2(i10, 1, 0);
+            RP_ACC2(i11, 1, 1);
+            __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11));
+            if (RT == 4) {
+                RP_ACC2(i20, 2, 0);
+                RP_ACC2(i21, 2, 1);
+                RP_ACC2(i30, 3, 0);
+                RP_ACC2(i31, 3, 1);
+                __asm__("" : "+x"(i20), "+x"(i21), "+x"(i30), "+x"(i31));
+            }
+        }
+#undef RP_ACC2
+        nk = 0; /* done */
+    }
 #endif
 #pragma GCC unroll 8
     for (int kk = k0; kk < k0 + nk; kk++) {
