@@ -196,14 +196,69 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
     return v;
 }
 
-/* Four rows x two token groups per step (a last tile of fewer rows repeats
- * its last row and stores only its own): every activation load feeds four
- * vpdpbusd. four: Q4_0R (offset 8), else Q8_0R (offset 128). */
+/* Rows r .. r+3 (d, q: their scales and quants; a short tile repeats its
+ * last row) x token groups g .. g+NG-1: per step, NG activation loads and
+ * four weight broadcasts feed 4 x NG vpdpbusd. */
+static inline __attribute__((always_inline)) void planar_tile(const uint16_t *const d[4], const uint8_t *const q[4],
+                                                              int nrows, int64_t r, int64_t g, const nb_actpack *ap,
+                                                              float *y, int64_t ldy, const __m512i idx, const int four,
+                                                              const int NG) {
+    const int64_t nb = ap->nb;
+    const int shift = four ? 3 : 7;
+    __m512 f[4][4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NG; c++) f[k][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i I[4][4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int c = 0; c < NG; c++) I[k][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int kk = 0; kk < 8; kk++) {
+            __m512i av[4], wv[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NG; c++) av[c] = _mm512_load_si512((const void *)(ap->q + ((g + c) * nb + b) * 512 + kk * 64));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                wv[k] = _mm512_set1_epi32((int)(four ? w4_q4(q[k], nb, b, kk) : w4_q8(q[k], nb, b, kk)));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+                for (int c = 0; c < NG; c++) I[k][c] = _mm512_dpbusd_epi32(I[k][c], wv[k], av[c]);
+        }
+        __m512i o[4];
+        __m512 da[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NG; c++) {
+            o[c] = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + ((g + c) * nb + b) * 16)), shift);
+            da[c] = _mm512_load_ps(ap->d + ((g + c) * nb + b) * 16);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512 sk = _mm512_set1_ps(_cvtsh_ss(d[k][b]));
+#pragma GCC unroll 4
+            for (int c = 0; c < NG; c++)
+                f[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[k][c], o[c])), _mm512_mul_ps(da[c], sk), f[k][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NG; c++) {
+        const int64_t nt = ap->n - (g + c) * 16;
+        const __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);
+        for (int k = 0; k < nrows; k++) _mm512_mask_i32scatter_ps(y + (g + c) * 16 * ldy + r + k, m, idx, f[k][c], 4);
+    }
+}
+
+/* Four rows x up to four token groups per step: every activation load feeds
+ * four vpdpbusd and every weight broadcast up to four. four: Q4_0R (offset
+ * 8), else Q8_0R (offset 128). */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
                                                               const int four) {
     const int64_t nb = ap->nb;
-    const int shift = four ? 3 : 7;
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32((int)ldy));
     for (int64_t r = 0; r < nr; r += 4) {
@@ -215,59 +270,12 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
             d[k] = (const uint16_t *)row;
             q[k] = row + nb * 2;
         }
-        for (int64_t g = 0; g < ap->ng; g += 2) {
-            const int64_t h = g + 1 < ap->ng ? g + 1 : g; /* second group (repeats g at the end; not stored) */
-            const int pair = h != g;
-            __m512 f[4][2];
-            for (int k = 0; k < 4; k++) f[k][0] = f[k][1] = _mm512_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                const int8_t *a0 = ap->q + (g * nb + b) * 512, *a1 = ap->q + (h * nb + b) * 512;
-                const __m512i z = _mm512_setzero_si512();
-                __m512i i00 = z, i01 = z, i10 = z, i11 = z, i20 = z, i21 = z, i30 = z, i31 = z;
-#define RP_W(k, kk) _mm512_set1_epi32((int)(four ? w4_q4(q[k], nb, b, kk) : w4_q8(q[k], nb, b, kk)))
-                if (pair) {
-#pragma GCC unroll 8
-                    for (int kk = 0; kk < 8; kk++) {
-                        const __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));
-                        const __m512i av1 = _mm512_load_si512((const void *)(a1 + kk * 64));
-                        const __m512i w0 = RP_W(0, kk), w1 = RP_W(1, kk), w2 = RP_W(2, kk), w3 = RP_W(3, kk);
-                        i00 = _mm512_dpbusd_epi32(i00, w0, av0);
-                        i01 = _mm512_dpbusd_epi32(i01, w0, av1);
-                        i10 = _mm512_dpbusd_epi32(i10, w1, av0);
-                        i11 = _mm512_dpbusd_epi32(i11, w1, av1);
-                        i20 = _mm512_dpbusd_epi32(i20, w2, av0);
-                        i21 = _mm512_dpbusd_epi32(i21, w2, av1);
-                        i30 = _mm512_dpbusd_epi32(i30, w3, av0);
-                        i31 = _mm512_dpbusd_epi32(i31, w3, av1);
-                    }
-                } else { /* a last, unpaired group: half the work */
-#pragma GCC unroll 8
-                    for (int kk = 0; kk < 8; kk++) {
-                        const __m512i av0 = _mm512_load_si512((const void *)(a0 + kk * 64));
-                        i00 = _mm512_dpbusd_epi32(i00, RP_W(0, kk), av0);
-                        i10 = _mm512_dpbusd_epi32(i10, RP_W(1, kk), av0);
-                        i20 = _mm512_dpbusd_epi32(i20, RP_W(2, kk), av0);
-                        i30 = _mm512_dpbusd_epi32(i30, RP_W(3, kk), av0);
-                    }
-                }
-#undef RP_W
-                const __m512i I[4][2] = {{i00, i01}, {i10, i11}, {i20, i21}, {i30, i31}};
-                const __m512i o[2] = {
-                    _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (g * nb + b) * 16)), shift),
-                    _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + (h * nb + b) * 16)), shift)};
-                const __m512 da[2] = {_mm512_load_ps(ap->d + (g * nb + b) * 16), _mm512_load_ps(ap->d + (h * nb + b) * 16)};
-#pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m512 sk = _mm512_set1_ps(_cvtsh_ss(d[k][b]));
-                    f[k][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[k][0], o[0])), _mm512_mul_ps(da[0], sk), f[k][0]);
-                    if (pair)
-                        f[k][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[k][1], o[1])), _mm512_mul_ps(da[1], sk), f[k][1]);
-                }
-            }
-            for (int gi = 0; gi < (pair ? 2 : 1); gi++) {
-                const int64_t gg = gi ? h : g, nt = ap->n - gg * 16;
-                const __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);
-                for (int k = 0; k < nrows; k++) _mm512_mask_i32scatter_ps(y + gg * 16 * ldy + r + k, m, idx, f[k][gi], 4);
+        for (int64_t g = 0; g < ap->ng; g += 4) {
+            switch (ap->ng - g < 4 ? ap->ng - g : 4) {
+            case 1: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1); break;
+            case 2: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2); break;
+            case 3: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 3); break;
+            default: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 4); break;
             }
         }
     }
