@@ -32,7 +32,8 @@ static void test_probe_insert(void **state) {
     assert_non_null(names);
     for (int i = 0; i < N; i++) {
         names[i] = malloc(16);
-        snprintf(names[i], 16, i == N - 1 ? "" : "k%d", i);
+        if (i == N - 1) names[i][0] = 0; /* the empty name */
+        else snprintf(names[i], 16, "k%d", i);
     }
     size_t cap = nb_nameset_cap(N);
     assert_true(cap >= 2 * N && (cap & (cap - 1)) == 0);
