@@ -382,26 +382,11 @@ static inline __attribute__((always_inline)) void tile4(const uint8_t *const u[4
     i[2][0] = i20, i[2][1] = i21, i[3][0] = i30, i[3][1] = i31;
 }
 
-/* The 16 tokens' results of rows r (f[0]) and r+1 (f[1], when `two`) for
- * token group g into y[t*ldy + r]. */
-static inline void store_tile(float *y, int64_t ldy, int64_t r, int two, int64_t g, int64_t n, const __m256 f[2][2]) {
-    _Alignas(32) float t[2][16];
-    for (int i = 0; i < 2; i++) {
-        _mm256_store_ps(t[i], f[i][0]);
-        _mm256_store_ps(t[i] + 8, f[i][1]);
-    }
-    const int64_t nt = n - g * 16 < 16 ? n - g * 16 : 16;
-    float *o = y + g * 16 * ldy + r;
-    for (int64_t k = 0; k < nt; k++) {
-        o[k * ldy] = t[0][k];
-        if (two) o[k * ldy + 1] = t[1][k];
-    }
-}
-
-/* The same for rows r .. r + nrows - 1 (nrows <= 4). */
-static inline void store_tile4(float *y, int64_t ldy, int64_t r, int nrows, int64_t g, int64_t n, const __m256 f[4][2]) {
+/* The 16 tokens' results of rows r .. r + nrows - 1 (nrows <= 4; f[i]: row
+ * r + i, tokens 0-7 and 8-15) for token group g into y[t*ldy + r]. */
+static inline void store_tile(float *y, int64_t ldy, int64_t r, int nrows, int64_t g, int64_t n, __m256 (*f)[2]) {
     _Alignas(32) float t[4][16];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nrows; i++) {
         _mm256_store_ps(t[i], f[i][0]);
         _mm256_store_ps(t[i] + 8, f[i][1]);
     }
@@ -469,7 +454,7 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
                                                    _mm256_mul_ps(da[hf], sw), f[k][hf]);
                 }
             }
-            store_tile(y, ldy, r, two, g, ap->n, f);
+            store_tile(y, ldy, r, two ? 2 : 1, g, ap->n, f);
         }
     }
 }
@@ -563,7 +548,7 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                     for (int k = 0; k < RT; k++) F[k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[k][hf]);
                 }
             }
-            store_tile4(y, ldy, r, nrows, g, ap->n, F);
+            store_tile(y, ldy, r, nrows, g, ap->n, F);
         }
     }
 }
