@@ -29,6 +29,10 @@ static unsigned long long xgetbv0(void) {
 static void detect(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu.n_cores = n > 0 ? (int)n : 1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    cpu.l2_bytes = l2 > 0 ? l2 : 0;
+#endif
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     if (__get_cpuid(0, &a, &b, &c, &d)) {
@@ -93,9 +97,9 @@ done:
         e = getenv("NIBBLE_AVXVNNI"); /* =0: take the plain AVX2 int8 kernels on an AVX-VNNI CPU */
         if (e && !strcmp(e, "0")) cpu.avxvnni = false;
     }
-    snprintf(desc, sizeof desc, "%s family %d model %d, cores=%d AVX2=%d FMA=%d F16C=%d AVX512F=%d AVX512BW=%d AVX512_VNNI=%d AVX512_BF16=%d AVX512_FP16=%d AMX_INT8=%d AMX_BF16=%d AVX_VNNI=%d",
+    snprintf(desc, sizeof desc, "%s family %d model %d, cores=%d L2=%ldK AVX2=%d FMA=%d F16C=%d AVX512F=%d AVX512BW=%d AVX512_VNNI=%d AVX512_BF16=%d AVX512_FP16=%d AMX_INT8=%d AMX_BF16=%d AVX_VNNI=%d",
              cpu.vendor == NB_CPU_AMD ? "AMD" : cpu.vendor == NB_CPU_INTEL ? "Intel" : "other", cpu.family, cpu.model,
-             cpu.n_cores, cpu.avx2, cpu.fma, cpu.f16c, cpu.avx512f, cpu.avx512bw, cpu.avx512vnni,
+             cpu.n_cores, cpu.l2_bytes >> 10, cpu.avx2, cpu.fma, cpu.f16c, cpu.avx512f, cpu.avx512bw, cpu.avx512vnni,
              cpu.avx512bf16, cpu.avx512fp16, cpu.amx_int8, cpu.amx_bf16, cpu.avxvnni);
 }
 

@@ -13,6 +13,7 @@ typedef struct nb_cpu {
     bool avxvnni;                       /* AVX-VNNI (256-bit vpdpbusd); NIBBLE_AVXVNNI=0 hides it */
     bool amx_tile, amx_int8, amx_bf16; /* usable: OS granted the tile state */
     int n_cores;                        /* online logical CPUs */
+    long l2_bytes;                      /* one core's L2 (sysconf _SC_LEVEL2_CACHE_SIZE); 0 unknown */
     nb_cpu_vendor vendor;
     int family, model;                  /* display family / model (CPUID leaf 1, extended fields folded in) */
     char name[49];                      /* brand string (CPUID 0x80000002-4), trimmed; "" if none */

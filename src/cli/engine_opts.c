@@ -63,6 +63,11 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
     } else if (!strcmp(a, "--sgemm-max")) {
         if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, 1 << 30, &v)) return -1;
         k->sgemm_max = v;
+    } else if (!strcmp(a, "--gemm-slab-kib")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i)) ||
+            !nb_arg_int(cmd, a, val, NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB, &v))
+            return -1;
+        k->gemm_slab_kib = v;
     } else if (!strcmp(a, "--decode-prefetch")) {
         if (!(val = nb_arg_value(cmd, argc, argv, i)) || !nb_arg_int(cmd, a, val, 0, NB_PREFETCH_MAX, &v)) return -1;
         if (v % 64) {
@@ -191,7 +196,10 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"
               "      --decode-prefetch BYTES      how far ahead the decode kernels (float and quantized dots,\n"
               "                                   small-batch GEMMs) prefetch weights: a multiple of 64 in 0..65536\n"
-              "                                   (default per CPU: 8192 on AMD Zen 4/5, else 2048)\n",
+              "                                   (default per CPU: 8192 on AMD Zen 4/5, else 2048)\n"
+              "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
+              "                                   row passes (64..65536; default per CPU: half the L2;\n"
+              "                                   env NIBBLE_GEMM_SLAB_KIB)\n",
               f);
 }
 

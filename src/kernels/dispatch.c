@@ -55,6 +55,7 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
     NB_TRY(env_int("NIBBLE_SGEMM_MAX", 0, (int64_t)1 << 40, &o->sgemm_max));
+    NB_TRY(env_int("NIBBLE_GEMM_SLAB_KIB", NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB, &o->gemm_slab_kib));
     return NB_OK;
 }
 
@@ -71,6 +72,20 @@ _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec"))) =
  * Intel and others: 2 KiB, the best of 1/2/4 KiB measured for F16 decode on
  * Sapphire Rapids (docs/performance.md). */
 int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 25 ? 8192 : NB_PREFETCH_DEFAULT; }
+
+/* Every row of a job passes one slab of packed activations before the next
+ * slab (matmul.c), so a slab should stay in the core's L2 next to the
+ * weights streaming through. Half the L2: on the Zen 5-class EPYC guest of
+ * 2026-12-01 (1 MiB L2) pp512 of TinyLlama, 2 threads, went from 305-326 to
+ * 367-383 tok/s (Q4_0), 290-292 to 359-364 (Q4_K_M), 261-268 to 327
+ * (Q8_0) when the slab went from 1.5 MiB (the size set on Sapphire Rapids,
+ * 2 MiB L2) to 512 KiB; 384 KiB measured the same, 640-768 KiB 5% slower,
+ * 256 KiB 5% slower (docs/speed.md, session 10). Sapphire Rapids was not
+ * measured again: half its L2 is 1 MiB. */
+size_t nb_gemm_slab_for_cpu(const nb_cpu *c) {
+    long kib = c->l2_bytes > 0 ? (c->l2_bytes >> 10) / 2 : 512;
+    return (size_t)NB_MIN(NB_MAX(kib, NB_GEMM_SLAB_MIN_KIB), NB_GEMM_SLAB_MAX_KIB) << 10;
+}
 
 /* The float dots for one token (decode). Per CPU: on AMD Zen 4 the 256-bit
  * F16 dot streams faster than the 512-bit one (F16 decode 15.5 vs 10.8
@@ -122,6 +137,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (o->decode_prefetch_set && (o->decode_prefetch < 0 || o->decode_prefetch > NB_PREFETCH_MAX || o->decode_prefetch % 64))
         return nb_fail(NB_ERR_INVALID, "kernel options: decode_prefetch %d: expected a multiple of 64 in 0..%d bytes",
                        o->decode_prefetch, NB_PREFETCH_MAX);
+    if (o->gemm_slab_kib && (o->gemm_slab_kib < NB_GEMM_SLAB_MIN_KIB || o->gemm_slab_kib > NB_GEMM_SLAB_MAX_KIB))
+        return nb_fail(NB_ERR_INVALID, "kernel options: gemm_slab_kib %lld: expected 0 (per CPU) or %d..%d KiB",
+                       (long long)o->gemm_slab_kib, NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB);
     d->opts = *o;
     nb_isa isa = nb_cpu_isa();
     if (isa > o->max_isa) isa = o->max_isa;
@@ -132,6 +150,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
     d->sgemm_max = o->sgemm_max < 0 ? 0 : o->sgemm_max;
+    d->gemm_slab_bytes = o->gemm_slab_kib ? (size_t)o->gemm_slab_kib << 10 : nb_gemm_slab_for_cpu(nb_cpu_get());
     d->rows_min = o->rows_min < 1 ? 1 : o->rows_min;
     d->rows_max = o->rows_max < 0 ? 0 : o->rows_max;
     bool vnni512 = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
@@ -159,9 +178,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens, dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
-             o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, (long long)d->qgemm_min,
+             o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?");
     return NB_OK;
 }

@@ -58,6 +58,9 @@ typedef struct nb_kernel_opts {
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
+    int64_t gemm_slab_kib;   /* KiB of packed activations per slab of the int8 GEMM (every row passes one
+                                slab before the next; it should stay in one core's L2); 0 (default) = per
+                                CPU, nb_gemm_slab_for_cpu (--gemm-slab-kib, NIBBLE_GEMM_SLAB_KIB) */
 } nb_kernel_opts;
 
 void nb_kernel_opts_defaults(nb_kernel_opts *o);
@@ -99,12 +102,18 @@ typedef struct nb_dispatch {
     char desc[320];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;
+    size_t gemm_slab_bytes; /* opts.gemm_slab_kib, or nb_gemm_slab_for_cpu */
 } nb_dispatch;
 
 nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *out) __attribute__((warn_unused_result));
 /* The streaming kernels' prefetch distance the table takes on this CPU
  * unless the options set one (dispatch.c says what it rests on). */
 int nb_prefetch_for_cpu(const nb_cpu *c);
+/* Bytes of packed activations per int8-GEMM slab on this CPU: half its L2
+ * (512 KiB when unknown), within NB_GEMM_SLAB_MIN_KIB..NB_GEMM_SLAB_MAX_KIB. */
+size_t nb_gemm_slab_for_cpu(const nb_cpu *c);
+#define NB_GEMM_SLAB_MIN_KIB 64
+#define NB_GEMM_SLAB_MAX_KIB (64 << 10)
 
 /* Sets the options of the process's table. Before the table is built it
  * also caps base/cpu.h's ISA (what code outside the table, like attention,

@@ -275,8 +275,6 @@ static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
  * kernels/repack.h from k->d->rgemm_min tokens on (default 8; measured on
  * TinyLlama Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12,
  * 105 vs 62 at 128), unless the dispatch table has it off. */
-/* Bytes of packed activations per slab of the int8 GEMM (kept in L2). */
-#define GEMM_SLAB_BYTES ((size_t)1536 << 10)
 
 /* Quantized weights (and float weights for one token), one job for up to
  * MM_MAX weights that read the same activations (Q, K and V; gate and up):
@@ -474,8 +472,10 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         nb_pool_run(k->pool, pack_worker, &j);
         chunk = 2 * NB_MAX(1, chunk / 4); /* even: the kernel's row pairs stay whole */
         /* slabs whose packed activations stay in a core's L2 while all the rows
-         * pass (pp512 of the TinyLlama shape: 105 -> see docs/performance.md) */
-        j.slab_groups = NB_MAX(2, (int64_t)(GEMM_SLAB_BYTES / (nb_actpack_bytes(K, NB_ACTPACK_TOKENS) + 1)) & ~(int64_t)1);
+         * pass (nb_gemm_slab_for_cpu); whole 4-group tiles of the AVX-512
+         * kernels where a slab holds four groups or more */
+        int64_t sg = (int64_t)(k->d->gemm_slab_bytes / (nb_actpack_bytes(K, NB_ACTPACK_TOKENS) + 1));
+        j.slab_groups = sg >= 4 ? sg & ~(int64_t)3 : 2;
         j.slabs = (j.ap.ng + j.slab_groups - 1) / j.slab_groups;
     } else if (path == PATH_DOTS || path == PATH_ROWS) {
         if (path == PATH_ROWS) chunk = (chunk + 15) / 16 * 16; /* whole 16-row panels */

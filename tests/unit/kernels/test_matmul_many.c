@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "base/cpu.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "quant/qtypes.h"
@@ -169,8 +171,46 @@ static void test_slabs(void **state) {
         free(mem);
     }
     fprintf(stderr, "  3800-token batches (several activation slabs) == one-token dots\n");
-    free(X); free(Y);
     nb_kctx_free(&k);
+    /* The slab size (per CPU, or --gemm-slab-kib) changes only the order the
+     * rows and slabs are visited in: each output is computed the same way,
+     * so a 64 KiB slab (many) and a 64 MiB one (one slab) agree bit for bit. */
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    nb_dispatch d;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    assert_int_equal(d.gemm_slab_bytes, nb_gemm_slab_for_cpu(nb_cpu_get()));
+    assert_true(d.gemm_slab_bytes >= (size_t)NB_GEMM_SLAB_MIN_KIB << 10);
+    float *Y2 = malloc((size_t)(n * R) * sizeof *Y2);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        void *mem;
+        nb_tensor W = make_weight(types[ti], K, R, &mem);
+        const int64_t kib[2] = {NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB};
+        for (int s = 0; s < 2; s++) {
+            o.gemm_slab_kib = kib[s];
+            assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+            assert_int_equal(d.gemm_slab_bytes, (size_t)kib[s] << 10);
+            assert_int_equal(nb_kctx_init_with(&k, 2, &d), NB_OK);
+            assert_int_equal(nb_matmul(&k, &W, X, n, s ? Y2 : Y), NB_OK);
+            nb_kctx_free(&k);
+        }
+        assert_memory_equal(Y, Y2, (size_t)(n * R) * sizeof *Y);
+        free(mem);
+    }
+    o.gemm_slab_kib = NB_GEMM_SLAB_MIN_KIB - 1;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "gemm_slab_kib"));
+    setenv("NIBBLE_GEMM_SLAB_KIB", "1000000", 1);
+    nb_kernel_opts_defaults(&o);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_GEMM_SLAB_KIB"));
+    setenv("NIBBLE_GEMM_SLAB_KIB", "256", 1);
+    nb_kernel_opts_defaults(&o);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_int_equal(o.gemm_slab_kib, 256);
+    unsetenv("NIBBLE_GEMM_SLAB_KIB");
+    fprintf(stderr, "  slabs of 64 KiB and 64 MiB give identical outputs; bad slab sizes are refused\n");
+    free(X); free(Y); free(Y2);
 }
 
 int main(void) {
