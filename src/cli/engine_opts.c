@@ -166,7 +166,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
         fputs("      --max-model-len N            max prompt + completion tokens (default: the model's context)\n"
               "      --max-num-seqs N             sequences in one batch (default 64)\n"
               "      --max-num-batched-tokens N   tokens per engine step: decodes first, then prompt chunks\n"
-              "                                   (default max(128, --max-num-seqs), or --max-num-seqs + the\n"
+              "                                   (default max(256, --max-num-seqs), or --max-num-seqs + the\n"
               "                                   prefill share when that is set)\n"
               "      --max-prefill-tokens-per-step N  prompt tokens per step on top of the decodes, so a step with\n"
               "                                   prefill costs at most the decodes + N tokens (default 0: none,\n"

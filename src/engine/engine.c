@@ -99,13 +99,14 @@ void nb_engine_config_defaults(nb_engine_config *c) {
     memset(c, 0, sizeof *c);
     c->max_num_seqs = 64;
     /* The step's token budget: running decodes first, then prompt chunks
-     * (sched.h). Left 0 here, nb_engine_create resolves it: max(128,
+     * (sched.h). Left 0 here, nb_engine_create resolves it: max(256,
      * max_num_seqs) with no separate prefill share (prompt chunks take what
      * the decodes leave), or max_num_seqs + the share when one is set. A
-     * 128-token step keeps TPOT short while prompts arrive and costs a long
-     * prompt one extra weight read per 128 tokens; with 32 streams and
-     * 80-token prompts a share of 128 on top of the decodes measured lower
-     * throughput and higher TPOT p99 (docs/speed.md, "Serving 32 clients";
+     * 256-token step keeps TPOT short while prompts arrive and costs a long
+     * prompt one extra weight read per 256 tokens; with 32 streams and
+     * 80-token prompts on a quiet 2-core machine it gave 6-8% more output
+     * tok/s than 128 with lower TTFT and TPOT p99, and 384 / 512 no more
+     * throughput with a higher TTFT p50 (docs/speed.md, "Session 10";
      * docs/serve.md, "Chunked prefill"). */
     c->max_num_batched_tokens = 0;
     c->max_prefill_tokens = 0;

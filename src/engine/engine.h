@@ -34,7 +34,7 @@ typedef struct nb_engine_config {
     bool use_mmap;                   /* see nb_model_params */
     int32_t max_model_len;           /* <= 0: the model's context length */
     int32_t max_num_seqs;            /* <= 0: 64 */
-    int32_t max_num_batched_tokens;  /* <= 0: max(128, max_num_seqs), or max_num_seqs + max_prefill_tokens
+    int32_t max_num_batched_tokens;  /* <= 0: max(256, max_num_seqs), or max_num_seqs + max_prefill_tokens
                                       * when that is set (nb_plan_nibble_step_tokens) */
     int32_t max_prefill_tokens;      /* prompt tokens per step (sched.h); <= 0: no separate share (prompt
                                       * chunks take what the decodes leave of the budget) */

@@ -331,8 +331,8 @@ uint64_t nb_plan_nibble_activation(int64_t n_embd, int64_t n_head, int64_t head_
  * max_num_seqs + max_prefill_tokens when a prefill share is set (> 0), else
  * max(NB_PLAN_NIBBLE_STEP_TOKENS, max_num_seqs). The engine sizes its steps
  * with it, the plan its activation term (docs/speed.md, "Serving 32
- * clients", has the measurements behind the 128). */
-#define NB_PLAN_NIBBLE_STEP_TOKENS 128
+ * clients", has the measurements behind the 256). */
+#define NB_PLAN_NIBBLE_STEP_TOKENS 256
 int64_t nb_plan_nibble_step_tokens(int64_t max_num_batched_tokens, int64_t max_num_seqs, int64_t max_prefill_tokens);
 
 /* What a startup log says (any field may be missing: 0 / -1). */
