@@ -471,7 +471,9 @@ void RP_FN(q8_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const n
  * (Q4_K: d*sc[8], dmin*m[8]; Q6_K: d*sc[16]), then each 32-weight block's
  * integer sums (per 16-weight half for Q6_K) scaled into f, and f times the
  * tokens' Q8_K scale into F at the end of the super-block. A last tile of
- * fewer rows repeats its last row and stores only its own. */
+ * fewer rows repeats its last row and stores only its own. Each super-block
+ * is unpacked once for up to KG token groups (their F in memory), not once
+ * per group. */
 static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                         const nb_actpack *ap, float *y, int64_t ldy, const int six) {
     const int64_t nb = ap->nb, nsb = ap->K / 256;
@@ -480,13 +482,16 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
     _Alignas(32) float sc[4][16];
     const uint8_t *const up[4] = {u[0], u[1], u[2], u[3]};
     const int RT = six ? 2 : 4;
+    enum { KG = 8 };
+    __m256 F[KG][4][2];
     for (int64_t r = 0; r < nr; r += RT) {
         const int nrows = nr - r < RT ? (int)(nr - r) : RT;
         const uint8_t *x[4];
         for (int k = 0; k < RT; k++) x[k] = w + (r + (k < nrows ? k : nrows - 1)) * row_bytes;
-        for (int64_t g = 0; g < ap->ng; g++) {
-            __m256 F[4][2];
-            for (int k = 0; k < 4; k++) F[k][0] = F[k][1] = _mm256_setzero_ps();
+        for (int64_t g0 = 0; g0 < ap->ng; g0 += KG) {
+            const int ngr = ap->ng - g0 < KG ? (int)(ap->ng - g0) : KG;
+            for (int gi = 0; gi < ngr; gi++)
+                for (int k = 0; k < 4; k++) F[gi][k][0] = F[gi][k][1] = _mm256_setzero_ps();
             for (int64_t s = 0; s < nsb; s++) {
                 for (int k = 0; k < RT; k++) {
                     const uint8_t *blk = x[k] + s * bsz;
@@ -514,6 +519,8 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                                                                      _mm_loadl_epi64((const __m128i *)b4->m)))));
                     }
                 }
+                for (int gi = 0; gi < ngr; gi++) {
+                const int64_t g = g0 + gi;
                 __m256 f[4][2];
                 for (int k = 0; k < RT; k++) f[k][0] = f[k][1] = _mm256_setzero_ps();
                 for (int j = 0; j < 8; j++) {
@@ -545,10 +552,11 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                 }
                 for (int hf = 0; hf < 2; hf++) {
                     __m256 d = _mm256_load_ps(ap->d + (g * nb + s * 8) * 16 + 8 * hf);
-                    for (int k = 0; k < RT; k++) F[k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[k][hf]);
+                    for (int k = 0; k < RT; k++) F[gi][k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[gi][k][hf]);
+                }
                 }
             }
-            store_tile(y, ldy, r, nrows, g, ap->n, F);
+            for (int gi = 0; gi < ngr; gi++) store_tile(y, ldy, r, nrows, g0 + gi, ap->n, F[gi]);
         }
     }
 }
