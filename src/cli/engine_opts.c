@@ -32,6 +32,8 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
         k->small_batch = false;
     } else if (!strcmp(a, "--no-rows-dots")) {
         k->rows_max = 0;
+    } else if (!strcmp(a, "--no-attn-bf16-dots")) {
+        k->attn_bf16_dots = false;
     } else if (!strcmp(a, "--isa")) {
         if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
         if (!nb_isa_parse(val, &k->max_isa)) {
@@ -191,6 +193,8 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --no-small-batch-dots        smaller batches one token at a time, not the multi-token dots\n"
               "      --no-rows-dots               batches of 8-24 tokens not through the rows-in-lanes kernels\n"
               "                                   (Q4_0 on AVX-512 VNNI) but the multi-token dots / int8 GEMMs\n"
+              "      --no-attn-bf16-dots          bf16 KV pools: attention in f32 products, not the bf16 dot\n"
+              "                                   products of AVX512_BF16 (env NIBBLE_ATTN_BF16_DOTS=0)\n"
               "      --qgemm-min N                batch size from which other quantized weights are dequantized into\n"
               "                                   the float GEMM (default 16; env NIBBLE_QGEMM_MIN)\n"
               "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"

@@ -71,6 +71,14 @@ size_t nb_attn_scratch_floats(int head_dim, int nq, int nt);
 void nb_attn_ref(const nb_attn_tile *t);
 nb_attn_fn nb_attn_avx2(void); /* NULL when not compiled */
 nb_attn_fn nb_attn_avx512(void);
+/* For bf16 KV pools (other types, scales or an odd head size fall back to
+ * nb_attn_avx512): the products in bf16 with vdpbf16ps, about half the
+ * instructions of the f32 kernel. K and V are used as stored; Q (times the
+ * scale) and the softmax probabilities are rounded to bf16 for the
+ * products (8 significant bits; sums, softmax and output in f32), so it
+ * differs from nb_attn_ref by those roundings, not only by summation
+ * order. NULL when not compiled or the CPU lacks AVX512_BF16. */
+nb_attn_fn nb_attn_avx512_bf16(void);
 /* Best kernel the CPU runs (nb_cpu_isa()) at or below max_isa, and its name. */
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
 

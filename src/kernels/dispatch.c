@@ -15,6 +15,7 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->repack = true;
     o->int8_gemm = true;
     o->small_batch = true;
+    o->attn_bf16_dots = true;
     o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
     o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
     o->decode_dot = NB_DECODE_DOT_AUTO;
@@ -51,6 +52,8 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     }
     e = getenv("NIBBLE_REPACK");
     if (e && !strcmp(e, "0")) o->repack = false;
+    e = getenv("NIBBLE_ATTN_BF16_DOTS");
+    if (e && !strcmp(e, "0")) o->attn_bf16_dots = false;
     e = getenv("NIBBLE_NO_INT8_GEMM");
     if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
@@ -146,6 +149,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->isa = isa;
     d->fk = nb_float_kernels_get(isa);
     d->attn = nb_attn_get(isa, &d->attn_name);
+    d->attn_bf16 = d->attn;
+    nb_attn_fn bf = isa >= NB_ISA_AVX512 && o->attn_bf16_dots ? nb_attn_avx512_bf16() : NULL;
+    if (bf) d->attn_bf16 = bf;
     pick_decode(o, isa, d);
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
@@ -178,10 +184,11 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
-             o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?");
+             o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
+             d->attn_bf16 != d->attn ? " (bf16 KV: bf16 dots)" : "");
     return NB_OK;
 }
 

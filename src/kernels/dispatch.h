@@ -58,6 +58,8 @@ typedef struct nb_kernel_opts {
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
+    bool attn_bf16_dots;     /* bf16 KV pools: attention with bf16 dot products where the CPU has them
+                                (kernels/attn.h nb_attn_avx512_bf16; default true, NIBBLE_ATTN_BF16_DOTS=0) */
     int64_t gemm_slab_kib;   /* KiB of packed activations per slab of the int8 GEMM (every row passes one
                                 slab before the next; it should stay in one core's L2); 0 (default) = per
                                 CPU, nb_gemm_slab_for_cpu (--gemm-slab-kib, NIBBLE_GEMM_SLAB_KIB) */
@@ -99,6 +101,7 @@ typedef struct nb_dispatch {
     int64_t qgemm_min, rgemm_min, rows_min, rows_max;
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
+    nb_attn_fn attn_bf16;  /* the one for bf16 KV pools: attn, or the bf16-dot kernel */
     char desc[320];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;

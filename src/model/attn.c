@@ -11,6 +11,7 @@ nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_
         return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
                        hp->n_head, hp->n_head_kv, NB_ATTN_MAX_GROUP);
     a->fn = d->attn;
+    a->fn_bf16 = d->attn_bf16;
     a->isa = d->attn_name;
     a->n_head = hp->n_head;
     a->n_head_kv = hp->n_head_kv;
@@ -69,6 +70,7 @@ static void run_worker(void *arg, int ith, int nth) {
     const int64_t stride = (int64_t)a->n_head * a->head_dim, goff = (int64_t)a->group * a->head_dim;
     nb_attn_tile t = {.kv = &j->kv, .nq = a->group, .q_stride = stride, .out_stride = stride,
                       .scale = 1.0f / sqrtf((float)a->head_dim), .scratch = a->scratch + (size_t)ith * a->scratch_floats};
+    const nb_attn_fn fn = j->kv.type == NB_KVT_BF16 ? a->fn_bf16 : a->fn;
     int64_t lo, hi;
     while (nb_pool_chunk(j->pool, ith, &lo, &hi))
         for (int64_t job = lo; job < hi; job++) {
@@ -80,7 +82,7 @@ static void run_worker(void *arg, int ith, int nth) {
             t.pos0 = s->pos0;
             t.q = j->q + (int64_t)s->t0 * stride + kvh * goff;
             t.out = j->out + (int64_t)s->t0 * stride + kvh * goff;
-            a->fn(&t);
+            fn(&t);
         }
 }
 

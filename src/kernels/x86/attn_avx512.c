@@ -74,6 +74,37 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
     for (int j = hv; j < hd; j++) dst[j] = nb_attn_elem(t, src, j) * sc;
 }
 
+/* The causal mask and the online softmax of one chunk's scores s[c] (rows
+ * rb*W.., in lanes): s becomes e^(s - max), M and L are updated, and the
+ * factor the partial output must be rescaled by is returned. */
+static inline __attribute__((always_inline)) __m512 softmax_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0,
+                                                                  float *M, float *L) {
+    const int32_t pmin = PS[rb * W];
+    if (k0 + KC - 1 > pmin) { /* the diagonal (or the last, short chunk): key p only for rows at >= p */
+        const __m512i pv = _mm512_loadu_si512(PS + rb * W);
+        const __m512 ninf = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 16
+        for (int c = 0; c < KC; c++) {
+            const __mmask16 ok = _mm512_cmp_epi32_mask(_mm512_set1_epi32(k0 + c), pv, _MM_CMPINT_LE);
+            s[c] = _mm512_mask_blend_ps(ok, ninf, s[c]);
+        }
+    }
+    __m512 mx = s[0];
+#pragma GCC unroll 16
+    for (int c = 1; c < KC; c++) mx = _mm512_max_ps(mx, s[c]);
+    const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
+    const __m512 corr = exp16(_mm512_sub_ps(mo, mn));
+    _mm512_storeu_ps(M + rb * W, mn);
+    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int c = 0; c < KC; c++) {
+        s[c] = exp16(_mm512_sub_ps(s[c], mn));
+        sum = _mm512_add_ps(sum, s[c]);
+    }
+    _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
+    return corr;
+}
+
 static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, const int HD) {
     attn_frame f;
     attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
@@ -84,8 +115,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
     for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
         attn_frame_chunk(t, &f, k0, row_f32);
         for (int rb = 0; rb < RB; rb++) {
-            const int32_t pmin = PS[rb * W], pmax = PS[rb * W + W - 1];
-            if (pmax < k0) continue; /* these rows' keys ended in an earlier chunk */
+            if (PS[rb * W + W - 1] < k0) continue; /* these rows' keys ended in an earlier chunk */
             const float *qt = QT + (size_t)rb * hd * W;
             float *ot = OT + (size_t)rb * hd * W;
             __m512 s[KC];
@@ -96,28 +126,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
 #pragma GCC unroll 16
                 for (int c = 0; c < KC; c++) s[c] = _mm512_fmadd_ps(_mm512_set1_ps(Kf[c * hd + j]), qv, s[c]);
             }
-            if (k0 + KC - 1 > pmin) { /* the diagonal (or the last, short chunk): key p only for rows at >= p */
-                const __m512i pv = _mm512_loadu_si512(PS + rb * W);
-                const __m512 ninf = _mm512_set1_ps(-INFINITY);
-#pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) {
-                    const __mmask16 ok = _mm512_cmp_epi32_mask(_mm512_set1_epi32(k0 + c), pv, _MM_CMPINT_LE);
-                    s[c] = _mm512_mask_blend_ps(ok, ninf, s[c]);
-                }
-            }
-            __m512 mx = s[0];
-#pragma GCC unroll 16
-            for (int c = 1; c < KC; c++) mx = _mm512_max_ps(mx, s[c]);
-            const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
-            const __m512 corr = exp16(_mm512_sub_ps(mo, mn));
-            _mm512_storeu_ps(M + rb * W, mn);
-            __m512 sum = _mm512_setzero_ps();
-#pragma GCC unroll 16
-            for (int c = 0; c < KC; c++) {
-                s[c] = exp16(_mm512_sub_ps(s[c], mn));
-                sum = _mm512_add_ps(sum, s[c]);
-            }
-            _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
+            const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
             int j = 0;
             for (; j + 4 <= hd; j += 4) {
                 __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 0) * W), corr);
@@ -148,7 +157,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
     attn_frame_end(t, &f, W);
 }
 
-static void attn_avx512(const nb_attn_tile *t) {
+static void attn_avx512_f32(const nb_attn_tile *t) {
     switch (t->kv->head_dim) {
     case 64: tile16(t, 64); return;
     case 128: tile16(t, 128); return;
@@ -156,4 +165,132 @@ static void attn_avx512(const nb_attn_tile *t) {
     }
 }
 
-nb_attn_fn nb_attn_avx512(void) { return attn_avx512; }
+/* ---- bf16 KV with bf16 dot products (AVX512_BF16) ------------------------
+ * vdpbf16ps adds two bf16 products per lane per instruction: the same tile
+ * as tile16 with half the multiply instructions. K and V are the pool's
+ * bf16 values unchanged; Q (times the scale) and the probabilities P are
+ * rounded to bf16 (to nearest even) for the products, which is what this
+ * kernel costs in accuracy (attn.h); the sums, the softmax and O stay f32.
+ * Layouts, in pairs of bf16 per 32-bit lane: Q^T as QP[rb][j/2][lane]
+ * (head elements 2i, 2i+1 of each row), a chunk's K as its rows (a pair is
+ * two neighbouring elements), V as VP[c/2][j] (element j of keys c, c+1),
+ * P as pairs of keys per row. */
+
+/* (lo[i], hi[i]) as bf16 pairs in 32-bit lane i. */
+static inline __m512i bf16_pairs(__m512 lo, __m512 hi, __m512i idx) {
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+static inline __m512bh bcast_pair(const uint16_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return (__m512bh)_mm512_set1_epi32((int)v);
+}
+
+static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile *t, const int HD) {
+    static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    attn_frame f;
+    attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
+    const int hd = f.hd, RB = f.RB, hp = hd / 2;
+    const __m512i idx = _mm512_loadu_si512(pair_idx);
+    float *OT = f.OT, *M = f.M, *L = f.L;
+    const int32_t *PS = f.PS;
+    /* Q^T to bf16 pairs in place (pair j2 goes where element j2 was: below
+     * both elements it is made of, so nothing is overwritten before read) */
+    for (int rb = 0; rb < RB; rb++) {
+        float *qt = f.QT + (size_t)rb * hd * W;
+        for (int j2 = 0; j2 < hp; j2++)
+            _mm512_storeu_si512(qt + j2 * W, bf16_pairs(_mm512_loadu_ps(qt + 2 * j2 * W),
+                                                        _mm512_loadu_ps(qt + (2 * j2 + 1) * W), idx));
+    }
+    uint16_t *Kb = (uint16_t *)(void *)f.Kf; /* [KC][hd] */
+    uint32_t *VP = (uint32_t *)(void *)f.Vf; /* [KC/2][hd] */
+    const int hv = hd & ~15;
+
+    for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
+        const uint8_t *kr[KC], *vr[KC];
+        int64_t sl[KC];
+        const int nk = attn_chunk_rows(t, &f, k0, kr, vr, sl);
+        for (int c = 0; c < KC; c++) {
+            if (c < nk) memcpy(Kb + c * hd, kr[c], (size_t)hd * 2);
+            else memset(Kb + c * hd, 0, (size_t)hd * 2);
+        }
+        for (int cp = 0; cp < KC / 2; cp++) {
+            const uint16_t *a = 2 * cp < nk ? (const uint16_t *)(const void *)vr[2 * cp] : NULL;
+            const uint16_t *b = 2 * cp + 1 < nk ? (const uint16_t *)(const void *)vr[2 * cp + 1] : NULL;
+            uint32_t *o = VP + cp * hd;
+            int j = 0;
+            for (; j < hv; j += 16) {
+                const __m512i lo = a ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a + j)))
+                                     : _mm512_setzero_si512();
+                const __m512i hi = b ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + j)))
+                                     : _mm512_setzero_si512();
+                _mm512_storeu_si512(o + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+            for (; j < hd; j++) o[j] = (a ? a[j] : 0u) | (uint32_t)(b ? b[j] : 0u) << 16;
+        }
+        for (int rb = 0; rb < RB; rb++) {
+            if (PS[rb * W + W - 1] < k0) continue; /* these rows' keys ended in an earlier chunk */
+            const float *qp = f.QT + (size_t)rb * hd * W;
+            float *ot = OT + (size_t)rb * hd * W;
+            __m512 s[KC];
+#pragma GCC unroll 16
+            for (int c = 0; c < KC; c++) s[c] = _mm512_setzero_ps();
+            for (int j2 = 0; j2 < hp; j2++) {
+                const __m512bh qv = (__m512bh)_mm512_loadu_si512(qp + j2 * W);
+#pragma GCC unroll 16
+                for (int c = 0; c < KC; c++) s[c] = _mm512_dpbf16_ps(s[c], qv, bcast_pair(Kb + c * hd + 2 * j2));
+            }
+            const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
+            __m512bh pp[KC / 2];
+#pragma GCC unroll 8
+            for (int cp = 0; cp < KC / 2; cp++) pp[cp] = (__m512bh)bf16_pairs(s[2 * cp], s[2 * cp + 1], idx);
+            int j = 0;
+            for (; j + 4 <= hd; j += 4) {
+                __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 0) * W), corr);
+                __m512 o1 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 1) * W), corr);
+                __m512 o2 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 2) * W), corr);
+                __m512 o3 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 3) * W), corr);
+#pragma GCC unroll 8
+                for (int cp = 0; cp < KC / 2; cp++) {
+                    const uint16_t *v = (const uint16_t *)(const void *)(VP + cp * hd + j);
+                    o0 = _mm512_dpbf16_ps(o0, pp[cp], bcast_pair(v + 0));
+                    o1 = _mm512_dpbf16_ps(o1, pp[cp], bcast_pair(v + 2));
+                    o2 = _mm512_dpbf16_ps(o2, pp[cp], bcast_pair(v + 4));
+                    o3 = _mm512_dpbf16_ps(o3, pp[cp], bcast_pair(v + 6));
+                }
+                _mm512_storeu_ps(ot + (j + 0) * W, o0);
+                _mm512_storeu_ps(ot + (j + 1) * W, o1);
+                _mm512_storeu_ps(ot + (j + 2) * W, o2);
+                _mm512_storeu_ps(ot + (j + 3) * W, o3);
+            }
+            for (; j < hd; j++) {
+                __m512 o = _mm512_mul_ps(_mm512_loadu_ps(ot + j * W), corr);
+                for (int cp = 0; cp < KC / 2; cp++)
+                    o = _mm512_dpbf16_ps(o, pp[cp], bcast_pair((const uint16_t *)(const void *)(VP + cp * hd + j)));
+                _mm512_storeu_ps(ot + j * W, o);
+            }
+        }
+    }
+
+    attn_frame_end(t, &f, W);
+}
+
+/* bf16 KV without scales and an even head size; anything else takes the
+ * f32 kernel. */
+static void attn_avx512_bf16(const nb_attn_tile *t) {
+    const nb_attn_kv *kv = t->kv;
+    if (kv->type != NB_KVT_BF16 || kv->ks || kv->vs || kv->head_dim % 2) {
+        attn_avx512_f32(t);
+        return;
+    }
+    switch (kv->head_dim) {
+    case 64: tile16_bf16(t, 64); return;
+    case 128: tile16_bf16(t, 128); return;
+    default: tile16_bf16(t, 0); return;
+    }
+}
+
+nb_attn_fn nb_attn_avx512(void) { return attn_avx512_f32; }
+nb_attn_fn nb_attn_avx512_bf16(void) { return nb_cpu_get()->avx512bf16 ? attn_avx512_bf16 : NULL; }

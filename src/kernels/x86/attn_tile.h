@@ -61,14 +61,15 @@ static inline __attribute__((always_inline)) void attn_frame_begin(const nb_attn
     }
 }
 
-/* Keys k0 .. k0+KC-1 (zeros past the last) into Kf and Vf, scales folded in. */
-static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn_tile *t, const attn_frame *f,
-                                                                   int32_t k0, attn_row_fn row_f32) {
+/* The rows of keys k0 .. k0+KC-1 of the tile's head: kr / vr (and the slot
+ * indices of the scales, idx) for the first nk, the count returned. */
+static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_tile *t, const attn_frame *f,
+                                                                 int32_t k0, const uint8_t *kr[KC],
+                                                                 const uint8_t *vr[KC], int64_t idx[KC]) {
     const nb_attn_kv *kv = t->kv;
     const int hd = f->hd;
     const int32_t bs = kv->block_size;
     const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
-    const float *lut = nb_attn_fp8_table();
     const int nk = f->last - k0 + 1 < KC ? f->last - k0 + 1 : KC;
     /* the next chunk's rows into the cache while this one is computed: at
      * long contexts K/V of a head no longer fit in L2, and the block table
@@ -83,14 +84,30 @@ static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn
             __builtin_prefetch(kv->v + off + b);
         }
     }
+    for (int c = 0; c < nk; c++) {
+        const int32_t p = k0 + c;
+        idx[c] = (int64_t)t->blocks[p / bs] * bs + p % bs;
+        kr[c] = kv->k + idx[c] * kv->row + head_off;
+        vr[c] = kv->v + idx[c] * kv->row + head_off;
+    }
+    return nk;
+}
+
+/* Keys k0 .. k0+KC-1 (zeros past the last) into Kf and Vf, scales folded in. */
+static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn_tile *t, const attn_frame *f,
+                                                                   int32_t k0, attn_row_fn row_f32) {
+    const nb_attn_kv *kv = t->kv;
+    const int hd = f->hd;
+    const float *lut = nb_attn_fp8_table();
+    const uint8_t *kr[KC], *vr[KC];
+    int64_t idx[KC];
+    const int nk = attn_chunk_rows(t, f, k0, kr, vr, idx);
     for (int c = 0; c < KC; c++) {
         if (c < nk) {
-            const int32_t p = k0 + c;
-            const int64_t idx = (int64_t)t->blocks[p / bs] * bs + p % bs;
-            const float ks = kv->ks ? kv->ks[idx * kv->n_head_kv + t->kvh] : 1.0f;
-            const float vs = kv->vs ? kv->vs[idx * kv->n_head_kv + t->kvh] : 1.0f;
-            row_f32(kv->type, kv->k + idx * kv->row + head_off, ks, f->Kf + c * hd, hd, lut);
-            row_f32(kv->type, kv->v + idx * kv->row + head_off, vs, f->Vf + c * hd, hd, lut);
+            const float ks = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+            const float vs = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+            row_f32(kv->type, kr[c], ks, f->Kf + c * hd, hd, lut);
+            row_f32(kv->type, vr[c], vs, f->Vf + c * hd, hd, lut);
         } else {
             memset(f->Kf + c * hd, 0, (size_t)hd * sizeof *f->Kf);
             memset(f->Vf + c * hd, 0, (size_t)hd * sizeof *f->Vf);

@@ -10,7 +10,11 @@
  * position and at odd places later on, so the running max grows both early and late (the
  * kernels' rescaling paths) or never after the first key. The pool is laid
  * out here as nb_attn_kv describes it, so this runs with nb_kernels alone.
- * A kernel the CPU lacks is a real skip. */
+ * A kernel the CPU lacks is a real skip. The bf16-dot kernel for bf16 pools
+ * rounds Q and the probabilities to bf16 for its products: it is checked
+ * against the reference on the same bf16-rounded Q, within what the
+ * probabilities' rounding (2^-9 relative) can move the output, and on the
+ * other types (its fallback) against the f32 kernel, bit for bit. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -143,7 +147,11 @@ static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, i
     free(scratch);
 }
 
-static void check_kernel(nb_attn_fn fn, const char *name) {
+/* fn against ref (the scalar kernel unless said) on every case;
+ * only_type >= 0: that KV type alone; bf16_q: both get Q rounded to bf16
+ * (to nearest even) first; tol: the allowed |ref - got| / (1 + |ref|).
+ * Returns the largest one seen. */
+static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int only_type, bool bf16_q, float tol) {
     const int hds[] = {64, 128, 40}, bss[] = {16, 5};
     /* (group, tokens, first position): the last tile of the context, one
      * decode token at its end, a mid tile off the chunk grid, an early one */
@@ -157,12 +165,16 @@ static void check_kernel(nb_attn_fn fn, const char *name) {
     assert_non_null(want);
     assert_non_null(got);
     int ncases = 0;
+    float worst = 0;
     for (int t = 0; t <= NB_KVT_FP8; t++)
-        for (int hi = 0; hi < 3; hi++)
+        for (int hi = 0; hi < 3 && (only_type < 0 || t == only_type); hi++)
             for (int hot_kind = 0; hot_kind < 2; hot_kind++) {
                 const int hd = hds[hi], bs = bss[(t + hi + hot_kind) % 2];
                 unsigned s = 101u + (unsigned)(t * 7 + hi * 3 + hot_kind);
-                for (int i = 0; i < MAXNT * MAXNQ * hd; i++) q[i] = frand(&s);
+                for (int i = 0; i < MAXNT * MAXNQ * hd; i++) {
+                    q[i] = frand(&s);
+                    if (bf16_q) q[i] = nb_bf16_to_fp32(nb_fp32_to_bf16(q[i]));
+                }
                 /* hot keys: the first one only (max never grows after key 0), or
                  * some spread over the context (it grows late, mid-chunk) */
                 const int hot_first[] = {0}, hot_late[] = {3, 200, 517, 1049};
@@ -173,22 +185,28 @@ static void check_kernel(nb_attn_fn fn, const char *name) {
                     const int nq = cases_[c].nq, nt = cases_[c].nt, kvh = (c + hot_kind) % 2;
                     const int32_t pos0 = cases_[c].pos0;
                     const int n = nt * nq * hd;
-                    run_tile(nb_attn_ref, &p, q, want, kvh, nq, nt, pos0);
+                    run_tile(ref, &p, q, want, kvh, nq, nt, pos0);
                     for (int i = 0; i < n; i++) got[i] = NAN;
                     run_tile(fn, &p, q, got, kvh, nq, nt, pos0);
-                    for (int i = 0; i < n; i++)
-                        if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
+                    for (int i = 0; i < n; i++) {
+                        const float e = fabsf(want[i] - got[i]) / (1 + fabsf(want[i]));
+                        if (!(e <= tol))
                             fail_msg("%s type %d hd %d bs %d hot %d nq %d nt %d pos0 %d: row %d elem %d ref %g got %g",
                                      name, t, hd, bs, hot_kind, nq, nt, pos0, i / hd, i % hd, want[i], got[i]);
+                        worst = e > worst ? e : worst;
+                    }
                     ncases++;
                 }
                 pool_free(&p);
             }
-    assert_int_equal(ncases, 5 * 3 * 2 * NCASE);
+    assert_int_equal(ncases, (only_type < 0 ? 5 : 1) * 3 * 2 * NCASE);
     free(q);
     free(want);
     free(got);
+    return worst;
 }
+
+static void check_kernel(nb_attn_fn fn, const char *name) { check_cases(fn, nb_attn_ref, name, -1, false, 2e-5f); }
 
 static void test_avx2_long(void **state) {
     (void)state;
@@ -202,6 +220,18 @@ static void test_avx512_long(void **state) {
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX-512 kernel on this CPU (or NIBBLE_ISA below it)");
     check_kernel(fn, "avx512");
+}
+
+static void test_avx512_bf16_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_bf16() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX512_BF16 on this CPU (or NIBBLE_ISA below AVX-512)");
+    const float worst = check_cases(fn, nb_attn_ref, "avx512 bf16 dots", NB_KVT_BF16, true, 4e-3f);
+    fprintf(stderr, "  bf16 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
+    assert_true(worst > 0); /* it does round: not the f32 kernel by mistake */
+    /* the other types fall back to the f32 kernel exactly */
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        if (t != NB_KVT_BF16) check_cases(fn, nb_attn_avx512(), "avx512 bf16 dots (fallback)", t, false, 0);
 }
 
 /* The kernel nb_attn_get picks (whatever the CPU and NIBBLE_ISA allow,
@@ -238,6 +268,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_avx2_long),
         cmocka_unit_test(test_avx512_long),
+        cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_dispatched_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
