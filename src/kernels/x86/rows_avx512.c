@@ -34,7 +34,13 @@
 #include "kernels/repack.h"
 
 #define AI static inline __attribute__((always_inline))
-enum { RL = 16, TT = 8, SEG = 16 }; /* rows per panel, tokens per pass, groups per segment */
+/* rows per panel, tokens per pass, units (Q4_0R groups, Q4_KR super-blocks)
+ * per segment. Short segments let the core overlap one segment's loads and
+ * transposes with the previous one's multiplies: with 16 groups (a whole
+ * 2048-wide row) per segment, half the kernel's samples at 8 tokens sat in
+ * the load phase; 4 gave decode of 8 / 16 / 24 sequences 14% / 8% / 4% more
+ * tok/s on TinyLlama Q4_0 (docs/speed.md, session 10). */
+enum { RL = 16, TT = 8, SEG = 4 };
 
 /* out[s] lane i = in[i] word s (16 x 16 32-bit words): unpack 32 and 64
  * bits within 128-bit lanes, then a 4 x 4 transpose of the 128-bit lanes. */
@@ -288,10 +294,10 @@ AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, co
  * in segments that stay transposed for every pass of up to 8 tokens. */
 AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                    size_t a_stride, float *y, int64_t ldy) {
-    const int64_t nb = n / 32, nu = kind == K_Q4_0R ? nb / 4 : n / 256, seg = kind == K_Q4_0R ? SEG : SEG / 2;
+    const int64_t nb = n / 32, nu = kind == K_Q4_0R ? nb / 4 : n / 256;
     _Alignas(64) union {
         tgroup g[SEG];
-        tsuper k[SEG / 2];
+        tsuper k[SEG];
     } buf;
     _Alignas(64) float yt[64 * 16];
     for (int64_t r0 = 0; r0 < nr; r0 += RL) {
@@ -303,8 +309,8 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
             const int64_t nc = nt - c0 < 64 ? nt - c0 : 64;
             const uint8_t *ac = (const uint8_t *)act + (size_t)c0 * a_stride;
             memset(yt, 0, (size_t)nc * 16 * sizeof(float));
-            for (int64_t u0 = 0; u0 < nu; u0 += seg) {
-                const int64_t u1 = u0 + seg < nu ? u0 + seg : nu;
+            for (int64_t u0 = 0; u0 < nu; u0 += SEG) {
+                const int64_t u1 = u0 + SEG < nu ? u0 + SEG : nu;
                 for (int64_t u = u0; u < u1; u++) {
                     /* the next panel (16 rows further, contiguous), a share per unit:
                      * this one is read as 16-32 short streams, too many for the
