@@ -470,7 +470,13 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         j.pack = k->d->actpack_group;
         j.scratch = k->act + pack;
         nb_pool_run(k->pool, pack_worker, &j);
-        chunk = 2 * NB_MAX(1, chunk / 4); /* even: the kernel's row pairs stay whole */
+        /* whole 4-row tiles (the AVX-512 GEMMs' and the AVX2 Q4_KR one; a
+         * short tile computes four rows and stores its own): the old even
+         * chunks of 14 Q4_0R / 6 Q8_0R rows ran a last tile for 2 rows, and
+         * 12 / 4 took pp512 from 364-369 to 390-392 tok/s (Q4_0), 335-341 to
+         * 418-420 (Q8_0), 358-369 to 389-390 (Q4_K_M); AVX2 unchanged
+         * within the noise (docs/speed.md, session 10) */
+        chunk = NB_MAX(4, (chunk / 2) & ~(int64_t)3);
         /* slabs whose packed activations stay in a core's L2 while all the rows
          * pass (nb_gemm_slab_for_cpu); whole 4-group tiles of the AVX-512
          * kernels where a slab holds four groups or more */
