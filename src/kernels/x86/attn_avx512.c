@@ -74,6 +74,47 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
     for (int j = hv; j < hd; j++) dst[j] = nb_attn_elem(t, src, j) * sc;
 }
 
+/* bf16 pairs of two neighbouring elements at p, broadcast. */
+static inline __m512bh bcast_pair(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return (__m512bh)_mm512_set1_epi32((int)v);
+}
+
+/* Columns j .. j+NC-1 of O^T = O^T * corr + V^T P for one block of rows
+ * (ot: hd vectors): BF = 0 with the f32 probabilities s[KC] and the f32
+ * chunk Vf[KC][hd]; BF = 1 with the bf16 pairs of probabilities pp[KC/2]
+ * and of values VP[KC/2][hd]. Per column the keys are added in order. */
+static inline __attribute__((always_inline)) void o_cols(float *ot, int hd, int j, __m512 corr, const __m512 *s,
+                                                         const float *Vf, const __m512bh *pp, const uint32_t *VP,
+                                                         const int BF, const int NC) {
+    __m512 o[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + i) * W), corr);
+    if (BF) {
+#pragma GCC unroll 8
+        for (int cp = 0; cp < KC / 2; cp++)
+#pragma GCC unroll 4
+            for (int i = 0; i < NC; i++) o[i] = _mm512_dpbf16_ps(o[i], pp[cp], bcast_pair(VP + cp * hd + j + i));
+    } else {
+#pragma GCC unroll 16
+        for (int c = 0; c < KC; c++)
+#pragma GCC unroll 4
+            for (int i = 0; i < NC; i++) o[i] = _mm512_fmadd_ps(_mm512_set1_ps(Vf[c * hd + j + i]), s[c], o[i]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NC; i++) _mm512_storeu_ps(ot + (j + i) * W, o[i]);
+}
+
+/* All hd columns: four at a time (four independent chains), then the tail. */
+static inline __attribute__((always_inline)) void o_update(float *ot, int hd, __m512 corr, const __m512 *s,
+                                                           const float *Vf, const __m512bh *pp, const uint32_t *VP,
+                                                           const int BF) {
+    int j = 0;
+    for (; j + 4 <= hd; j += 4) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, 4);
+    for (; j < hd; j++) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, 1);
+}
+
 /* The causal mask and the online softmax of one chunk's scores s[c] (rows
  * rb*W.., in lanes): s becomes e^(s - max), M and L are updated, and the
  * factor the partial output must be rescaled by is returned. */
@@ -127,30 +168,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
                 for (int c = 0; c < KC; c++) s[c] = _mm512_fmadd_ps(_mm512_set1_ps(Kf[c * hd + j]), qv, s[c]);
             }
             const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
-            int j = 0;
-            for (; j + 4 <= hd; j += 4) {
-                __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 0) * W), corr);
-                __m512 o1 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 1) * W), corr);
-                __m512 o2 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 2) * W), corr);
-                __m512 o3 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 3) * W), corr);
-#pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) {
-                    const float *v = Vf + c * hd + j;
-                    o0 = _mm512_fmadd_ps(_mm512_set1_ps(v[0]), s[c], o0);
-                    o1 = _mm512_fmadd_ps(_mm512_set1_ps(v[1]), s[c], o1);
-                    o2 = _mm512_fmadd_ps(_mm512_set1_ps(v[2]), s[c], o2);
-                    o3 = _mm512_fmadd_ps(_mm512_set1_ps(v[3]), s[c], o3);
-                }
-                _mm512_storeu_ps(ot + (j + 0) * W, o0);
-                _mm512_storeu_ps(ot + (j + 1) * W, o1);
-                _mm512_storeu_ps(ot + (j + 2) * W, o2);
-                _mm512_storeu_ps(ot + (j + 3) * W, o3);
-            }
-            for (; j < hd; j++) {
-                __m512 o = _mm512_mul_ps(_mm512_loadu_ps(ot + j * W), corr);
-                for (int c = 0; c < KC; c++) o = _mm512_fmadd_ps(_mm512_set1_ps(Vf[c * hd + j]), s[c], o);
-                _mm512_storeu_ps(ot + j * W, o);
-            }
+            o_update(ot, hd, corr, s, Vf, NULL, NULL, 0);
         }
     }
 
@@ -179,12 +197,6 @@ static void attn_avx512_f32(const nb_attn_tile *t) {
 /* (lo[i], hi[i]) as bf16 pairs in 32-bit lane i. */
 static inline __m512i bf16_pairs(__m512 lo, __m512 hi, __m512i idx) {
     return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-static inline __m512bh bcast_pair(const uint16_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return (__m512bh)_mm512_set1_epi32((int)v);
 }
 
 static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile *t, const int HD) {
@@ -246,31 +258,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
             __m512bh pp[KC / 2];
 #pragma GCC unroll 8
             for (int cp = 0; cp < KC / 2; cp++) pp[cp] = (__m512bh)bf16_pairs(s[2 * cp], s[2 * cp + 1], idx);
-            int j = 0;
-            for (; j + 4 <= hd; j += 4) {
-                __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 0) * W), corr);
-                __m512 o1 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 1) * W), corr);
-                __m512 o2 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 2) * W), corr);
-                __m512 o3 = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + 3) * W), corr);
-#pragma GCC unroll 8
-                for (int cp = 0; cp < KC / 2; cp++) {
-                    const uint16_t *v = (const uint16_t *)(const void *)(VP + cp * hd + j);
-                    o0 = _mm512_dpbf16_ps(o0, pp[cp], bcast_pair(v + 0));
-                    o1 = _mm512_dpbf16_ps(o1, pp[cp], bcast_pair(v + 2));
-                    o2 = _mm512_dpbf16_ps(o2, pp[cp], bcast_pair(v + 4));
-                    o3 = _mm512_dpbf16_ps(o3, pp[cp], bcast_pair(v + 6));
-                }
-                _mm512_storeu_ps(ot + (j + 0) * W, o0);
-                _mm512_storeu_ps(ot + (j + 1) * W, o1);
-                _mm512_storeu_ps(ot + (j + 2) * W, o2);
-                _mm512_storeu_ps(ot + (j + 3) * W, o3);
-            }
-            for (; j < hd; j++) {
-                __m512 o = _mm512_mul_ps(_mm512_loadu_ps(ot + j * W), corr);
-                for (int cp = 0; cp < KC / 2; cp++)
-                    o = _mm512_dpbf16_ps(o, pp[cp], bcast_pair((const uint16_t *)(const void *)(VP + cp * hd + j)));
-                _mm512_storeu_ps(ot + j * W, o);
-            }
+            o_update(ot, hd, corr, NULL, NULL, pp, VP, 1);
         }
     }
 

@@ -353,21 +353,20 @@ static inline __attribute__((always_inline)) void tile4(const uint8_t *const u[4
     for (int kk = k0; kk < k0 + nk; kk++) {
         const int o = 64 * (kk & 3) + 4 * (kk >> 2);
         __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
-        __m256i w0 = bcast4(u[0] + o), w1 = bcast4(u[1] + o);
-        RP_ACC(i00, w0, alo);
-        RP_ACC(i01, w0, ahi);
-        RP_ACC(i10, w1, alo);
-        RP_ACC(i11, w1, ahi);
-        /* keeps each step's adds in order (see tile) */
-        __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11));
-        if (RT == 4) {
-            __m256i w2 = bcast4(u[2] + o), w3 = bcast4(u[3] + o);
-            RP_ACC(i20, w2, alo);
-            RP_ACC(i21, w2, ahi);
-            RP_ACC(i30, w3, alo);
-            RP_ACC(i31, w3, ahi);
-            __asm__("" : "+x"(i20), "+x"(i21), "+x"(i30), "+x"(i31));
-        }
+        /* rows ka and kb of the step; the empty asm keeps each step's adds
+         * in order (see tile) */
+#define RP_ROWS2(ka, kb, ia0, ia1, ib0, ib1)                                                                    \
+    do {                                                                                                       \
+        __m256i wa = bcast4(u[ka] + o), wb = bcast4(u[kb] + o);                                                 \
+        RP_ACC(ia0, wa, alo);                                                                                  \
+        RP_ACC(ia1, wa, ahi);                                                                                  \
+        RP_ACC(ib0, wb, alo);                                                                                  \
+        RP_ACC(ib1, wb, ahi);                                                                                  \
+        __asm__("" : "+x"(ia0), "+x"(ia1), "+x"(ib0), "+x"(ib1));                                              \
+    } while (0)
+        RP_ROWS2(0, 1, i00, i01, i10, i11);
+        if (RT == 4) RP_ROWS2(2, 3, i20, i21, i30, i31);
+#undef RP_ROWS2
     }
 #undef RP_ACC
 #if !RP_VNNI
