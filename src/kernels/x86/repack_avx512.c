@@ -197,54 +197,80 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
 }
 
 /* Rows r .. r+3 (d, q: their scales and quants; a short tile repeats its
- * last row) x token groups g .. g+NG-1: per step, NG activation loads and
- * four weight broadcasts feed 4 x NG vpdpbusd. */
+ * last row) x token groups g .. g+NG-1 (NG 1 or 2): per step, NG activation
+ * loads and four weight broadcasts feed 4 x NG vpdpbusd. Two groups, not
+ * four: 4 x 4 tiles need 16 integer and 16 float accumulators, all 32
+ * registers, and spilled (Q8_0 pp512 +7-10% at two). The integer sums start
+ * at minus the offset times the tokens' sums instead of subtracting it per
+ * row. A Q4_0R row's four-block group is unpacked to bytes on the stack
+ * once (two vector ops per row), so every weight word is broadcast straight
+ * from memory: extracting the nibbles per word in general registers and
+ * moving them to vectors cost Q4_0 pp512 8-10% (docs/speed.md, session 11). */
 static inline __attribute__((always_inline)) void planar_tile(const uint16_t *const d[4], const uint8_t *const q[4],
                                                               int nrows, int64_t r, int64_t g, const nb_actpack *ap,
                                                               float *y, int64_t ldy, const __m512i idx, const int four,
                                                               const int NG) {
-    const int64_t nb = ap->nb;
+    const int64_t nb = ap->nb, grouped_nb = four ? nb / 4 * 4 : 0;
     const int shift = four ? 3 : 7;
-    __m512 f[4][4];
+    _Alignas(64) uint8_t wu[4][128]; /* Q4_0R: the current group's low nibbles, then its high ones, per row */
+    __m512 f[4][2];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int c = 0; c < NG; c++) f[k][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512i I[4][4];
+        const int grouped = b < grouped_nb;
+        if (grouped && (b & 3) == 0) {
+            const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(q[k] + b * 16));
+                _mm512_store_si512((void *)wu[k], _mm512_and_si512(v, m4));
+                _mm512_store_si512((void *)(wu[k] + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+        }
+        /* block b of a group: the low (b & 3 = 0, 1) or high (2, 3) nibbles of bytes 32 (b & 1) .. */
+        const int wo = 64 * ((int)(b & 2) >> 1) + 32 * (int)(b & 1);
+        __m512i I[4][2], no[2];
+        __m512 da[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < NG; c++) {
+            no[c] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                     _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + ((g + c) * nb + b) * 16)), shift));
+            da[c] = _mm512_load_ps(ap->d + ((g + c) * nb + b) * 16);
+        }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
-#pragma GCC unroll 4
-            for (int c = 0; c < NG; c++) I[k][c] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int c = 0; c < NG; c++) I[k][c] = no[c];
 #pragma GCC unroll 8
         for (int kk = 0; kk < 8; kk++) {
-            __m512i av[4], wv[4];
-#pragma GCC unroll 4
+            __m512i av[2], wv[4];
+#pragma GCC unroll 2
             for (int c = 0; c < NG; c++) av[c] = _mm512_load_si512((const void *)(ap->q + ((g + c) * nb + b) * 512 + kk * 64));
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++)
-                wv[k] = _mm512_set1_epi32((int)(four ? w4_q4(q[k], nb, b, kk) : w4_q8(q[k], nb, b, kk)));
+            for (int k = 0; k < 4; k++) {
+                uint32_t v;
+                if (grouped)
+                    memcpy(&v, wu[k] + wo + 4 * kk, 4);
+                else
+                    v = four ? w4_q4(q[k], nb, b, kk) : w4_q8(q[k], nb, b, kk);
+                wv[k] = _mm512_set1_epi32((int)v);
+            }
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
                 for (int c = 0; c < NG; c++) I[k][c] = _mm512_dpbusd_epi32(I[k][c], wv[k], av[c]);
-        }
-        __m512i o[4];
-        __m512 da[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NG; c++) {
-            o[c] = _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + ((g + c) * nb + b) * 16)), shift);
-            da[c] = _mm512_load_ps(ap->d + ((g + c) * nb + b) * 16);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             const __m512 sk = _mm512_set1_ps(_cvtsh_ss(d[k][b]));
-#pragma GCC unroll 4
+#pragma GCC unroll 2
             for (int c = 0; c < NG; c++)
-                f[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(I[k][c], o[c])), _mm512_mul_ps(da[c], sk), f[k][c]);
+                f[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[k][c]), _mm512_mul_ps(da[c], sk), f[k][c]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 2
     for (int c = 0; c < NG; c++) {
         const int64_t nt = ap->n - (g + c) * 16;
         const __mmask16 m = nt >= 16 ? 0xffff : (__mmask16)((1u << nt) - 1);
@@ -252,8 +278,8 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
     }
 }
 
-/* Four rows x up to four token groups per step: every activation load feeds
- * four vpdpbusd and every weight broadcast up to four. four: Q4_0R (offset
+/* Four rows x up to two token groups per step: every activation load feeds
+ * four vpdpbusd and every weight broadcast up to two. four: Q4_0R (offset
  * 8), else Q8_0R (offset 128). */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
@@ -270,13 +296,11 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
             d[k] = (const uint16_t *)row;
             q[k] = row + nb * 2;
         }
-        for (int64_t g = 0; g < ap->ng; g += 4) {
-            switch (ap->ng - g < 4 ? ap->ng - g : 4) {
-            case 1: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1); break;
-            case 2: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2); break;
-            case 3: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 3); break;
-            default: planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 4); break;
-            }
+        for (int64_t g = 0; g < ap->ng; g += 2) {
+            if (ap->ng - g >= 2)
+                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2);
+            else
+                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1);
         }
     }
 }
