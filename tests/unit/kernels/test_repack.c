@@ -77,7 +77,7 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
     }
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
-    static const int64_t shapes[][3] = {{64, 5, 21}, {96, 4, 16}, {32, 3, 1}, {256, 7, 37}, {768, 2, 33}}; /* K, rows, tokens */
+    static const int64_t shapes[][3] = {{64, 5, 21}, {96, 4, 16}, {32, 3, 1}, {256, 7, 37}, {768, 2, 33}, {160, 6, 35}, {288, 5, 49}}; /* K, rows, tokens; 160 and 288: whole 4-block groups and a tail block */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t K = shapes[si][0], R = shapes[si][1], n = shapes[si][2];
         if (K % (int64_t)qt->block) continue;
