@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     if (!qt || !nb_dtype_row_bytes(type, (uint64_t)K, &rb) || !nb_dtype_row_bytes(to, (uint64_t)K, &prb)) return 1;
     size_t mat = prb * (size_t)R;
     int nm = (int)(((size_t)256 << 20) / mat);
-    enum { NMAX = 32 };
+    enum { NMAX = 128 };
     uint8_t *w = malloc(mat * (size_t)nm), *tmp = malloc(rb * (size_t)R);
     float *row = malloc((size_t)K * 4), *x = malloc((size_t)(NMAX * K) * 4), *y = malloc((size_t)(NMAX * R) * 4);
     for (int64_t r = 0; r < R; r++) {
@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
 #endif
         if (nb_kctx_init_with(&k[v], threads, &d[v]) != NB_OK) return 1;
     }
-    static const int ns[] = {1, 2, 4, 6, 8, 12, 16, 24, 32};
-    enum { NN = 9 };
+    static const int ns[] = {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+    enum { NN = 13 };
     double *g = calloc((size_t)(NV * NN * reps), sizeof *g);
     /* ONLY_N=n / ONLY_V=0..3: just that size / variant (for perf stat) */
     int only_n = getenv("ONLY_N") ? atoi(getenv("ONLY_N")) : 0, only_v = getenv("ONLY_V") ? atoi(getenv("ONLY_V")) : -1;

@@ -209,7 +209,7 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
 static inline __attribute__((always_inline)) void planar_tile(const uint16_t *const d[4], const uint8_t *const q[4],
                                                               int nrows, int64_t r, int64_t g, const nb_actpack *ap,
                                                               float *y, int64_t ldy, const __m512i idx, const int four,
-                                                              const int NG) {
+                                                              const int NG, const int pf) {
     const int64_t nb = ap->nb, grouped_nb = four ? nb / 4 * 4 : 0;
     const int shift = four ? 3 : 7;
     _Alignas(64) uint8_t wu[4][128]; /* Q4_0R: the current group's low nibbles, then its high ones, per row */
@@ -220,6 +220,11 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
         for (int c = 0; c < NG; c++) f[k][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const int grouped = b < grouped_nb;
+        if (pf && (b & (four ? 3 : 1)) == 0) /* the first pass over the rows: their line nb_prefetch_bytes ahead */
+            for (int k = 0; k < 4; k++) {
+                _mm_prefetch((const char *)q[k] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
+                if ((b & 31) == 0) _mm_prefetch((const char *)(d[k] + b) + nb_prefetch_bytes, _MM_HINT_T0);
+            }
         if (grouped && (b & 3) == 0) {
             const __m512i m4 = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
@@ -298,9 +303,9 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
         }
         for (int64_t g = 0; g < ap->ng; g += 2) {
             if (ap->ng - g >= 2)
-                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2);
+                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2, g == 0);
             else
-                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1);
+                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1, g == 0);
         }
     }
 }
