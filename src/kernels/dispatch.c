@@ -20,7 +20,11 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
     o->decode_dot = NB_DECODE_DOT_AUTO;
     o->decode_prefetch = 0;
-    o->sgemm_max = 32; /* 8 sequences: one 8-token unit instead of a half-empty 16-token group */
+    /* Every batch size: the small-batch GEMMs' 16-token tiles (kernels/sbatch.h,
+     * Z = 1) beat kernels/x86/repack*_avx512.c's at every size measured on
+     * AMD (docs/speed.md, session 11: pp512 Q4_K_M +5-24%, Q4_0 +3-16%, 32
+     * HTTP clients +7%) and equal them on AVX2; 0 restores those. */
+    o->sgemm_max = (int64_t)1 << 30;
     /* Q4_0R rows-in-lanes (kernels/x86/rows_avx512.c) against the paths it
      * replaces, 1 thread, 256 MiB of 5632 x 2048 weights (docs/speed.md):
      * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24.

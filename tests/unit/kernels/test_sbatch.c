@@ -130,17 +130,20 @@ static void test_dispatch(void **state) {
     (void)state;
     nb_kernel_opts o;
     nb_kernel_opts_defaults(&o);
-    assert_int_equal(o.sgemm_max, 32);
-    nb_dispatch d;
+    assert_int_equal(o.sgemm_max, (int64_t)1 << 30); /* every batch size */
+    nb_dispatch d, d32;
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    o.sgemm_max = 32;
+    assert_int_equal(nb_dispatch_build(&o, &d32), NB_OK);
     const nb_dtype ts[] = {NB_Q4_0R, NB_Q8_0R, NB_Q4_KR, NB_Q6_KR};
     for (int i = 0; i < 4; i++) {
         const nb_rgemm *g = nb_dispatch_rgemm(&d, ts[i]);
         bool have = g != NULL; /* every int8 GEMM variant has small-batch kernels (AVX2: test_sbatch_avx2.c) */
         assert_true((nb_dispatch_sgemm(&d, ts[i], 8) != NULL) == have);
         assert_true((nb_dispatch_sgemm(&d, ts[i], 16) != NULL) == have);
-        assert_true((nb_dispatch_sgemm(&d, ts[i], 32) != NULL) == have);
-        assert_null(nb_dispatch_sgemm(&d, ts[i], 33));
+        assert_true((nb_dispatch_sgemm(&d, ts[i], 4096) != NULL) == have);
+        assert_true((nb_dispatch_sgemm(&d32, ts[i], 32) != NULL) == have);
+        assert_null(nb_dispatch_sgemm(&d32, ts[i], 33));
     }
     assert_null(nb_dispatch_sgemm(&d, NB_Q4_0, 8)); /* GGUF layout: no int8 GEMM */
     o.sgemm_max = 0;
