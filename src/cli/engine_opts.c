@@ -202,7 +202,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   small-batch GEMMs) prefetch weights: a multiple of 64 in 0..65536\n"
               "                                   (default per CPU: 8192 on AMD Zen 4/5, else 2048)\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
-              "                                   row passes (64..65536; default per CPU: half the L2;\n"
+              "                                   row passes (64..65536; default per CPU: a quarter of the L2;\n"
               "                                   env NIBBLE_GEMM_SLAB_KIB)\n",
               f);
 }

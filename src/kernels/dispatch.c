@@ -82,15 +82,18 @@ int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->
 
 /* Every row of a job passes one slab of packed activations before the next
  * slab (matmul.c), so a slab should stay in the core's L2 next to the
- * weights streaming through. Half the L2: on the Zen 5-class EPYC guest of
+ * weights streaming through. Half the L2 at first: on the Zen 5-class EPYC guest of
  * 2026-12-01 (1 MiB L2) pp512 of TinyLlama, 2 threads, went from 305-326 to
  * 367-383 tok/s (Q4_0), 290-292 to 359-364 (Q4_K_M), 261-268 to 327
  * (Q8_0) when the slab went from 1.5 MiB (the size set on Sapphire Rapids,
  * 2 MiB L2) to 512 KiB; 384 KiB measured the same, 640-768 KiB 5% slower,
- * 256 KiB 5% slower (docs/speed.md, session 10). Sapphire Rapids was not
- * measured again: half its L2 is 1 MiB. */
+ * 256 KiB 5% slower (docs/speed.md, session 10). With the small-batch
+ * GEMMs' tiles at every size (session 11) a quarter is better: pp512 Q4_0
+ * 456-463 -> 499-508 tok/s at 256-384 KiB, Q8_0 483-502 -> 515-518, Q4_K_M
+ * the same, AVX2 the same. Sapphire Rapids was not measured again: a
+ * quarter of its L2 is 512 KiB. */
 size_t nb_gemm_slab_for_cpu(const nb_cpu *c) {
-    long kib = c->l2_bytes > 0 ? (c->l2_bytes >> 10) / 2 : 512;
+    long kib = c->l2_bytes > 0 ? (c->l2_bytes >> 10) / 4 : 256;
     return (size_t)NB_MIN(NB_MAX(kib, NB_GEMM_SLAB_MIN_KIB), NB_GEMM_SLAB_MAX_KIB) << 10;
 }
 
