@@ -54,11 +54,16 @@ typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int
 #define NB_PREFETCH_MAX 65536
 extern _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec")));
 
+/* SwiGLU in place: g[i] = g[i] / (1 + e^-g[i]) * u[i] for i < n. The
+ * vector forms take kernels/x86/vexp.h's e^x (about 2 ulp from libm's). */
+typedef void (*nb_swiglu_fn)(int64_t n, float *g, const float *u);
+
 typedef struct nb_float_kernels {
     const char *isa;
     nb_dot_fn dot_f32, dot_f16, dot_bf16; /* prefetch nb_prefetch_bytes ahead */
     nb_to_f32_fn f16_to_f32, bf16_to_f32;
     nb_gemm_f32_fn gemm_f32;
+    nb_swiglu_fn swiglu;
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);

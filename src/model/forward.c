@@ -186,10 +186,7 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     const nb_tensor *gate_up[2] = {L->w_gate, L->w_up};
     float *gate_up_out[2] = {f->g, f->u};
     NB_TRY(nb_matmul_many(&f->k, 2, gate_up, f->xn, n, gate_up_out));
-    for (int64_t i = 0; i < n * F; i++) {
-        float g = f->g[i];
-        f->g[i] = g / (1.0f + expf(-g)) * f->u[i];
-    }
+    f->k.fk->swiglu(n * F, f->g, f->u);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_FFN_DOWN, f->g, n, F);
     NB_TRY(nb_matmul(&f->k, L->w_down, f->g, n, f->xn));
     for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];

@@ -2,6 +2,7 @@
  * versions are tested against. Accumulation is in float, in index order
  * split over 8 partial sums (so the compiler may vectorise it and the
  * rounding is close to the SIMD versions'). */
+#include <math.h>
 #include "base/half.h"
 #include "kernels/kernels.h"
 
@@ -58,6 +59,10 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
         }
 }
 
-static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
+static void swiglu(int64_t n, float *g, const float *u) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
 
 const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

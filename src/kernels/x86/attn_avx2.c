@@ -10,29 +10,9 @@
 #include <string.h>
 
 #include "kernels/x86/attn_tile.h"
+#include "kernels/x86/vexp.h"
 
 #define W 8
-
-/* e^x per lane (Cephes' expf polynomial); lanes below -87.3 (and -inf)
- * give exactly 0. */
-static inline __m256 exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
-    const __m256 live = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), lo);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
-}
 
 /* hd elements of a row of type t, times sc, into dst: one loop per type
  * (the switch outside, so the f32 copy is a plain load-multiply-store). */
@@ -115,11 +95,11 @@ static inline __attribute__((always_inline)) void tile8(const nb_attn_tile *t, c
                 }
             }
             const __m256 mo = _mm256_loadu_ps(M + rb * W), mn = _mm256_max_ps(mo, mx);
-            const __m256 corr = exp8(_mm256_sub_ps(mo, mn));
+            const __m256 corr = nb_exp8(_mm256_sub_ps(mo, mn));
             _mm256_storeu_ps(M + rb * W, mn);
             __m256 sum = _mm256_setzero_ps();
             for (int c = 0; c < KC; c++) {
-                const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(P + c * W), mn));
+                const __m256 e = nb_exp8(_mm256_sub_ps(_mm256_loadu_ps(P + c * W), mn));
                 _mm256_storeu_ps(P + c * W, e);
                 sum = _mm256_add_ps(sum, e);
             }

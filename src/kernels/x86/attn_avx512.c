@@ -11,28 +11,9 @@
 #include <string.h>
 
 #include "kernels/x86/attn_tile.h"
+#include "kernels/x86/vexp.h"
 
 #define W 16
-
-/* e^x per lane (Cephes' expf polynomial, |rel err| ~ 2 ulp); lanes below
- * -87.3 (and -inf, the masked scores) give exactly 0. */
-static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    const __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
-}
 
 /* hd elements of a row of type t, times sc, into dst: one loop per type
  * (the switch outside, so the f32 copy is a plain load-multiply-store). */
@@ -134,12 +115,12 @@ static inline __attribute__((always_inline)) __m512 softmax_chunk(__m512 s[KC], 
 #pragma GCC unroll 16
     for (int c = 1; c < KC; c++) mx = _mm512_max_ps(mx, s[c]);
     const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
-    const __m512 corr = exp16(_mm512_sub_ps(mo, mn));
+    const __m512 corr = nb_exp16(_mm512_sub_ps(mo, mn));
     _mm512_storeu_ps(M + rb * W, mn);
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int c = 0; c < KC; c++) {
-        s[c] = exp16(_mm512_sub_ps(s[c], mn));
+        s[c] = nb_exp16(_mm512_sub_ps(s[c], mn));
         sum = _mm512_add_ps(sum, s[c]);
     }
     _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));

@@ -1,9 +1,11 @@
 /* AVX2 + FMA + F16C float kernels: the dots and conversions of
  * kernels/float_x86.h at 8 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "base/half.h"
 #include "kernels/kernels.h"
+#include "kernels/x86/vexp.h"
 
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -27,6 +29,11 @@ static inline __m256 load_bf16(const uint16_t *p) {
 #define VHSUM(v) hsum256(v)
 #define VLOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define VLOAD_BF16(p) load_bf16(p)
+#define VEXP(v) nb_exp8(v)
+#define VSET1(f) _mm256_set1_ps(f)
+#define VSUB(a, b) _mm256_sub_ps(a, b)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VDIV(a, b) _mm256_div_ps(a, b)
 #include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h) as 6 rows x 16 tokens at a
@@ -80,6 +87,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
             panel_6x16(kc, wp + r * NB_GEMM_KC, xp + t, NB_MIN(16, nt - t), c + r * ldc + t, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
+static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
 
 const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }

@@ -1,9 +1,11 @@
 /* AVX-512F float kernels: the dots and conversions of kernels/float_x86.h
  * at 16 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "base/half.h"
 #include "kernels/kernels.h"
+#include "kernels/x86/vexp.h"
 
 static inline __m512 load_bf16(const uint16_t *p) {
     __m256i h = _mm256_loadu_si256((const __m256i *)p);
@@ -20,6 +22,11 @@ static inline __m512 load_bf16(const uint16_t *p) {
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VLOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define VLOAD_BF16(p) load_bf16(p)
+#define VEXP(v) nb_exp16(v)
+#define VSET1(f) _mm512_set1_ps(f)
+#define VSUB(a, b) _mm512_sub_ps(a, b)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VDIV(a, b) _mm512_div_ps(a, b)
 #include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h): 12 rows x 32 tokens in 24
@@ -62,6 +69,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
     else tile(1, kc, wp, xp, nt, c, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32};
+static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
 
 const nb_float_kernels *nb_float_kernels_avx512(void) { return &k; }

@@ -1,6 +1,6 @@
 /* Every compiled ISA's float kernels against the scalar reference or a
  * float64 sum on random data, odd lengths included: dot products of
- * f32/f16/bf16 rows, the conversions (exact), and the GEMM micro-kernel.
+ * f32/f16/bf16 rows, the conversions (exact), SwiGLU, and the GEMM micro-kernel.
  * Bound: float sums in a different order differ by at most a few ulps of
  * sum |w_i x_i|; we allow 1e-5 relative to it. Also nb_matmul itself (every
  * ISA, 1-3 threads, the n = 1 dot path and the blocked GEMM with partial
@@ -72,6 +72,38 @@ static void test_dots(void **state) {
             for (int64_t i = 0; i < n; i++) assert_true(c[i] == nb_bf16_to_fp32(b[i]));
         }
         free(w); free(x); free(c); free(h); free(b);
+    }
+}
+
+/* SwiGLU for every ISA against float64 silu(g) * u: odd lengths (the
+ * scalar tails), gates from -120 to 120 (e^-g past float's range on both
+ * sides), zeros; within 4e-7 of |silu(g) * u| (a few ulps: the vector e^x
+ * is about 2 ulp from libm's) plus 1e-30 (below -88 its e^-g stops at e^88, so
+ * silu(-120) is 7e-37, not 1e-50). Only g[0..n) is written. */
+static void test_swiglu(void **state) {
+    (void)state;
+    static const int64_t lens[] = {1, 7, 8, 9, 15, 16, 17, 33, 100, 5632};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li];
+        float *g0 = malloc((size_t)(n + 1) * 4), *g = malloc((size_t)(n + 1) * 4), *u = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) {
+            g0[i] = i % 11 == 0 ? (float)(i % 241) - 120.0f : i % 13 == 0 ? 0.0f : frand() * 12;
+            u[i] = frand() * 3;
+        }
+        for (int k = 0; k < n_isas; k++) {
+            memcpy(g, g0, (size_t)n * 4);
+            g[n] = 12345.0f;
+            isas[k]->swiglu(n, g, u);
+            assert_true(g[n] == 12345.0f);
+            for (int64_t i = 0; i < n; i++) {
+                const double x = g0[i], want = x / (1.0 + exp(-x)) * u[i];
+                if (!(fabs(g[i] - want) <= 4e-7 * fabs(want) + 1e-30))
+                    fprintf(stderr, "%s n=%lld i=%lld g=%g: %.9g want %.9g\n", isas[k]->isa, (long long)n, (long long)i,
+                            x, g[i], want);
+                assert_true(fabs(g[i] - want) <= 4e-7 * fabs(want) + 1e-30);
+            }
+        }
+        free(g0); free(g); free(u);
     }
 }
 
@@ -242,6 +274,7 @@ static void test_matmul_quant_gemm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dots),
+        cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_gemm_kernel),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_quant_gemm),
