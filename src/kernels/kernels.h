@@ -57,6 +57,11 @@ extern _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exe
 /* SwiGLU in place: g[i] = g[i] / (1 + e^-g[i]) * u[i] for i < n. The
  * vector forms take kernels/x86/vexp.h's e^x (about 2 ulp from libm's). */
 typedef void (*nb_swiglu_fn)(int64_t n, float *g, const float *u);
+/* out = x / sqrt(mean(x^2) + eps) * w, the mean of squares summed in double
+ * (the products are exact there; only the order of the sum is the ISA's). */
+typedef void (*nb_rmsnorm_fn)(int64_t n, float *out, const float *x, const float *w, float eps);
+/* x[i] += y[i] */
+typedef void (*nb_add_fn)(int64_t n, float *x, const float *y);
 
 typedef struct nb_float_kernels {
     const char *isa;
@@ -64,6 +69,8 @@ typedef struct nb_float_kernels {
     nb_to_f32_fn f16_to_f32, bf16_to_f32;
     nb_gemm_f32_fn gemm_f32;
     nb_swiglu_fn swiglu;
+    nb_rmsnorm_fn rmsnorm;
+    nb_add_fn add;
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);

@@ -84,12 +84,6 @@ int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
 const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }
 
-static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * w[i];
-}
 
 /* cos/sin for every token's position: rope[t][2i] = cos, [2i+1] = sin. */
 static void rope_table(const nb_fwd *f, const nb_batch *b) {
@@ -159,7 +153,7 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     const nb_layer *L = &m->layers[l];
     int64_t n = b->n, E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
             KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->norm_eps);
+    for (int64_t t = 0; t < n; t++) f->k.fk->rmsnorm(E, f->xn + t * E, f->x + t * E, L->attn_norm, hp->norm_eps);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_ATTN_IN, f->xn, n, E);
     const nb_tensor *qkv[3] = {L->wq, L->wk, L->wv};
     float *qkv_out[3] = {f->q, f->kk, f->vv};
@@ -179,9 +173,9 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     nb_attn_batch_run(&f->attn, f->k.pool, f->kv, b, l, f->q, f->att);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_ATTN_OUT, f->att, n, Q);
     NB_TRY(nb_matmul(&f->k, L->wo, f->att, n, f->xn));
-    for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+    f->k.fk->add(n * E, f->x, f->xn);
 
-    for (int64_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->norm_eps);
+    for (int64_t t = 0; t < n; t++) f->k.fk->rmsnorm(E, f->xn + t * E, f->x + t * E, L->ffn_norm, hp->norm_eps);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_FFN_IN, f->xn, n, E);
     const nb_tensor *gate_up[2] = {L->w_gate, L->w_up};
     float *gate_up_out[2] = {f->g, f->u};
@@ -189,7 +183,7 @@ static nb_status layer_step(nb_fwd *f, const nb_batch *b, int l) {
     f->k.fk->swiglu(n * F, f->g, f->u);
     if (f->cap) f->cap(f->cap_ud, l, NB_FWD_CAP_FFN_DOWN, f->g, n, F);
     NB_TRY(nb_matmul(&f->k, L->w_down, f->g, n, f->xn));
-    for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+    f->k.fk->add(n * E, f->x, f->xn);
     return NB_OK;
 }
 
@@ -214,7 +208,7 @@ nb_status nb_fwd_run(nb_fwd *f, const nb_batch *b, float *logits) {
     int64_t n_out = 0;
     for (int64_t t = 0; t < n; t++)
         if (b->want[t]) {
-            rmsnorm(f->xn + n_out * E, f->x + t * E, m->output_norm, E, hp->norm_eps);
+            f->k.fk->rmsnorm(E, f->xn + n_out * E, f->x + t * E, m->output_norm, hp->norm_eps);
             n_out++;
         }
     if (n_out) NB_TRY(nb_matmul(&f->k, m->output, f->xn, n_out, logits));

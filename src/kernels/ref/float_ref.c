@@ -63,6 +63,18 @@ static void swiglu(int64_t n, float *g, const float *u) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
+static void rmsnorm(int64_t n, float *out, const float *x, const float *w, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+static void add(int64_t n, float *x, const float *y) {
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32,
+                                     swiglu, rmsnorm, add};
 
 const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

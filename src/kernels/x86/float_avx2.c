@@ -1,6 +1,7 @@
 /* AVX2 + FMA + F16C float kernels: the dots and conversions of
  * kernels/float_x86.h at 8 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -12,6 +13,11 @@ static inline float hsum256(__m256 v) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+static inline double hsum256d(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
 static inline __m256 load_bf16(const uint16_t *p) {
@@ -34,6 +40,10 @@ static inline __m256 load_bf16(const uint16_t *p) {
 #define VSUB(a, b) _mm256_sub_ps(a, b)
 #define VMUL(a, b) _mm256_mul_ps(a, b)
 #define VDIV(a, b) _mm256_div_ps(a, b)
+#define DV __m256d
+#define DZERO() _mm256_setzero_pd()
+#define DSQ(p, acc) ({ const __m256d d_ = _mm256_cvtps_pd(_mm_loadu_ps(p)); _mm256_fmadd_pd(d_, d_, acc); })
+#define DHSUM(v) hsum256d(v)
 #include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h) as 6 rows x 16 tokens at a
@@ -87,6 +97,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
             panel_6x16(kc, wp + r * NB_GEMM_KC, xp + t, NB_MIN(16, nt - t), c + r * ldc + t, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
+static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu, rmsnorm, add};
 
 const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }

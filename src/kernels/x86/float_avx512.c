@@ -1,6 +1,7 @@
 /* AVX-512F float kernels: the dots and conversions of kernels/float_x86.h
  * at 16 lanes, and the GEMM micro-kernel. */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -27,6 +28,10 @@ static inline __m512 load_bf16(const uint16_t *p) {
 #define VSUB(a, b) _mm512_sub_ps(a, b)
 #define VMUL(a, b) _mm512_mul_ps(a, b)
 #define VDIV(a, b) _mm512_div_ps(a, b)
+#define DV __m512d
+#define DZERO() _mm512_setzero_pd()
+#define DSQ(p, acc) ({ const __m512d d_ = _mm512_cvtps_pd(_mm256_loadu_ps(p)); _mm512_fmadd_pd(d_, d_, acc); })
+#define DHSUM(v) _mm512_reduce_add_pd(v)
 #include "kernels/float_x86.h"
 
 /* The GEMM micro-kernel (contract in kernels.h): 12 rows x 32 tokens in 24
@@ -69,6 +74,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
     else tile(1, kc, wp, xp, nt, c, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu};
+static const nb_float_kernels k = {"avx512", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu, rmsnorm, add};
 
 const nb_float_kernels *nb_float_kernels_avx512(void) { return &k; }

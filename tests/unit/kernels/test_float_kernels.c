@@ -1,6 +1,7 @@
 /* Every compiled ISA's float kernels against the scalar reference or a
  * float64 sum on random data, odd lengths included: dot products of
- * f32/f16/bf16 rows, the conversions (exact), SwiGLU, and the GEMM micro-kernel.
+ * f32/f16/bf16 rows, the conversions (exact), SwiGLU, rmsnorm, add,
+ * and the GEMM micro-kernel.
  * Bound: float sums in a different order differ by at most a few ulps of
  * sum |w_i x_i|; we allow 1e-5 relative to it. Also nb_matmul itself (every
  * ISA, 1-3 threads, the n = 1 dot path and the blocked GEMM with partial
@@ -104,6 +105,41 @@ static void test_swiglu(void **state) {
             }
         }
         free(g0); free(g); free(u);
+    }
+}
+
+/* rmsnorm and add for every ISA against the scalar reference: add exactly;
+ * rmsnorm within 2e-7 relative (the double sum of squares in another order
+ * may, rarely, round r differently), odd lengths, an all-zero row (eps
+ * only), nothing written past n. */
+static void test_rmsnorm_add(void **state) {
+    (void)state;
+    static const int64_t lens[] = {1, 7, 15, 16, 17, 33, 64, 100, 2048, 5633};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li];
+        float *x = malloc((size_t)n * 4), *w = malloc((size_t)n * 4), *want = malloc((size_t)(n + 1) * 4),
+              *got = malloc((size_t)(n + 1) * 4);
+        for (int z = 0; z < 2; z++) {
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = z ? 0.0f : frand() * 40;
+                w[i] = frand() * 2;
+            }
+            isas[0]->rmsnorm(n, want, x, w, 1e-5f);
+            for (int k = 1; k < n_isas; k++) {
+                got[n] = 777.0f;
+                isas[k]->rmsnorm(n, got, x, w, 1e-5f);
+                assert_true(got[n] == 777.0f);
+                for (int64_t i = 0; i < n; i++) assert_true(fabs(got[i] - want[i]) <= 2e-7 * fabs(want[i]));
+                memcpy(got, x, (size_t)n * 4);
+                memcpy(want, x, (size_t)n * 4);
+                got[n] = want[n] = 777.0f;
+                isas[0]->add(n, want, w);
+                isas[k]->add(n, got, w);
+                assert_memory_equal(got, want, (size_t)(n + 1) * 4);
+                isas[0]->rmsnorm(n, want, x, w, 1e-5f);
+            }
+        }
+        free(x); free(w); free(want); free(got);
     }
 }
 
@@ -275,6 +311,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rmsnorm_add),
         cmocka_unit_test(test_gemm_kernel),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_quant_gemm),
