@@ -1,6 +1,6 @@
 /* A/B micro-benchmark of batched-decode matmuls (kernels/sbatch.h): about
  * 256 MiB of TinyLlama-shaped 5632 x 2048 weights of one quantized type
- * (repacked as at model load), multiplied with n = 1, 2, 4, 6, 8, 12, 16, 24, 32
+ * (repacked as at model load), multiplied with n = 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128
  * tokens per step through nb_matmul with three dispatch tables:
  *   old   the defaults without the small-batch int8 GEMMs (sgemm_max 0)
  *   new   small-batch int8 GEMMs for every batch of rgemm_min (8) or more
