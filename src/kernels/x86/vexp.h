@@ -8,41 +8,35 @@
 
 #include <immintrin.h>
 
-#define NB_EXP_POLY(T, FMA, MUL, ADD, SET1, r)                                \
-    ({                                                                        \
-        T p_ = SET1(1.9875691500e-4f);                                        \
-        p_ = FMA(p_, r, SET1(1.3981999507e-3f));                              \
-        p_ = FMA(p_, r, SET1(8.3334519073e-3f));                              \
-        p_ = FMA(p_, r, SET1(4.1665795894e-2f));                              \
-        p_ = FMA(p_, r, SET1(1.6666665459e-1f));                              \
-        p_ = FMA(p_, r, SET1(5.0000001201e-1f));                              \
-        FMA(MUL(p_, r), r, ADD(r, SET1(1.0f)));                               \
-    })
+/* The shared part for W = 512 or 256 bits: x clamped to [-87.34, 88], n =
+ * round(x / ln 2), r = x - n ln 2 (in two parts), p = e^r by the polynomial.
+ * Declares n and p; ROUND is the width's round-to-nearest. */
+#define NB_EXP_CORE(W, ROUND, x, n, p)                                                             \
+    x = _mm##W##_max_ps(_mm##W##_min_ps(x, _mm##W##_set1_ps(88.0f)), _mm##W##_set1_ps(-87.33654f)); \
+    const __m##W n = ROUND(_mm##W##_mul_ps(x, _mm##W##_set1_ps(1.44269504088896341f)),               \
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                          \
+    __m##W r_ = _mm##W##_fnmadd_ps(n, _mm##W##_set1_ps(0.693359375f), x);                           \
+    r_ = _mm##W##_fnmadd_ps(n, _mm##W##_set1_ps(-2.12194440e-4f), r_);                              \
+    __m##W p = _mm##W##_set1_ps(1.9875691500e-4f);                                                  \
+    p = _mm##W##_fmadd_ps(p, r_, _mm##W##_set1_ps(1.3981999507e-3f));                               \
+    p = _mm##W##_fmadd_ps(p, r_, _mm##W##_set1_ps(8.3334519073e-3f));                               \
+    p = _mm##W##_fmadd_ps(p, r_, _mm##W##_set1_ps(4.1665795894e-2f));                               \
+    p = _mm##W##_fmadd_ps(p, r_, _mm##W##_set1_ps(1.6666665459e-1f));                               \
+    p = _mm##W##_fmadd_ps(p, r_, _mm##W##_set1_ps(5.0000001201e-1f));                               \
+    p = _mm##W##_fmadd_ps(_mm##W##_mul_ps(p, r_), r_, _mm##W##_add_ps(r_, _mm##W##_set1_ps(1.0f)))
 
 #ifdef __AVX512F__
 static inline __m512 nb_exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    const __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    const __m512 p = NB_EXP_POLY(__m512, _mm512_fmadd_ps, _mm512_mul_ps, _mm512_add_ps, _mm512_set1_ps, r);
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_GE_OQ);
+    NB_EXP_CORE(512, _mm512_roundscale_ps, x, n, p);
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
 static inline __m256 nb_exp8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
-    const __m256 live = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), lo);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    const __m256 p = NB_EXP_POLY(__m256, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps, r);
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_GE_OQ);
+    NB_EXP_CORE(256, _mm256_round_ps, x, n, p);
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
 }
