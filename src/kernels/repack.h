@@ -121,6 +121,8 @@ void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride,
                           size_t a_stride, float *y, int64_t ldy);
 void nb_q4_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy); /* act: Q8_KP */
+void nb_q6_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                          size_t a_stride, float *y, int64_t ldy); /* act: Q8_KP */
 void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 
 

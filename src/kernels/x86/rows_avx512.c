@@ -248,6 +248,90 @@ AI void super_tokens(const tsuper *G, const nb_block_q8_K *const *y, __m512 *f, 
     }
 }
 
+/* ---- Q6_KR ---------------------------------------------------------------- */
+
+/* One transposed Q6_KR super-block of 16 rows: word s of l0 / l1 / h holds
+ * 16-weight group s's low 4 bits (quant vectors 0 and 1 in the low and high
+ * nibbles of ql bytes 0-63; 2 and 3 of bytes 64-127) and the high 2 bits of
+ * all four (qh, vector k at bits 2k). sc[s]: the rows' int8 scale of group
+ * s as int32, d their super-block scale. */
+typedef struct {
+    __m512i l0[16], l1[16], h[16], sc[16];
+    __m512 d;
+} tsuper6;
+
+AI void load_super6(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper6 *o) {
+    const uint8_t *b = w + (size_t)u * sizeof(nb_block_q6_kr);
+    static const size_t part[3] = {offsetof(nb_block_q6_kr, ql), offsetof(nb_block_q6_kr, ql) + 64,
+                                   offsetof(nb_block_q6_kr, qh)};
+    __m512i r[16];
+#pragma GCC unroll 3
+    for (int h = 0; h < 3; h++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            r[i] = i < nr ? _mm512_loadu_si512((const void *)(b + (size_t)i * stride + part[h])) : _mm512_setzero_si512();
+        transpose16(r, h == 0 ? o->l0 : h == 1 ? o->l1 : o->h);
+    }
+    const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+    const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)stride));
+    const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ix, (const void *)b, 1);
+    o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) { /* sc[4c..4c+3], sign-extended */
+        const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ix,
+                                                      (const void *)(b + offsetof(nb_block_q6_kr, sc) + 4 * c), 1);
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++) o->sc[4 * c + e] = _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * e), 24);
+    }
+}
+
+/* One Q6_KR super-block against T tokens (y[t]: the token's Q8_KP block):
+ * per group s the integer sum of (q - 32) * a, started at -32 * the group's
+ * activation sum, times the group's scale, summed over the super-block in
+ * integers (as the decode dot: at most 16 x 63 x 127 x 128 x 16 < 2^31),
+ * then f[t] gains it times d * the token's scale. */
+AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f, const int T) {
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30);
+    _Alignas(64) int32_t off[TT][16]; /* -32 * the group sums */
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++)
+        _mm512_store_si512((void *)off[t], _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                            _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+                                                                                  (const __m256i *)(const void *)y[t]->bsums)),
+                                                                              5)));
+    __m512i it[TT];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++) it[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int s = 0; s < 16; s++) {
+        const __m512i l0 = _mm512_load_si512((const void *)&G->l0[s]), l1 = _mm512_load_si512((const void *)&G->l1[s]);
+        const __m512i h = _mm512_load_si512((const void *)&G->h[s]);
+        const __m512i w0 = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m2));
+        const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(h, 2), m2));
+        const __m512i w2 = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(h, m2));
+        const __m512i w3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                           _mm512_and_si512(_mm512_srli_epi16(h, 2), m2));
+        const __m512i sc = _mm512_load_si512((const void *)&G->sc[s]);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; t++) {
+            const int8_t *q = y[t]->qs + 4 * s;
+            /* two chains of two: with one of four per token, 8 tokens kept
+             * fewer vpdpbusd in flight than its latency needs */
+            __m512i a0 = _mm512_set1_epi32(off[t][s]), a1 = _mm512_setzero_si512();
+            a0 = _mm512_dpbusd_epi32(a0, w0, _mm512_set1_epi32(word(q)));
+            a1 = _mm512_dpbusd_epi32(a1, w2, _mm512_set1_epi32(word(q + 128)));
+            a0 = _mm512_dpbusd_epi32(a0, w1, _mm512_set1_epi32(word(q + 64)));
+            a1 = _mm512_dpbusd_epi32(a1, w3, _mm512_set1_epi32(word(q + 192)));
+            it[t] = _mm512_add_epi32(it[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), sc));
+        }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; t++)
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it[t]), _mm512_mul_ps(G->d, _mm512_set1_ps(y[t]->d)), f[t]);
+}
+
 /* Blocks past the last whole group (nb % 4 of them, in Q4_0's order), one
  * row and token at a time. */
 static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
@@ -260,9 +344,10 @@ static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
     return s;
 }
 
-/* Super-blocks [u0, u1) of the segment buffer against tokens [t0, t0 + T). */
-AI void segment_supers(const tsuper *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride, int64_t t0,
-                       float *yt, const int T) {
+/* Super-blocks [u0, u1) of the segment buffer (Q4_KR, or Q6_KR when six)
+ * against tokens [t0, t0 + T). */
+AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
+                       int64_t t0, float *yt, const int T) {
     const nb_block_q8_K *x[TT];
     __m512 f[TT];
 #pragma GCC unroll 16
@@ -274,19 +359,20 @@ AI void segment_supers(const tsuper *buf, int64_t u0, int64_t u1, const uint8_t 
         const nb_block_q8_K *xu[TT];
 #pragma GCC unroll 16
         for (int t = 0; t < T; t++) xu[t] = x[t] + u;
-        super_tokens(&buf[u - u0], xu, f, T);
+        if (six) super6_tokens(&((const tsuper6 *)buf)[u - u0], xu, f, T);
+        else super_tokens(&((const tsuper *)buf)[u - u0], xu, f, T);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
 }
 
-enum { K_Q4_0R, K_Q4_KR };
+enum { K_Q4_0R, K_Q4_KR, K_Q6_KR };
 
 /* One segment of units against tokens [t0, t0 + T) (kind: the layout). */
 AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
                      int64_t nb, int64_t t0, float *yt, const int T) {
     if (kind == K_Q4_0R) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T);
-    else segment_supers((const tsuper *)buf, u0, u1, act, a_stride, t0, yt, T);
+    else segment_supers(buf, kind == K_Q6_KR, u0, u1, act, a_stride, t0, yt, T);
 }
 
 /* The vec_dot_rows driver: 16-row panels; per panel, tokens in chunks of
@@ -298,6 +384,7 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
     _Alignas(64) union {
         tgroup g[SEG];
         tsuper k[SEG];
+        tsuper6 k6[SEG];
     } buf;
     _Alignas(64) float yt[64 * 16];
     for (int64_t r0 = 0; r0 < nr; r0 += RL) {
@@ -321,9 +408,12 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
                     if (kind == K_Q4_0R) {
                         if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0]);
                         else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0]);
-                    } else {
+                    } else if (kind == K_Q4_KR) {
                         if (rows == RL) load_super(dw, w_stride, RL, u, &buf.k[u - u0]);
                         else load_super(dw, w_stride, rows, u, &buf.k[u - u0]);
+                    } else {
+                        if (rows == RL) load_super6(dw, w_stride, RL, u, &buf.k6[u - u0]);
+                        else load_super6(dw, w_stride, rows, u, &buf.k6[u - u0]);
                     }
                 }
                 for (int64_t t0 = 0; t0 < nc; t0 += TT) {
@@ -359,4 +449,9 @@ void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride,
 void nb_q4_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy) {
     rows_drive(K_Q4_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
+}
+
+void nb_q6_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                          size_t a_stride, float *y, int64_t ldy) {
+    rows_drive(K_Q6_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }

@@ -246,6 +246,7 @@ static void test_rows(void **state) {
     static const int64_t k0[] = {128, 32, 96, 160, 2080, 8192 + 64}, kk[] = {256, 512, 2304, 4352};
     check_rows(NB_Q4_0, NB_Q4_0R, k0, sizeof k0 / sizeof *k0);
     check_rows(NB_Q4_K, NB_Q4_KR, kk, sizeof kk / sizeof *kk); /* 4352: one super-block past two segments */
+    check_rows(NB_Q6_K, NB_Q6_KR, kk, sizeof kk / sizeof *kk);
 }
 
 /* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
