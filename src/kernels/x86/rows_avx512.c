@@ -317,14 +317,12 @@ AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f
 #pragma GCC unroll 16
         for (int t = 0; t < T; t++) {
             const int8_t *q = y[t]->qs + 4 * s;
-            /* two chains of two: with one of four per token, 8 tokens kept
-             * fewer vpdpbusd in flight than its latency needs */
-            __m512i a0 = _mm512_set1_epi32(off[t][s]), a1 = _mm512_setzero_si512();
-            a0 = _mm512_dpbusd_epi32(a0, w0, _mm512_set1_epi32(word(q)));
-            a1 = _mm512_dpbusd_epi32(a1, w2, _mm512_set1_epi32(word(q + 128)));
-            a0 = _mm512_dpbusd_epi32(a0, w1, _mm512_set1_epi32(word(q + 64)));
-            a1 = _mm512_dpbusd_epi32(a1, w3, _mm512_set1_epi32(word(q + 192)));
-            it[t] = _mm512_add_epi32(it[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), sc));
+            __m512i acc = _mm512_set1_epi32(off[t][s]);
+            acc = _mm512_dpbusd_epi32(acc, w0, _mm512_set1_epi32(word(q)));
+            acc = _mm512_dpbusd_epi32(acc, w1, _mm512_set1_epi32(word(q + 64)));
+            acc = _mm512_dpbusd_epi32(acc, w2, _mm512_set1_epi32(word(q + 128)));
+            acc = _mm512_dpbusd_epi32(acc, w3, _mm512_set1_epi32(word(q + 192)));
+            it[t] = _mm512_add_epi32(it[t], _mm512_mullo_epi32(acc, sc));
         }
     }
 #pragma GCC unroll 16
