@@ -35,7 +35,7 @@ static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_FP8_E4M3] = {"FP8_E4M3", 32, 36, false}, [NB_FP8_E5M2] = {"FP8_E5M2", 32, 36, false},
     /* in-memory-only repacks (src/kernels/repack.h) */
     [NB_Q4_0R] = {"Q4_0R", 32, 18, true},  [NB_Q8_0R] = {"Q8_0R", 32, 34, true},
-    [NB_Q8_0P] = {"Q8_0P", 32, 40, true},  [NB_Q4_KR] = {"Q4_KR", 256, 148, true},
+    [NB_Q8_0P] = {"Q8_0P", 32, 44, true},  [NB_Q4_KR] = {"Q4_KR", 256, 148, true},
     [NB_Q6_KR] = {"Q6_KR", 256, 210, true}, [NB_Q8_KP] = {"Q8_KP", 256, 292, true},
 };
 

@@ -255,7 +255,7 @@ static void q8_0p_to_float(const void *src, float *dst, int64_t n) {
 void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
     int64_t nb = n / 32;
     int8_t *q = dst;
-    uint8_t *d = (uint8_t *)dst + nb * 32, *ds = d + nb * 4;
+    uint8_t *d = (uint8_t *)dst + nb * 32, *ds = d + nb * 4, *is = ds + nb * 4;
     for (int64_t i = 0; i < nb; i++, x += 32) {
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -269,6 +269,7 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
         float fs = s * (float)sum;
         memcpy(d + i * 4, &s, 4);
         memcpy(ds + i * 4, &fs, 4);
+        memcpy(is + i * 4, &sum, 4);
     }
 }
 

@@ -18,8 +18,9 @@
  * scales at the end, every row began with a cache miss the kernel waited on).
  *   Q8_0P (activations): nb x 32 int8, then nb x f32 d, then nb x f32 d*sum(q)
  *         (for the unsigned weights' offset, computed once per token instead
- *         of once per weight row) -> 40 per block; quantized exactly like
- *         llama.cpp's x86 quantize_row_q8_0
+ *         of once per weight row), then nb x i32 sum(q) (the same offset in
+ *         integers, for kernels that start their integer sums at it) -> 44
+ *         per block; quantized exactly like llama.cpp's x86 quantize_row_q8_0
  * Same bytes per block as GGUF (decode streams no more memory), same values,
  * so the products equal the non-repacked kernels' up to summation order.
  * K-quants keep their 256-weight super-blocks, with the weights in "lane

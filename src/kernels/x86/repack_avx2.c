@@ -69,9 +69,11 @@ void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n) {
         __m256i qi[4];
         for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
         _mm256_storeu_si256((__m256i *)(void *)(q + i * 32), pack_i8(qi));
-        float fs = s * (float)hsum_i32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+        const int32_t sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+        float fs = s * (float)sum;
         memcpy(d + i, &s, 4);
         memcpy(ds + i, &fs, 4);
+        memcpy(ds + nb + i, &sum, 4);
     }
 }
 

@@ -369,9 +369,11 @@ void nb_q8_0p_quantize_avx512(const float *x, void *dst, int64_t n) {
         int32_t s0, s1;
         put_block(q + i * 32, _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), _mm512_cvtps_epi32(_mm512_mul_ps(v1, id)),
                   &s0, &s1);
-        float fs = s * (float)(s0 + s1);
+        const int32_t sum = s0 + s1;
+        float fs = s * (float)sum;
         memcpy(d + i, &s, 4);
         memcpy(ds + i, &fs, 4);
+        memcpy(ds + nb + i, &sum, 4);
     }
 }
 

@@ -109,17 +109,24 @@ static inline int32_t word(const int8_t *p) {
 }
 
 /* One group against T tokens (x[t]: the token's Q8_0P int8 weights of this
- * group, da / ds: its block scales and scale * sums from block b0): f[t]
- * gains the 16 rows' products. Low nibbles of words 0-7 are block 0 and of
- * 8-15 block 1, high nibbles blocks 2 and 3 (the Q4_0R group layout). */
-AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const *da, const float *const *ds,
+ * group, da / is: its block scales and integer sums from block b0): f[t]
+ * gains the 16 rows' products. The unsigned weights' offset comes off in
+ * integers: each block's sum starts at -8 * the activations' sum (a float
+ * multiply-add per block and token less, on the pipes vpdpbusd needs). Low
+ * nibbles of words 0-7 are block 0 and of 8-15 block 1, high nibbles blocks
+ * 2 and 3 (the Q4_0R group layout). */
+AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const *da, const int32_t *const *is,
                      int64_t b0, __m512 *f, const int T) {
     const __m512i m4 = _mm512_set1_epi8(15);
     #pragma GCC unroll 16
     for (int h = 0; h < 2; h++) {
+        const int64_t bl = b0 + h, bh = b0 + 2 + h;
         __m512i lo[TT], hi[TT];
         #pragma GCC unroll 16
-        for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+        for (int t = 0; t < T; t++) {
+            lo[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bl]), 3));
+            hi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bh]), 3));
+        }
         #pragma GCC unroll 16
         for (int s = 8 * h; s < 8 * h + 8; s++) {
             __m512i v = _mm512_load_si512((const void *)&G->v[s]);
@@ -130,16 +137,12 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
                 hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(word(x[t] + 64 + 4 * s)));
             }
         }
-        /* blocks h (low) and 2 + h (high): d_w * d_a * sum(q * a) - 8 * d_w * d_a * sum(a) */
+        /* blocks h (low) and 2 + h (high): d_w * d_a * sum((q - 8) * a) */
         const __m512 dl = G->d[h], dh = G->d[2 + h];
-        const __m512 nl = _mm512_mul_ps(dl, _mm512_set1_ps(-8.0f)), nh = _mm512_mul_ps(dh, _mm512_set1_ps(-8.0f));
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) {
-            const int64_t bl = b0 + h, bh = b0 + 2 + h;
             f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), _mm512_mul_ps(dl, _mm512_set1_ps(da[t][bl])), f[t]);
-            f[t] = _mm512_fmadd_ps(nl, _mm512_set1_ps(ds[t][bl]), f[t]);
             f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), _mm512_mul_ps(dh, _mm512_set1_ps(da[t][bh])), f[t]);
-            f[t] = _mm512_fmadd_ps(nh, _mm512_set1_ps(ds[t][bh]), f[t]);
         }
     }
 }
@@ -148,21 +151,22 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
 AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t *act, size_t a_stride, int64_t nb,
                        int64_t t0, float *yt, const int T) {
     const int8_t *x[TT];
-    const float *da[TT], *ds[TT];
+    const float *da[TT];
+    const int32_t *is[TT];
     __m512 f[TT];
     #pragma GCC unroll 16
     for (int t = 0; t < T; t++) {
         const uint8_t *a = act + (size_t)(t0 + t) * a_stride;
         x[t] = (const int8_t *)a;
         da[t] = (const float *)(a + nb * 32);
-        ds[t] = da[t] + nb;
+        is[t] = (const int32_t *)(const void *)(da[t] + 2 * nb);
         f[t] = _mm512_load_ps(yt + 16 * (t0 + t));
     }
     for (int64_t g = g0; g < g1; g++) {
         const int8_t *xg[TT];
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) xg[t] = x[t] + 128 * g;
-        group_tokens(&buf[g - g0], xg, da, ds, 4 * g, f, T);
+        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T);
     }
     #pragma GCC unroll 16
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
