@@ -92,8 +92,34 @@ static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
 }
 
-/* Four blocks per step: their lane sums folded (fold4), converted and
- * scaled once. The unsigned offset (8, or Q8OFF) comes off once per row
+/* Four blocks' lane sums, folded (fold4). With VNNI (int32 sums) Q4_0R's
+ * high nibbles multiply in place, as 16 q: no shift, and their blocks'
+ * scales carry the 1/16 (exact: 16 x a block's sum stays below 2^24, and
+ * the power of two only moves the exponent). vpmaddubsw's int16 pairs would
+ * saturate on 16 q, so plain AVX2 shifts. */
+#define RP_HI16 RP_VNNI
+static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, const int8_t *xi, const int four) {
+    const __m256i z = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(15);
+    if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
+        const __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
+        const __m256i p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
+        const __m256i p1 = dp(z, _mm256_and_si256(v1, m4), loadu(xi + 32));
+#if RP_HI16
+        const __m256i p2 = dp(z, _mm256_andnot_si256(m4, v0), loadu(xi + 64));
+        const __m256i p3 = dp(z, _mm256_andnot_si256(m4, v1), loadu(xi + 96));
+#else
+        const __m256i p2 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
+        const __m256i p3 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
+#endif
+        return fold4(p0, p1, p2, p3);
+    }
+    return fold4(dp8(z, loadu(qi), loadu(xi)), dp8(z, loadu(qi + 32), loadu(xi + 32)),
+                 dp8(z, loadu(qi + 64), loadu(xi + 64)), dp8(z, loadu(qi + 96), loadu(xi + 96)));
+}
+
+/* Eight blocks per step: two groups' folded sums added into [b0 .. b7],
+ * converted and scaled by one vector (four blocks once at the end when nb
+ * % 8 >= 4). The unsigned offset (8, or Q8OFF) comes off once per row
  * through the activations' d*sum (repack.h). */
 static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four) {
     const int64_t nb = n / 32, qs = four ? 16 : 32;
@@ -101,37 +127,30 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     const uint8_t *q = (const uint8_t *)w + nb * 2;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 off = _mm_setzero_ps();
-    const __m256i z = _mm256_setzero_si256();
+    const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
+    const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
+    __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
     const int pf = nb_prefetch_bytes;
     int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
+    for (; i + 8 <= nb; i += 8) {
         const uint8_t *qi = q + i * qs;
-        const int8_t *xi = x + i * 32;
-        __m256i p0, p1, p2, p3;
-        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
-        if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
-            __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
-            p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
-            p1 = dp(z, _mm256_and_si256(v1, m4), loadu(xi + 32));
-            p2 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
-            p3 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
-        } else {
-            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
-            p0 = dp8(z, loadu(qi), loadu(xi));
-            p1 = dp8(z, loadu(qi + 32), loadu(xi + 32));
-            p2 = dp8(z, loadu(qi + 64), loadu(xi + 64));
-            p3 = dp8(z, loadu(qi + 96), loadu(xi + 96));
-        }
-        const __m256i h = fold4(p0, p1, p2, p3);
-        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
-        __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
-        off = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off);
+        for (int64_t l = 0; l < 8 * qs; l += 64) _mm_prefetch((const char *)qi + pf + l, _MM_HINT_T0);
+        const __m256i h0 = group4(qi, x + i * 32, four), h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
+        const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
+        const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc);
+        off = _mm256_fmadd_ps(dw, _mm256_loadu_ps(ads + i), off);
     }
-    float sum = hsum256(acc) - (four ? 8.0f : (float)Q8OFF) * hsum128(off);
+    if (i + 4 <= nb) {
+        const __m256i h = group4(q + i * qs, x + i * 32, four);
+        const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(wd + i)));
+        const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
+        off = _mm256_add_ps(off, _mm256_zextps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(ads + i))));
+        i += 4;
+    }
+    float sum = hsum256(acc) - (four ? 8.0f : (float)Q8OFF) * hsum256(off);
     for (; i < nb; i++) {
         float b;
         memcpy(&b, ad + i, 4);
