@@ -27,8 +27,9 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->sgemm_max = (int64_t)1 << 30;
     /* Q4_0R rows-in-lanes (kernels/x86/rows_avx512.c) against the paths it
      * replaces, 1 thread, 256 MiB of 5632 x 2048 weights (docs/speed.md):
-     * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24.
-     * From 8: below it the multi-token dots give exactly the one-token
+     * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24
+     * (Q6_KR against its small-batch GEMM, 2 threads: 1.4x at 8 and 16,
+     * even at 24; session 12). From 8: below it the multi-token dots give exactly the one-token
      * results (test_matmul_many), which the int8 GEMMs from 8 never did. */
     o->rows_min = 8;
     o->rows_max = 24;

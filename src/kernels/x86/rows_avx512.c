@@ -1,6 +1,6 @@
-/* Q4_0R weight rows x a few tokens with the rows in the vector lanes: the
- * vec_dot_rows form of kernels/qdot.h, for decode and small batches
- * (AVX-512 VNNI).
+/* Q4_0R / Q4_KR / Q6_KR weight rows x a few tokens with the rows in the
+ * vector lanes: the vec_dot_rows form of kernels/qdot.h, for decode and
+ * small batches (AVX-512 VNNI).
  *
  * The per-row kernels (repack_avx512.c) hold one row's products in the
  * lanes: every 32-weight block ends in a float multiply-add per row and
@@ -18,7 +18,12 @@
  * Q4_KR (Q4_K_M's main type) goes the same way by super-block: its two
  * 64-byte quant vectors transposed, the 16 rows' sub-block scales and mins
  * by gathers, and per 32-weight sub-block one scale and one min applied to
- * 16 rows.
+ * 16 rows. Q6_KR (the output layer, and Q4_K_M's Q6_K layers) too: its
+ * low-bit and high-bit vectors transposed, each 16-weight group's integer
+ * sum scaled in integers, one float step per super-block.
+ *
+ * The Q4_0 offset (q - 8) comes off in integers, from the activations'
+ * block sums (Q8_0P carries them), and Q6_K's (q - 32) from Q8_K's bsums.
  *
  * Per lane the integer sums are exact; the float order differs from the
  * per-row kernels (the tests compare against the scalar reference). */
