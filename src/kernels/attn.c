@@ -42,10 +42,16 @@ float nb_attn_elem(nb_kv_type t, const uint8_t *row, int32_t i) {
 /* Layout (the SIMD kernels', at the widest vector, 16 rows): per block of
  * 16 rows Q^T and O^T (head_dim x 16 each), running max, sum and the rows'
  * positions (16 each); then one chunk of K and of V as f32 (NB_ATTN_KC x
- * head_dim each) and the chunk's probabilities (NB_ATTN_KC x 16). */
+ * head_dim each) and the chunk's probabilities (NB_ATTN_KC x 16). The
+ * decode tiles' layout is in attn_avx512.c (tile_dec). */
 size_t nb_attn_scratch_floats(int head_dim, int nq, int nt) {
     size_t rb = ((size_t)nq * (size_t)nt + 15) / 16;
-    return rb * 16 * (2 * (size_t)head_dim + 3) + 2 * NB_ATTN_KC * (size_t)head_dim + NB_ATTN_KC * 16 + 64;
+    size_t tile = rb * 16 * (2 * (size_t)head_dim + 3) + 2 * NB_ATTN_KC * (size_t)head_dim + NB_ATTN_KC * 16 + 64;
+    /* the AVX-512 decode tiles (<= 8 rows): Q^T and O^T (head_dim x 16
+     * each), a chunk of K and V interleaved and, for types other than f32,
+     * converted (NB_ATTN_KC_DECODE x head_dim each, twice) */
+    size_t dec = 2 * 16 * (size_t)head_dim + 4 * NB_ATTN_KC_DECODE * (size_t)head_dim + 64;
+    return (size_t)nq * (size_t)nt <= 8 && dec > tile ? dec : tile;
 }
 
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name) {

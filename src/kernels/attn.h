@@ -19,6 +19,12 @@
  * the softmax needs no horizontal reductions - the same shape as the float
  * GEMM's micro-kernel.
  *
+ * A tile of at most 8 rows (a decode token of a GQA group of <= 8) would
+ * leave most of the AVX-512 kernel's 16 lanes empty; there each row takes
+ * 16 / R lanes, one key of a group of keys each (attn_avx512.c tile_dec),
+ * so such a tile sums in another order than a larger tile would: a token's
+ * result can differ in the last bits with the tile it is computed in.
+ *
  * nb_attn_ref is the definition (scalar, key by key, a streaming softmax
  * per row); the AVX2 (8 rows per vector) and AVX-512 (16) kernels differ
  * from it by summation order and a polynomial exp only, and are tested
@@ -61,6 +67,7 @@ typedef struct nb_attn_tile {
 } nb_attn_tile;
 
 #define NB_ATTN_KC 16          /* keys per chunk */
+#define NB_ATTN_KC_DECODE 32   /* keys per chunk of the AVX-512 decode tiles (<= 8 rows) */
 #define NB_ATTN_MAX_GROUP 128  /* query heads per KV head */
 
 typedef void (*nb_attn_fn)(const nb_attn_tile *t);

@@ -156,7 +156,254 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
     attn_frame_end(t, &f, W);
 }
 
+/* ---- decode tiles: G keys per row in the lanes ---------------------------
+ * A tile of R <= 8 rows (a decode token's GQA group, or a few tokens of a
+ * small group) fills only R of tile16's 16 lanes. Here lane r * G + u holds
+ * row r against key u of each group of G = 16 / P keys (P: R rounded up to
+ * a power of two), so every multiply-add is full: Q^T is repeated over the
+ * G lanes of its row, and each chunk of DKC keys is interleaved in groups,
+ * Kg[g][j][u] = K[g * G + u][j] (V the same), so one G-float broadcast
+ * (vbroadcastf32x2/x4/x8, a load) serves every lane. The online softmax
+ * keeps a max per lane, equal over a row's G lanes (reduced across them each
+ * chunk), and per-lane partial sums of P and of O, added over the G lanes
+ * at the end. Half (R = 8) to a sixteenth (R = 1) of tile16's instructions. */
+#define DKC NB_ATTN_KC_DECODE
+
+/* Float permutation indices that interleave two vectors in units of w =
+ * 1, 2, 4, 8 floats ([level][lo, hi]): lo takes the first halves of a and
+ * b (b's indices + 16), hi the second. In memory, loaded where used, so
+ * the multiply-add loops keep every register for their sums. */
+static const int32_t ILV[4][2][16] __attribute__((aligned(64))) = {
+    {{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}, {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}},
+    {{0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23}, {8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31}},
+    {{0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23}, {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31}},
+    {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}, {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+};
+
+/* G key rows (16 floats from element j0 each) into Kg's layout: after the
+ * rounds, v[m] holds elements j0 + m * 16/G .. of the G keys, key-minor. */
+static inline __attribute__((always_inline)) void interleave(__m512 *v, const int G) {
+#pragma GCC unroll 4
+    for (int w = 1, lvl = 0; w < G; w *= 2, lvl++) {
+        __m512 nv[16];
+#pragma GCC unroll 8
+        for (int i = 0; i < G / 2; i++) { /* pair i: groups of w vectors, the w-th apart */
+            const int ia = 2 * (i / w) * w + i % w;
+            nv[2 * i] = _mm512_permutex2var_ps(v[ia], _mm512_load_si512(ILV[lvl][0]), v[ia + w]);
+            nv[2 * i + 1] = _mm512_permutex2var_ps(v[ia], _mm512_load_si512(ILV[lvl][1]), v[ia + w]);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < G; i++) v[i] = nv[i];
+    }
+}
+
+/* G floats at p repeated over the vector. */
+static inline __m512 bcast_g(const float *p, const int G) {
+    switch (G) {
+    case 2: { /* as one double: vbroadcastsd, a plain load */
+        double d;
+        memcpy(&d, p, sizeof d);
+        return _mm512_castpd_ps(_mm512_set1_pd(d));
+    }
+    case 4: return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+    case 8: return _mm512_broadcast_f32x8(_mm256_loadu_ps(p));
+    default: return _mm512_loadu_ps(p);
+    }
+}
+
+/* The causal mask (when edge), the online softmax update of one chunk's
+ * NG score vectors in P (becoming e^(s - max)), the per-lane max Mv and sum
+ * Lv; returns the factor O must be rescaled by. Not inlined: its constants
+ * would otherwise stay in registers the multiply-add loops need. */
+static __attribute__((noinline)) __m512 dec_softmax(float *P, int NG, int G, int32_t k0, bool edge, const int32_t *PL,
+                                                    float *Mv, float *Lv) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    if (edge) { /* key k0 + g * G + lane % G only for rows at >= it */
+        const __m512i pl = _mm512_loadu_si512(PL), ku = _mm512_and_si512(lane, _mm512_set1_epi32(G - 1));
+        for (int g = 0; g < NG; g++) {
+            const __m512i key = _mm512_add_epi32(_mm512_set1_epi32(k0 + g * G), ku);
+            _mm512_store_ps(P + g * W, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, pl, _MM_CMPINT_LE),
+                                                            _mm512_set1_ps(-INFINITY), _mm512_load_ps(P + g * W)));
+        }
+    }
+    __m512 mx = _mm512_load_ps(P);
+    for (int g = 1; g < NG; g++) mx = _mm512_max_ps(mx, _mm512_load_ps(P + g * W));
+    for (int w = 1; w < G; w *= 2) /* the max over each row's G lanes */
+        mx = _mm512_max_ps(mx, _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(w)), mx));
+    const __m512 mo = _mm512_loadu_ps(Mv), mn = _mm512_max_ps(mo, mx);
+    const __m512 corr = nb_exp16(_mm512_sub_ps(mo, mn));
+    _mm512_storeu_ps(Mv, mn);
+    __m512 sum = _mm512_setzero_ps();
+    for (int g = 0; g < NG; g++) {
+        const __m512 e = nb_exp16(_mm512_sub_ps(_mm512_load_ps(P + g * W), mn));
+        _mm512_store_ps(P + g * W, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    _mm512_storeu_ps(Lv, _mm512_fmadd_ps(_mm512_loadu_ps(Lv), corr, sum));
+    return corr;
+}
+
+static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t, const int HD, const int G) {
+    const nb_attn_kv *kv = t->kv;
+    const int hd = HD ? HD : kv->head_dim, nq = t->nq, R = t->nt * nq;
+    const int NG = DKC / G, JS = NG >= 8 ? 1 : 8 / NG; /* key groups; j-chains so >= 8 sums run at once */
+    const int32_t last = t->pos0 + t->nt - 1;
+    float *QD = t->scratch, *OD = QD + (size_t)hd * W, *Kg = OD + (size_t)hd * W, *Vg = Kg + (size_t)DKC * hd;
+    float *Kc = Vg + (size_t)DKC * hd, *Vc = Kc + (size_t)DKC * hd; /* converted rows, types other than f32 */
+    /* Q^T times the scale, each row over its G lanes; padding lanes 0 */
+    memset(QD, 0, (size_t)hd * W * sizeof *QD);
+    for (int r = 0; r < R; r++) {
+        const float *q = t->q + (int64_t)(r / nq) * t->q_stride + (int64_t)(r % nq) * hd;
+        for (int j = 0; j < hd; j++)
+            for (int u = 0; u < G; u++) QD[j * W + r * G + u] = q[j] * t->scale;
+    }
+    memset(OD, 0, (size_t)hd * W * sizeof *OD);
+    /* per lane: its row's position (padding: the last);
+     * the running max and sum, in memory between chunks like O */
+    int32_t PL[W];
+    float Mv[W], Lv[W];
+    for (int ln = 0; ln < W; ln++) {
+        PL[ln] = ln / G < R ? t->pos0 + ln / G / nq : last;
+        Mv[ln] = -INFINITY;
+        Lv[ln] = 0;
+    }
+    const int32_t pmin = t->pos0;
+    const float *lut = nb_attn_fp8_table();
+    const bool direct = kv->type == NB_KVT_F32 && !kv->ks && !kv->vs;
+    const int hv = hd & ~15;
+
+    for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
+        const uint8_t *kr[DKC], *vr[DKC];
+        int64_t idx[DKC];
+        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, idx);
+        const float *krow[DKC], *vrow[DKC];
+        for (int c = 0; c < DKC; c++) {
+            if (c >= nk) { /* keys past the last: zeros */
+                memset(Kc + c * hd, 0, (size_t)hd * sizeof *Kc);
+                memset(Vc + c * hd, 0, (size_t)hd * sizeof *Vc);
+                krow[c] = Kc + c * hd;
+                vrow[c] = Vc + c * hd;
+            } else if (direct) {
+                krow[c] = (const float *)(const void *)kr[c];
+                vrow[c] = (const float *)(const void *)vr[c];
+            } else {
+                const float ks = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                const float vs = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                row_f32(kv->type, kr[c], ks, Kc + c * hd, hd, lut);
+                row_f32(kv->type, vr[c], vs, Vc + c * hd, hd, lut);
+                krow[c] = Kc + c * hd;
+                vrow[c] = Vc + c * hd;
+            }
+        }
+        for (int g = 0; g < NG; g++) {
+            for (int j0 = 0; j0 < hv; j0 += 16) {
+                __m512 a[16], b[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < G; u++) {
+                    a[u] = _mm512_loadu_ps(krow[g * G + u] + j0);
+                    b[u] = _mm512_loadu_ps(vrow[g * G + u] + j0);
+                }
+                interleave(a, G);
+                interleave(b, G);
+#pragma GCC unroll 16
+                for (int m = 0; m < G; m++) {
+                    _mm512_storeu_ps(Kg + ((size_t)g * hd + j0) * G + m * 16, a[m]);
+                    _mm512_storeu_ps(Vg + ((size_t)g * hd + j0) * G + m * 16, b[m]);
+                }
+            }
+            for (int j = hv; j < hd; j++)
+                for (int u = 0; u < G; u++) {
+                    Kg[((size_t)g * hd + j) * G + u] = krow[g * G + u][j];
+                    Vg[((size_t)g * hd + j) * G + u] = vrow[g * G + u][j];
+                }
+        }
+        /* S = Q K^T: lanes (row, key within the group) */
+        __m512 s[4][16];
+#pragma GCC unroll 16
+        for (int js = 0; js < JS; js++)
+#pragma GCC unroll 16
+            for (int g = 0; g < NG; g++) s[js][g] = _mm512_setzero_ps();
+        for (int j = 0; j < hd; j += JS)
+#pragma GCC unroll 16
+            for (int js = 0; js < JS; js++) {
+                if (JS > 1 && j + js >= hd) break;
+                const __m512 qv = _mm512_loadu_ps(QD + (size_t)(j + js) * W);
+#pragma GCC unroll 16
+                for (int g = 0; g < NG; g++)
+                    s[js][g] = _mm512_fmadd_ps(bcast_g(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
+            }
+        float P[16 * W] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++) {
+            __m512 x = s[0][g];
+#pragma GCC unroll 16
+            for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, s[js][g]);
+            _mm512_store_ps(P + g * W, x);
+        }
+        __m512 p[16];
+        const __m512 corr = dec_softmax(P, NG, G, k0, k0 + DKC - 1 > pmin, PL, Mv, Lv);
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++) p[g] = _mm512_load_ps(P + g * W);
+        /* O = O * corr + P V, eight columns at a time */
+        int j = 0;
+        for (; j + 8 <= hd; j += 8) {
+            __m512 o[8];
+#pragma GCC unroll 16
+            for (int i = 0; i < 8; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)(j + i) * W), corr);
+#pragma GCC unroll 16
+            for (int g = 0; g < NG; g++)
+#pragma GCC unroll 16
+                for (int i = 0; i < 8; i++)
+                    o[i] = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j + i) * G, G), p[g], o[i]);
+#pragma GCC unroll 16
+            for (int i = 0; i < 8; i++) _mm512_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
+        }
+        for (; j < hd; j++) {
+            __m512 o = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)j * W), corr);
+#pragma GCC unroll 16
+            for (int g = 0; g < NG; g++) o = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j) * G, G), p[g], o);
+            _mm512_storeu_ps(OD + (size_t)j * W, o);
+        }
+    }
+
+    for (int r = 0; r < R; r++) {
+        float l = 0;
+#pragma GCC unroll 16
+        for (int u = 0; u < G; u++) l += Lv[r * G + u];
+        const float inv = 1.0f / l;
+        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
+        for (int jj = 0; jj < hd; jj++) {
+            float acc = 0;
+#pragma GCC unroll 16
+            for (int u = 0; u < G; u++) acc += OD[jj * W + r * G + u];
+            o[jj] = acc * inv;
+        }
+    }
+}
+
+/* One function per (head size, G): each gets its own register allocation. */
+#define DEC_FN(HD, G)                                                                            \
+    static __attribute__((noinline)) void tile_dec_##HD##_##G(const nb_attn_tile *t) { tile_dec(t, HD, G); }
+#define DEC_FNS(HD) DEC_FN(HD, 2) DEC_FN(HD, 4) DEC_FN(HD, 8) DEC_FN(HD, 16)
+DEC_FNS(64)
+DEC_FNS(128)
+DEC_FNS(0)
+
+/* R = nt x nq rows <= 8: G = 16 / (R rounded up to a power of 2). */
+#define DEC_PICK(HD, R)                                      \
+    ((R) > 4   ? tile_dec_##HD##_2                           \
+     : (R) > 2 ? tile_dec_##HD##_4                           \
+     : (R) > 1 ? tile_dec_##HD##_8                           \
+               : tile_dec_##HD##_16)
+
 static void attn_avx512_f32(const nb_attn_tile *t) {
+    if (t->nt * t->nq <= 8) {
+        switch (t->kv->head_dim) {
+        case 64: DEC_PICK(64, t->nt * t->nq)(t); return;
+        case 128: DEC_PICK(128, t->nt * t->nq)(t); return;
+        default: DEC_PICK(0, t->nt * t->nq)(t); return;
+        }
+    }
     switch (t->kv->head_dim) {
     case 64: tile16(t, 64); return;
     case 128: tile16(t, 128); return;
@@ -204,7 +451,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
     for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
         const uint8_t *kr[KC], *vr[KC];
         int64_t sl[KC];
-        const int nk = attn_chunk_rows(t, &f, k0, kr, vr, sl);
+        const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, sl);
         for (int c = 0; c < KC; c++) {
             if (c < nk) memcpy(Kb + c * hd, kr[c], (size_t)hd * 2);
             else memset(Kb + c * hd, 0, (size_t)hd * 2);

@@ -61,34 +61,36 @@ static inline __attribute__((always_inline)) void attn_frame_begin(const nb_attn
     }
 }
 
-/* The rows of keys k0 .. k0+KC-1 of the tile's head: kr / vr (and the slot
- * indices of the scales, idx) for the first nk, the count returned. */
-static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_tile *t, const attn_frame *f,
-                                                                 int32_t k0, const uint8_t *kr[KC],
-                                                                 const uint8_t *vr[KC], int64_t idx[KC]) {
+/* The rows of keys k0 .. k0+n-1 of the tile's head: kr / vr (and the slot
+ * indices of the scales, idx) for the first nk (up to the tile's last key),
+ * the count returned. */
+static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_tile *t, int hd, int32_t k0, int n,
+                                                                 const uint8_t **kr, const uint8_t **vr,
+                                                                 int64_t *idx) {
     const nb_attn_kv *kv = t->kv;
-    const int hd = f->hd;
-    const int32_t bs = kv->block_size;
+    const int32_t bs = kv->block_size, last = t->pos0 + t->nt - 1;
     const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
-    const int nk = f->last - k0 + 1 < KC ? f->last - k0 + 1 : KC;
+    const int nk = last - k0 + 1 < n ? last - k0 + 1 : n;
     /* the next chunk's rows into the cache while this one is computed: at
      * long contexts K/V of a head no longer fit in L2, and the block table
      * breaks the hardware prefetcher's stride every block_size keys */
-    const int nn = f->last - (k0 + KC) + 1 < KC ? f->last - (k0 + KC) + 1 : KC;
+    const int nn = last - (k0 + n) + 1 < n ? last - (k0 + n) + 1 : n;
     const int64_t bytes = (int64_t)hd * kv->elem;
+    int32_t b = (k0 + n) / bs, o = (k0 + n) % bs; /* block and slot of the key, stepped (no division per key) */
     for (int c = 0; c < nn; c++) {
-        const int32_t p = k0 + KC + c;
-        const int64_t off = ((int64_t)t->blocks[p / bs] * bs + p % bs) * kv->row + head_off;
-        for (int64_t b = 0; b < bytes; b += 64) {
-            __builtin_prefetch(kv->k + off + b);
-            __builtin_prefetch(kv->v + off + b);
+        const int64_t off = ((int64_t)t->blocks[b] * bs + o) * kv->row + head_off;
+        for (int64_t i = 0; i < bytes; i += 64) {
+            __builtin_prefetch(kv->k + off + i);
+            __builtin_prefetch(kv->v + off + i);
         }
+        if (++o == bs) o = 0, b++;
     }
+    b = k0 / bs, o = k0 % bs;
     for (int c = 0; c < nk; c++) {
-        const int32_t p = k0 + c;
-        idx[c] = (int64_t)t->blocks[p / bs] * bs + p % bs;
+        idx[c] = (int64_t)t->blocks[b] * bs + o;
         kr[c] = kv->k + idx[c] * kv->row + head_off;
         vr[c] = kv->v + idx[c] * kv->row + head_off;
+        if (++o == bs) o = 0, b++;
     }
     return nk;
 }
@@ -101,7 +103,7 @@ static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn
     const float *lut = nb_attn_fp8_table();
     const uint8_t *kr[KC], *vr[KC];
     int64_t idx[KC];
-    const int nk = attn_chunk_rows(t, f, k0, kr, vr, idx);
+    const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, idx);
     for (int c = 0; c < KC; c++) {
         if (c < nk) {
             const float ks = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;

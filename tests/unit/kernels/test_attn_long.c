@@ -4,8 +4,9 @@
  * chunk and every chunk, block and causal-diagonal offset is crossed; for
  * every KV type (f32, f16, bf16, int8 and fp8 with per-slot scales), head
  * sizes 64 and 128 (the compiled constants) and 40 (run-time, column tail),
- * GQA groups 1, 2, 4 and 8, tiles of 1, 13, 21 and 37 tokens (the last
- * tile of the context, a decode token, tiles off the key-chunk grid). Some
+ * GQA groups 1, 2, 3, 4, 6 and 8, tiles of 1, 2, 5, 13, 21 and 37 tokens
+ * (the last tile of the context, decode tokens, tiles off the key-chunk
+ * grid, the tiles of <= 8 rows the AVX-512 kernel runs its own way). Some
  * keys are made to dominate (a scaled copy of a query), at the first
  * position and at odd places later on, so the running max grows both early and late (the
  * kernels' rescaling paths) or never after the first key. The pool is laid
@@ -154,9 +155,15 @@ static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, i
 static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int only_type, bool bf16_q, float tol) {
     const int hds[] = {64, 128, 40}, bss[] = {16, 5};
     /* (group, tokens, first position): the last tile of the context, one
-     * decode token at its end, a mid tile off the chunk grid, an early one */
+     * decode token at its end, a mid tile off the chunk grid, an early one;
+     * then tiles of <= 8 rows (the AVX-512 decode tiles, G = 2, 4, 8, 16
+     * keys per row in the lanes): a decode token of each group size, rows
+     * at two or five positions, padding rows (6 of 8, 5 of 8), the first
+     * key alone, a tile ending on a 32-key chunk edge */
     static const struct { int nq, nt; int32_t pos0; } cases_[] = {
-        {8, 21, NPOS - 21}, {4, 1, NPOS - 1}, {1, 13, 511}, {8, 13, 17}, {2, MAXNT, 700}};
+        {8, 21, NPOS - 21}, {4, 1, NPOS - 1}, {1, 13, 511}, {8, 13, 17}, {2, MAXNT, 700},
+        {8, 1, NPOS - 1},   {2, 1, 777},      {1, 1, 600},  {3, 2, NPOS - 2}, {1, 5, 40},
+        {1, 1, 0},          {2, 2, 30},       {6, 1, 95}};
     enum { NCASE = sizeof cases_ / sizeof cases_[0] };
     float *q = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
     float *want = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
