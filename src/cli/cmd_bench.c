@@ -54,10 +54,12 @@ static void stats(const double *x, int n, double *mean, double *sd) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
+    fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
                "  pp: P prompt tokens in batches of B; tg: N tokens one at a time after a 1-token prompt.\n"
-               "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight bytes read per\n"
-               "  decoded token, the bandwidth decode achieves and the machine's measured read bandwidth\n"
+               "  -d D (--n-depth, as llama-bench's): both tests start from a D-token context (not timed),\n"
+               "  printed as 'pp512 @ d4096'; decode then reads the KV cache of that context too.\n"
+               "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight and KV bytes read\n"
+               "  per decoded token, the bandwidth decode achieves and the machine's measured read bandwidth\n"
                "  (the best of the probe's access patterns, each printed; see 'nibble bench bw --help').\n"
                "\n"
                "usage: nibble bench model [MODEL] --concurrency 1,8,32 [--input-len 128] [--output-len 128]\n"
@@ -352,7 +354,7 @@ int nb_cmd_bench(int argc, char **argv) {
     nb_session_params sp = {0};
     nb_engine_opts eo;
     nb_engine_opts_init(&eo);
-    int64_t pp = 512, tg = 128, reps = 3, batch = 512;
+    int64_t pp = 512, tg = 128, reps = 3, batch = 512, depth = 0;
     bool json = false, bw = true;
     const char *conc = NULL;
     int64_t in_len = 128, out_len = 128, prefix_len = 0;
@@ -372,6 +374,7 @@ int nb_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &tg)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-r")) { if (!nb_arg_int(CMD, a, val, 1, 1000, &reps)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "-b")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 16, &batch)) return NB_EXIT_USAGE; }
+        else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) { if (!nb_arg_int(CMD, a, val, 0, 1 << 20, &depth)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--concurrency")) conc = val;
         else if (!strcmp(a, "--input-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &in_len)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--output-len")) { if (!nb_arg_int(CMD, a, val, 1, 1 << 20, &out_len)) return NB_EXIT_USAGE; }
@@ -391,12 +394,12 @@ int nb_cmd_bench(int argc, char **argv) {
     sp.n_threads = ec.n_threads;
     sp.use_mmap = ec.use_mmap;
     sp.kv_dtype = ec.kv_cache_dtype;
-    sp.n_ctx = (int32_t)NB_MAX(pp, tg + 1);
+    sp.n_ctx = (int32_t)(depth + NB_MAX(pp, tg + 1));
     sp.n_batch = (int32_t)NB_MIN(batch, sp.n_ctx);
     nb_session *s;
     st = nb_session_open(&sp, &s);
     if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
-    int32_t n_tok = (int32_t)NB_MAX(pp, 1);
+    int32_t n_tok = (int32_t)(depth + NB_MAX(pp, 1));
     int32_t *ids = malloc((size_t)n_tok * sizeof *ids);
     float *logits = malloc((size_t)s->n_vocab * sizeof(float));
     double *pp_r = calloc((size_t)reps, sizeof(double)), *tg_r = calloc((size_t)reps, sizeof(double));
@@ -410,17 +413,22 @@ int nb_cmd_bench(int argc, char **argv) {
                    nb_membw_measure(pool, (size_t)512 << 20, 3, nb_cpu_isa(), &bwr) == NB_OK;
     /* rep -1 is the warm-up (page-in of the mmapped weights) */
     for (int64_t r = -1; r < reps && st == NB_OK; r++) {
+        /* each test starts from a context of `depth` tokens (untimed; at
+         * depth 0 the decode test starts from a 1-token prompt) */
         if (pp > 0) {
             nb_session_reset(s);
+            if (depth > 0) st = nb_session_eval(s, ids, (int32_t)depth, false, logits);
             double t0 = now_s();
-            st = nb_session_eval(s, ids, (int32_t)pp, false, logits);
+            if (st == NB_OK) st = nb_session_eval(s, ids + depth, (int32_t)pp, false, logits);
             if (r >= 0) pp_r[r] = (double)pp / (now_s() - t0);
         }
         if (tg > 0 && st == NB_OK) {
             nb_session_reset(s);
-            st = nb_session_eval(s, ids, 1, false, logits);
+            const int32_t ctx0 = (int32_t)NB_MAX(depth, 1);
+            st = nb_session_eval(s, ids, ctx0, false, logits);
             double t0 = now_s();
-            for (int64_t i = 0; i < tg && st == NB_OK; i++) st = nb_session_eval(s, &ids[(i + 1) % n_tok], 1, false, logits);
+            for (int64_t i = 0; i < tg && st == NB_OK; i++)
+                st = nb_session_eval(s, &ids[(ctx0 + i) % n_tok], 1, false, logits);
             if (r >= 0) tg_r[r] = (double)tg / (now_s() - t0);
         }
     }
@@ -428,7 +436,12 @@ int nb_cmd_bench(int argc, char **argv) {
     double pp_m = 0, pp_sd = 0, tg_m = 0, tg_sd = 0, gbps = 0;
     stats(pp_r, (int)reps, &pp_m, &pp_sd);
     stats(tg_r, (int)reps, &tg_m, &tg_sd);
-    uint64_t bpt = nb_model_bytes_per_token(s->model);
+    /* bytes a decoded token reads: the weights, and the KV cache of the
+     * context it attends to (the mean over the tg run) */
+    const uint64_t bpt = nb_model_bytes_per_token(s->model);
+    const double kv_ctx = (double)NB_MAX(depth, 1) + (double)tg / 2;
+    const uint64_t kvpt = tg > 0 ? (uint64_t)(kv_ctx * (double)nb_kv_bytes_per_token_type(&s->model->hp, s->kv.type)) : 0;
+    const uint64_t rpt = bpt + kvpt;
     char bw_best[96] = "";
     if (have_bw && st == NB_OK) {
         /* the best of several access patterns (kernels/membw.h): the roofline */
@@ -439,7 +452,7 @@ int nb_cmd_bench(int argc, char **argv) {
         bwr.n = 0;
     }
     nb_pool_free(pool);
-    double achieved = tg_m * (double)bpt / 1e9, roof = gbps > 0 ? gbps * 1e9 / (double)bpt : 0;
+    double achieved = tg_m * (double)rpt / 1e9, roof = gbps > 0 ? gbps * 1e9 / (double)rpt : 0;
     if (st == NB_OK && json) {
         json_t *o = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "model",
                               s->model_path, "isa", nb_fwd_isa(s->fwd), "threads", nb_fwd_threads(s->fwd), "pp",
@@ -447,6 +460,8 @@ int nb_cmd_bench(int argc, char **argv) {
                               "pp_tok_s_sd", pp_sd, "tg_tok_s", tg_m, "tg_tok_s_sd", tg_sd, "weight_bytes_per_token",
                               (json_int_t)bpt, "decode_gb_s", achieved, "read_bandwidth_gb_s", gbps,
                               "tg_roofline_tok_s", roof);
+        json_object_set_new(o, "depth", json_integer((json_int_t)depth));
+        json_object_set_new(o, "kv_bytes_per_token", json_integer((json_int_t)kvpt));
         json_object_set_new(o, "cpu", json_string(nb_cpu_name()));
         json_object_set_new(o, "kernels", json_string(nb_dispatch_default()->desc));
         if (bwr.n) {
@@ -462,11 +477,13 @@ int nb_cmd_bench(int argc, char **argv) {
                (double)s->model->weight_bytes / 1e9);
         printf("kernels: %s\n\n", nb_dispatch_default()->desc);
         printf("| test | t/s |\n|---|---|\n");
-        if (pp > 0) printf("| pp%lld | %.2f +/- %.2f |\n", (long long)pp, pp_m, pp_sd);
-        if (tg > 0) printf("| tg%lld | %.2f +/- %.2f |\n", (long long)tg, tg_m, tg_sd);
+        char at[32] = "";
+        if (depth > 0) snprintf(at, sizeof at, " @ d%lld", (long long)depth);
+        if (pp > 0) printf("| pp%lld%s | %.2f +/- %.2f |\n", (long long)pp, at, pp_m, pp_sd);
+        if (tg > 0) printf("| tg%lld%s | %.2f +/- %.2f |\n", (long long)tg, at, tg_m, tg_sd);
         if (tg > 0) {
-            printf("\ndecode roofline: %.3f GB of weights read per token -> %.1f GB/s achieved", (double)bpt / 1e9,
-                   achieved);
+            printf("\ndecode roofline: %.3f GB of weights + %.3f GB of KV cache read per token -> %.1f GB/s achieved",
+                   (double)bpt / 1e9, (double)kvpt / 1e9, achieved);
             if (gbps > 0)
                 printf("; measured read bandwidth %.1f GB/s (max over patterns, set by: %s) -> roofline %.1f tok/s, "
                        "decode at %.0f%% of it", gbps, bw_best, roof, 100 * tg_m / roof);

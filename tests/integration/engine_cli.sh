@@ -60,5 +60,21 @@ assert not off["prefix_caching"] and on["prefix_caching"]
 assert off["prefix_hit_tokens"] == 0 and on["prefix_hit_tokens"] == 4 * 64, (off, on)
 PY'
 
+# -d (llama-bench's --n-depth): the tests start from a D-token context, the
+# KV read at that depth is counted in the roofline; a depth past what the
+# model takes is refused by name
+"$BIN" bench model "$M" -p 8 -n 8 -d 100 -r 1 --no-bw --json -t 2 >"$tmp/d" 2>"$tmp/e"; rc=$?
+check "bench model -d runs and reports its depth and KV bytes" '[ $rc -eq 0 ] && python3 - "$tmp/d" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+# 2 x 4 layers x 64 x 4 bytes = 2048 bytes of f32 KV per token, 100 + 8/2 tokens of mean context
+assert d["depth"] == 100 and d["pp_tok_s"] > 0 and d["tg_tok_s"] > 0, d
+assert d["kv_bytes_per_token"] == 104 * 2048, d
+PY'
+"$BIN" bench model "$M" -p 8 -n 8 -d 100 -r 1 --no-bw -t 2 >"$tmp/d" 2>"$tmp/e"
+check "bench model -d labels the tests as llama-bench does" 'grep -q "^| pp8 @ d100 |" "$tmp/d" && grep -q "^| tg8 @ d100 |" "$tmp/d"'
+"$BIN" bench model "$M" -p 8 -n 8 -d x -t 2 >/dev/null 2>"$tmp/e"; rc=$?
+check "bench model -d x exits 2 naming the option" '[ $rc -eq 2 ] && grep -q -- "-d" "$tmp/e"'
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]
