@@ -48,9 +48,9 @@ size_t nb_attn_scratch_floats(int head_dim, int nq, int nt) {
     size_t rb = ((size_t)nq * (size_t)nt + 15) / 16;
     size_t tile = rb * 16 * (2 * (size_t)head_dim + 3) + 2 * NB_ATTN_KC * (size_t)head_dim + NB_ATTN_KC * 16 + 64;
     /* the AVX-512 decode tiles (<= 8 rows): Q^T and O^T (head_dim x 16
-     * each), a chunk of K and V interleaved and, for types other than f32,
-     * converted (NB_ATTN_KC_DECODE x head_dim each, twice) */
-    size_t dec = 2 * 16 * (size_t)head_dim + 4 * NB_ATTN_KC_DECODE * (size_t)head_dim + 64;
+     * each), a chunk of K and V interleaved (NB_ATTN_KC_DECODE x head_dim
+     * each) and a row of zeros */
+    size_t dec = 2 * 16 * (size_t)head_dim + 2 * NB_ATTN_KC_DECODE * (size_t)head_dim + (size_t)head_dim + 64;
     return (size_t)nq * (size_t)nt <= 8 && dec > tile ? dec : tile;
 }
 

@@ -197,6 +197,58 @@ static inline __attribute__((always_inline)) void interleave(__m512 *v, const in
     }
 }
 
+/* 16 elements of a row of type T from element j, as f32 times sc (the
+ * 8-bit pools' slot scale; the others have none). */
+static inline __attribute__((always_inline)) __m512 load16(const uint8_t *row, int j, float sc, const nb_kv_type T,
+                                                           const float *lut) {
+    switch (T) {
+    case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
+    case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
+    case NB_KVT_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
+    case NB_KVT_INT8:
+        return _mm512_mul_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j)))),
+            _mm512_set1_ps(sc));
+    default:
+        return _mm512_mul_ps(
+            _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))), lut, 4),
+            _mm512_set1_ps(sc));
+    }
+}
+
+/* A chunk's first ng groups of G K and V rows (type T, scales ks / vs)
+ * into Kg / Vg, interleaved (tile_dec), converted to f32 on the way. */
+static inline __attribute__((always_inline)) void dec_interleave(const uint8_t **kr, const uint8_t **vr,
+                                                                 const float *ks, const float *vs, float *Kg,
+                                                                 float *Vg, int hd, const nb_kv_type T, const int G,
+                                                                 int ng, const float *lut) {
+    const int hv = hd & ~15;
+    for (int g = 0; g < ng; g++) {
+        for (int j0 = 0; j0 < hv; j0 += 16) {
+            __m512 a[16], b[16];
+#pragma GCC unroll 16
+            for (int u = 0; u < G; u++) {
+                a[u] = load16(kr[g * G + u], j0, ks[g * G + u], T, lut);
+                b[u] = load16(vr[g * G + u], j0, vs[g * G + u], T, lut);
+            }
+            interleave(a, G);
+            interleave(b, G);
+#pragma GCC unroll 16
+            for (int m = 0; m < G; m++) {
+                _mm512_storeu_ps(Kg + ((size_t)g * hd + j0) * G + m * 16, a[m]);
+                _mm512_storeu_ps(Vg + ((size_t)g * hd + j0) * G + m * 16, b[m]);
+            }
+        }
+        for (int j = hv; j < hd; j++)
+            for (int u = 0; u < G; u++) {
+                Kg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, kr[g * G + u], j) * ks[g * G + u];
+                Vg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, vr[g * G + u], j) * vs[g * G + u];
+            }
+    }
+}
+
 /* G floats at p repeated over the vector. */
 static inline __m512 bcast_g(const float *p, const int G) {
     switch (G) {
@@ -243,13 +295,70 @@ static __attribute__((noinline)) __m512 dec_softmax(float *P, int NG, int G, int
     return corr;
 }
 
+/* One chunk of NG key groups (interleaved in Kg / Vg) against the tile:
+ * S = Q K^T in lanes (row, key of the group), the softmax update, then
+ * O = O * corr + P V, eight columns at a time. */
+static inline __attribute__((always_inline)) void dec_chunk(const float *QD, float *OD, const float *Kg,
+                                                            const float *Vg, int hd, const int G, const int NG,
+                                                            int32_t k0, bool edge, const int32_t *PL, float *Mv,
+                                                            float *Lv) {
+    const int JS = NG >= 8 ? 1 : 8 / NG; /* j-chains, so >= 8 sums run at once */
+    /* S = Q K^T: lanes (row, key within the group) */
+    __m512 s[8][16];
+#pragma GCC unroll 16
+    for (int js = 0; js < JS; js++)
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++) s[js][g] = _mm512_setzero_ps();
+    for (int j = 0; j < hd; j += JS)
+#pragma GCC unroll 16
+        for (int js = 0; js < JS; js++) {
+            if (JS > 1 && j + js >= hd) break;
+            const __m512 qv = _mm512_loadu_ps(QD + (size_t)(j + js) * W);
+#pragma GCC unroll 16
+            for (int g = 0; g < NG; g++)
+                s[js][g] = _mm512_fmadd_ps(bcast_g(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
+        }
+    float P[16 * W] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int g = 0; g < NG; g++) {
+        __m512 x = s[0][g];
+#pragma GCC unroll 16
+        for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, s[js][g]);
+        _mm512_store_ps(P + g * W, x);
+    }
+    __m512 p[16];
+    const __m512 corr = dec_softmax(P, NG, G, k0, edge, PL, Mv, Lv);
+#pragma GCC unroll 16
+    for (int g = 0; g < NG; g++) p[g] = _mm512_load_ps(P + g * W);
+    /* O = O * corr + P V, eight columns at a time */
+    int j = 0;
+    for (; j + 8 <= hd; j += 8) {
+        __m512 o[8];
+#pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)(j + i) * W), corr);
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++)
+#pragma GCC unroll 16
+            for (int i = 0; i < 8; i++)
+                o[i] = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j + i) * G, G), p[g], o[i]);
+#pragma GCC unroll 16
+        for (int i = 0; i < 8; i++) _mm512_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
+    }
+    for (; j < hd; j++) {
+        __m512 o = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)j * W), corr);
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++) o = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j) * G, G), p[g], o);
+        _mm512_storeu_ps(OD + (size_t)j * W, o);
+    }
+}
+
 static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t, const int HD, const int G) {
     const nb_attn_kv *kv = t->kv;
     const int hd = HD ? HD : kv->head_dim, nq = t->nq, R = t->nt * nq;
-    const int NG = DKC / G, JS = NG >= 8 ? 1 : 8 / NG; /* key groups; j-chains so >= 8 sums run at once */
+    const int NG = DKC / G; /* key groups of a chunk */
     const int32_t last = t->pos0 + t->nt - 1;
     float *QD = t->scratch, *OD = QD + (size_t)hd * W, *Kg = OD + (size_t)hd * W, *Vg = Kg + (size_t)DKC * hd;
-    float *Kc = Vg + (size_t)DKC * hd, *Vc = Kc + (size_t)DKC * hd; /* converted rows, types other than f32 */
+    float *Kc = Vg + (size_t)DKC * hd; /* a row of zeros (hd elements of any type) */
     /* Q^T times the scale, each row over its G lanes; padding lanes 0 */
     memset(QD, 0, (size_t)hd * W * sizeof *QD);
     for (int r = 0; r < R; r++) {
@@ -269,101 +378,35 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
     }
     const int32_t pmin = t->pos0;
     const float *lut = nb_attn_fp8_table();
-    const bool direct = kv->type == NB_KVT_F32 && !kv->ks && !kv->vs;
-    const int hv = hd & ~15;
+    memset(Kc, 0, (size_t)hd * sizeof *Kc);
 
     for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
         const uint8_t *kr[DKC], *vr[DKC];
         int64_t idx[DKC];
         const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, idx);
-        const float *krow[DKC], *vrow[DKC];
+        const uint8_t *zero = (const uint8_t *)(const void *)Kc; /* keys past the last: a row of zeros */
+        float ks[DKC], vs[DKC];
         for (int c = 0; c < DKC; c++) {
-            if (c >= nk) { /* keys past the last: zeros */
-                memset(Kc + c * hd, 0, (size_t)hd * sizeof *Kc);
-                memset(Vc + c * hd, 0, (size_t)hd * sizeof *Vc);
-                krow[c] = Kc + c * hd;
-                vrow[c] = Vc + c * hd;
-            } else if (direct) {
-                krow[c] = (const float *)(const void *)kr[c];
-                vrow[c] = (const float *)(const void *)vr[c];
+            if (c >= nk) {
+                kr[c] = vr[c] = zero;
+                ks[c] = vs[c] = 1.0f;
             } else {
-                const float ks = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-                const float vs = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-                row_f32(kv->type, kr[c], ks, Kc + c * hd, hd, lut);
-                row_f32(kv->type, vr[c], vs, Vc + c * hd, hd, lut);
-                krow[c] = Kc + c * hd;
-                vrow[c] = Vc + c * hd;
+                ks[c] = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                vs[c] = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
             }
         }
-        for (int g = 0; g < NG; g++) {
-            for (int j0 = 0; j0 < hv; j0 += 16) {
-                __m512 a[16], b[16];
-#pragma GCC unroll 16
-                for (int u = 0; u < G; u++) {
-                    a[u] = _mm512_loadu_ps(krow[g * G + u] + j0);
-                    b[u] = _mm512_loadu_ps(vrow[g * G + u] + j0);
-                }
-                interleave(a, G);
-                interleave(b, G);
-#pragma GCC unroll 16
-                for (int m = 0; m < G; m++) {
-                    _mm512_storeu_ps(Kg + ((size_t)g * hd + j0) * G + m * 16, a[m]);
-                    _mm512_storeu_ps(Vg + ((size_t)g * hd + j0) * G + m * 16, b[m]);
-                }
-            }
-            for (int j = hv; j < hd; j++)
-                for (int u = 0; u < G; u++) {
-                    Kg[((size_t)g * hd + j) * G + u] = krow[g * G + u][j];
-                    Vg[((size_t)g * hd + j) * G + u] = vrow[g * G + u][j];
-                }
+        const int ngk = (nk + G - 1) / G; /* groups holding keys: a short last chunk takes half the work */
+        const int ng = NG > 1 && ngk <= NG / 2 ? NG / 2 : NG;
+        switch (kv->type) {
+        case NB_KVT_F32: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F32, G, ng, lut); break;
+        case NB_KVT_F16: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F16, G, ng, lut); break;
+        case NB_KVT_BF16: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_BF16, G, ng, lut); break;
+        case NB_KVT_INT8: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_INT8, G, ng, lut); break;
+        default: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_FP8, G, ng, lut); break;
         }
-        /* S = Q K^T: lanes (row, key within the group) */
-        __m512 s[4][16];
-#pragma GCC unroll 16
-        for (int js = 0; js < JS; js++)
-#pragma GCC unroll 16
-            for (int g = 0; g < NG; g++) s[js][g] = _mm512_setzero_ps();
-        for (int j = 0; j < hd; j += JS)
-#pragma GCC unroll 16
-            for (int js = 0; js < JS; js++) {
-                if (JS > 1 && j + js >= hd) break;
-                const __m512 qv = _mm512_loadu_ps(QD + (size_t)(j + js) * W);
-#pragma GCC unroll 16
-                for (int g = 0; g < NG; g++)
-                    s[js][g] = _mm512_fmadd_ps(bcast_g(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
-            }
-        float P[16 * W] __attribute__((aligned(64)));
-#pragma GCC unroll 16
-        for (int g = 0; g < NG; g++) {
-            __m512 x = s[0][g];
-#pragma GCC unroll 16
-            for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, s[js][g]);
-            _mm512_store_ps(P + g * W, x);
-        }
-        __m512 p[16];
-        const __m512 corr = dec_softmax(P, NG, G, k0, k0 + DKC - 1 > pmin, PL, Mv, Lv);
-#pragma GCC unroll 16
-        for (int g = 0; g < NG; g++) p[g] = _mm512_load_ps(P + g * W);
-        /* O = O * corr + P V, eight columns at a time */
-        int j = 0;
-        for (; j + 8 <= hd; j += 8) {
-            __m512 o[8];
-#pragma GCC unroll 16
-            for (int i = 0; i < 8; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)(j + i) * W), corr);
-#pragma GCC unroll 16
-            for (int g = 0; g < NG; g++)
-#pragma GCC unroll 16
-                for (int i = 0; i < 8; i++)
-                    o[i] = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j + i) * G, G), p[g], o[i]);
-#pragma GCC unroll 16
-            for (int i = 0; i < 8; i++) _mm512_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
-        }
-        for (; j < hd; j++) {
-            __m512 o = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)j * W), corr);
-#pragma GCC unroll 16
-            for (int g = 0; g < NG; g++) o = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j) * G, G), p[g], o);
-            _mm512_storeu_ps(OD + (size_t)j * W, o);
-        }
+        const bool edge = k0 + ng * G - 1 > pmin; /* the causal edge, or keys past the last */
+        if (ng == NG) dec_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv);
+        else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
     }
 
     for (int r = 0; r < R; r++) {
