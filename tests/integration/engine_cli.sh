@@ -73,6 +73,15 @@ assert d["kv_bytes_per_token"] == 104 * 2048, d
 PY'
 "$BIN" bench model "$M" -p 8 -n 8 -d 100 -r 1 --no-bw -t 2 >"$tmp/d" 2>"$tmp/e"
 check "bench model -d labels the tests as llama-bench does" 'grep -q "^| pp8 @ d100 |" "$tmp/d" && grep -q "^| tg8 @ d100 |" "$tmp/d"'
+# the bandwidth re-measured after each decode run, and decode's share of it
+"$BIN" bench model "$M" -p 0 -n 16 -r 2 --json -t 2 >"$tmp/w" 2>"$tmp/e"; rc=$?
+check "bench model re-measures the bandwidth after each tg run" '[ $rc -eq 0 ] && python3 - "$tmp/w" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["read_bandwidth_gb_s_after_each_tg"]
+assert len(a) == 2 and all(x > 0 for x in a), d
+assert d["tg_roofline_pct_same_minute"] > 0, d
+PY'
 "$BIN" bench model "$M" -p 8 -n 8 -d x -t 2 >/dev/null 2>"$tmp/e"; rc=$?
 check "bench model -d x exits 2 naming the option" '[ $rc -eq 2 ] && grep -q -- "-d" "$tmp/e"'
 
