@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "kernels/x86/attn_tile.h"
 #include "kernels/x86/vexp.h"
 
@@ -536,6 +537,156 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
     attn_frame_end(t, &f, W);
 }
 
+/* Decode tiles (<= 8 rows) of bf16 KV with bf16 dots: tile_dec's lanes
+ * (row, key of a group) and tile16_bf16's roundings. Q^T as bf16 pairs of
+ * head elements (QP[j2][lane]); a chunk's K as its rows' pairs, interleaved
+ * by group (Kp[g][j2][u]); V as pairs of keys two groups apart, VP[h][j][u]
+ * = (V[2h*G + u][j], V[(2h+1)*G + u][j]), matching the probabilities'
+ * pairs (p[2h], p[2h+1]) in each lane. */
+static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_tile *t, const int HD, const int G) {
+    static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const nb_attn_kv *kv = t->kv;
+    const int hd = HD ? HD : kv->head_dim, hp = hd / 2, nq = t->nq, R = t->nt * nq;
+    const int NG = DKC / G, NH = NG / 2, JS = NG >= 8 ? 1 : 8 / NG;
+    const int32_t last = t->pos0 + t->nt - 1;
+    float *QP = t->scratch, *OD = QP + (size_t)hd * W, *Kp = OD + (size_t)hd * W, *VP = Kp + (size_t)DKC * hd;
+    uint16_t *zero = (uint16_t *)(void *)(VP + (size_t)DKC * hd); /* keys past the last */
+    memset(zero, 0, (size_t)hd * sizeof *zero);
+    memset(QP, 0, (size_t)hp * W * sizeof *QP);
+    for (int r = 0; r < R; r++) {
+        const float *q = t->q + (int64_t)(r / nq) * t->q_stride + (int64_t)(r % nq) * hd;
+        for (int j2 = 0; j2 < hp; j2++) {
+            const uint32_t pr = (uint32_t)nb_fp32_to_bf16(q[2 * j2] * t->scale) |
+                                (uint32_t)nb_fp32_to_bf16(q[2 * j2 + 1] * t->scale) << 16;
+            for (int u = 0; u < G; u++) memcpy(QP + j2 * W + r * G + u, &pr, 4);
+        }
+    }
+    memset(OD, 0, (size_t)hd * W * sizeof *OD);
+    int32_t PL[W];
+    float Mv[W], Lv[W];
+    for (int ln = 0; ln < W; ln++) {
+        PL[ln] = ln / G < R ? t->pos0 + ln / G / nq : last;
+        Mv[ln] = -INFINITY;
+        Lv[ln] = 0;
+    }
+    const __m512i idx = _mm512_loadu_si512(pair_idx);
+    const int hpv = hp & ~15, hv = hd & ~15;
+    for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
+        const uint8_t *kr[DKC], *vr[DKC];
+        int64_t sl[DKC];
+        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl);
+        for (int c = nk; c < DKC; c++) kr[c] = vr[c] = (const uint8_t *)(const void *)zero;
+        for (int g = 0; g < NG; g++) { /* K: the rows' pairs, interleaved by group */
+            for (int j0 = 0; j0 < hpv; j0 += 16) {
+                __m512 a[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < G; u++) a[u] = _mm512_loadu_ps((const float *)(const void *)kr[g * G + u] + j0);
+                interleave(a, G);
+#pragma GCC unroll 16
+                for (int m = 0; m < G; m++) _mm512_storeu_ps(Kp + ((size_t)g * hp + j0) * G + m * 16, a[m]);
+            }
+            for (int j2 = hpv; j2 < hp; j2++)
+                for (int u = 0; u < G; u++) memcpy(Kp + ((size_t)g * hp + j2) * G + u, kr[g * G + u] + 4 * j2, 4);
+        }
+        for (int h = 0; h < NH; h++) { /* V: pairs of keys two groups apart, interleaved */
+            for (int j0 = 0; j0 < hv; j0 += 16) {
+                __m512 a[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < G; u++) {
+                    const __m512i lo = _mm512_cvtepu16_epi32(
+                        _mm256_loadu_si256((const __m256i *)(const void *)(vr[2 * h * G + u] + 2 * (size_t)j0)));
+                    const __m512i hi = _mm512_cvtepu16_epi32(
+                        _mm256_loadu_si256((const __m256i *)(const void *)(vr[(2 * h + 1) * G + u] + 2 * (size_t)j0)));
+                    a[u] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                }
+                interleave(a, G);
+#pragma GCC unroll 16
+                for (int m = 0; m < G; m++) _mm512_storeu_ps(VP + ((size_t)h * hd + j0) * G + m * 16, a[m]);
+            }
+            for (int j = hv; j < hd; j++)
+                for (int u = 0; u < G; u++) {
+                    uint16_t x, y;
+                    memcpy(&x, vr[2 * h * G + u] + 2 * (size_t)j, 2);
+                    memcpy(&y, vr[(2 * h + 1) * G + u] + 2 * (size_t)j, 2);
+                    const uint32_t pr = (uint32_t)x | (uint32_t)y << 16;
+                    memcpy(VP + ((size_t)h * hd + j) * G + u, &pr, 4);
+                }
+        }
+        __m512 sacc[8][16];
+#pragma GCC unroll 16
+        for (int js = 0; js < JS; js++)
+#pragma GCC unroll 16
+            for (int g = 0; g < NG; g++) sacc[js][g] = _mm512_setzero_ps();
+        for (int j2 = 0; j2 < hp; j2 += JS)
+#pragma GCC unroll 16
+            for (int js = 0; js < JS; js++) {
+                if (JS > 1 && j2 + js >= hp) break;
+                const __m512bh qv = (__m512bh)_mm512_loadu_si512(QP + (size_t)(j2 + js) * W);
+#pragma GCC unroll 16
+                for (int g = 0; g < NG; g++)
+                    sacc[js][g] = _mm512_dpbf16_ps(sacc[js][g], qv,
+                                                   (__m512bh)bcast_g(Kp + ((size_t)g * hp + j2 + js) * G, G));
+            }
+        float P[16 * W] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; g++) {
+            __m512 x = sacc[0][g];
+#pragma GCC unroll 16
+            for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, sacc[js][g]);
+            _mm512_store_ps(P + g * W, x);
+        }
+        const __m512 corr = dec_softmax(P, NG, G, k0, k0 + DKC - 1 > t->pos0, PL, Mv, Lv);
+        __m512bh pp[8];
+#pragma GCC unroll 8
+        for (int h = 0; h < NH; h++)
+            pp[h] = (__m512bh)bf16_pairs(_mm512_load_ps(P + 2 * h * W), _mm512_load_ps(P + (2 * h + 1) * W), idx);
+        int j = 0;
+        for (; j + 8 <= hd; j += 8) {
+            __m512 o[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)(j + i) * W), corr);
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    o[i] = _mm512_dpbf16_ps(o[i], pp[h], (__m512bh)bcast_g(VP + ((size_t)h * hd + j + i) * G, G));
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) _mm512_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
+        }
+        for (; j < hd; j++) {
+            __m512 o = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)j * W), corr);
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                o = _mm512_dpbf16_ps(o, pp[h], (__m512bh)bcast_g(VP + ((size_t)h * hd + j) * G, G));
+            _mm512_storeu_ps(OD + (size_t)j * W, o);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float l = 0;
+        for (int u = 0; u < G; u++) l += Lv[r * G + u];
+        const float inv = 1.0f / l;
+        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
+        for (int jj = 0; jj < hd; jj++) {
+            float acc = 0;
+            for (int u = 0; u < G; u++) acc += OD[jj * W + r * G + u];
+            o[jj] = acc * inv;
+        }
+    }
+}
+
+#define DECB_FN(HD, G) \
+    static __attribute__((noinline)) void tile_dec_bf16_##HD##_##G(const nb_attn_tile *t) { tile_dec_bf16(t, HD, G); }
+#define DECB_FNS(HD) DECB_FN(HD, 2) DECB_FN(HD, 4) DECB_FN(HD, 8) DECB_FN(HD, 16)
+DECB_FNS(64)
+DECB_FNS(128)
+DECB_FNS(0)
+#define DECB_PICK(HD, R)                                     \
+    ((R) > 4   ? tile_dec_bf16_##HD##_2                      \
+     : (R) > 2 ? tile_dec_bf16_##HD##_4                      \
+     : (R) > 1 ? tile_dec_bf16_##HD##_8                      \
+               : tile_dec_bf16_##HD##_16)
+
 /* bf16 KV without scales and an even head size; anything else takes the
  * f32 kernel. */
 static void attn_avx512_bf16(const nb_attn_tile *t) {
@@ -543,6 +694,13 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
     if (kv->type != NB_KVT_BF16 || kv->ks || kv->vs || kv->head_dim % 2) {
         attn_avx512_f32(t);
         return;
+    }
+    if (t->nt * t->nq <= 8) {
+        switch (kv->head_dim) {
+        case 64: DECB_PICK(64, t->nt * t->nq)(t); return;
+        case 128: DECB_PICK(128, t->nt * t->nq)(t); return;
+        default: DECB_PICK(0, t->nt * t->nq)(t); return;
+        }
     }
     switch (kv->head_dim) {
     case 64: tile16_bf16(t, 64); return;
