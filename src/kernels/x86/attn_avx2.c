@@ -337,11 +337,7 @@ static inline __attribute__((always_inline)) void tile_dec8(const nb_attn_tile *
     memset(zero, 0, (size_t)hd * sizeof *zero);
     int32_t PL[W];
     float Mv[W], Lv[W];
-    for (int ln = 0; ln < W; ln++) {
-        PL[ln] = ln / G < R ? t->pos0 + ln / G / nq : last;
-        Mv[ln] = -INFINITY;
-        Lv[ln] = 0;
-    }
+    dec_lanes_init(t, W, G, PL, Mv, Lv);
     const float *lut = nb_attn_fp8_table();
     for (int32_t k0 = 0; k0 <= last; k0 += DKC2) {
         const uint8_t *kr[DKC2], *vr[DKC2];
@@ -370,17 +366,7 @@ static inline __attribute__((always_inline)) void tile_dec8(const nb_attn_tile *
         if (ng == NG) dec8_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv);
         else dec8_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
     }
-    for (int r = 0; r < R; r++) {
-        float l = 0;
-        for (int u = 0; u < G; u++) l += Lv[r * G + u];
-        const float inv = 1.0f / l;
-        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
-        for (int jj = 0; jj < hd; jj++) {
-            float acc = 0;
-            for (int u = 0; u < G; u++) acc += OD[jj * W + r * G + u];
-            o[jj] = acc * inv;
-        }
-    }
+    dec_tile_end(t, hd, W, G, OD, Lv);
 }
 
 /* One function per (head size, G): each gets its own register allocation. */

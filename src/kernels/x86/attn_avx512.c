@@ -372,11 +372,7 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
      * the running max and sum, in memory between chunks like O */
     int32_t PL[W];
     float Mv[W], Lv[W];
-    for (int ln = 0; ln < W; ln++) {
-        PL[ln] = ln / G < R ? t->pos0 + ln / G / nq : last;
-        Mv[ln] = -INFINITY;
-        Lv[ln] = 0;
-    }
+    dec_lanes_init(t, W, G, PL, Mv, Lv);
     const int32_t pmin = t->pos0;
     const float *lut = nb_attn_fp8_table();
     memset(Kc, 0, (size_t)hd * sizeof *Kc);
@@ -410,19 +406,7 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
         else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
     }
 
-    for (int r = 0; r < R; r++) {
-        float l = 0;
-#pragma GCC unroll 16
-        for (int u = 0; u < G; u++) l += Lv[r * G + u];
-        const float inv = 1.0f / l;
-        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
-        for (int jj = 0; jj < hd; jj++) {
-            float acc = 0;
-#pragma GCC unroll 16
-            for (int u = 0; u < G; u++) acc += OD[jj * W + r * G + u];
-            o[jj] = acc * inv;
-        }
-    }
+    dec_tile_end(t, hd, W, G, OD, Lv);
 }
 
 /* One function per (head size, G): each gets its own register allocation. */
@@ -565,11 +549,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     memset(OD, 0, (size_t)hd * W * sizeof *OD);
     int32_t PL[W];
     float Mv[W], Lv[W];
-    for (int ln = 0; ln < W; ln++) {
-        PL[ln] = ln / G < R ? t->pos0 + ln / G / nq : last;
-        Mv[ln] = -INFINITY;
-        Lv[ln] = 0;
-    }
+    dec_lanes_init(t, W, G, PL, Mv, Lv);
     const __m512i idx = _mm512_loadu_si512(pair_idx);
     const int hpv = hp & ~15, hv = hd & ~15;
     for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
@@ -662,17 +642,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
             _mm512_storeu_ps(OD + (size_t)j * W, o);
         }
     }
-    for (int r = 0; r < R; r++) {
-        float l = 0;
-        for (int u = 0; u < G; u++) l += Lv[r * G + u];
-        const float inv = 1.0f / l;
-        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
-        for (int jj = 0; jj < hd; jj++) {
-            float acc = 0;
-            for (int u = 0; u < G; u++) acc += OD[jj * W + r * G + u];
-            o[jj] = acc * inv;
-        }
-    }
+    dec_tile_end(t, hd, W, G, OD, Lv);
 }
 
 #define DECB_FN(HD, G) \

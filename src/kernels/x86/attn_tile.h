@@ -132,4 +132,35 @@ static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_t
     }
 }
 
+/* Decode tiles (rows r of a tile in lanes r * G .. r * G + G - 1, one key
+ * of each group of G per lane): each lane's row position (padding lanes:
+ * the last), running max and sum. */
+static inline __attribute__((always_inline)) void dec_lanes_init(const nb_attn_tile *t, int W, int G, int32_t *PL,
+                                                                 float *Mv, float *Lv) {
+    const int R = t->nt * t->nq;
+    for (int ln = 0; ln < W; ln++) {
+        PL[ln] = ln / G < R ? t->pos0 + ln / G / t->nq : t->pos0 + t->nt - 1;
+        Mv[ln] = -INFINITY;
+        Lv[ln] = 0;
+    }
+}
+
+/* out = O / L of a decode tile, each row's G lanes of O^T (OD[j][lane])
+ * and of L added. */
+static inline __attribute__((always_inline)) void dec_tile_end(const nb_attn_tile *t, int hd, int W, int G,
+                                                               const float *OD, const float *Lv) {
+    const int R = t->nt * t->nq, nq = t->nq;
+    for (int r = 0; r < R; r++) {
+        float l = 0;
+        for (int u = 0; u < G; u++) l += Lv[r * G + u];
+        const float inv = 1.0f / l;
+        float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
+        for (int j = 0; j < hd; j++) {
+            float acc = 0;
+            for (int u = 0; u < G; u++) acc += OD[j * W + r * G + u];
+            o[j] = acc * inv;
+        }
+    }
+}
+
 #endif
