@@ -22,7 +22,7 @@
  * A tile of at most 8 rows (a decode token of a GQA group of <= 8) would
  * leave most of the AVX-512 kernel's 16 lanes empty; there each row takes
  * 16 / R lanes, one key of a group of keys each (attn_avx512.c tile_dec;
- * the AVX2 kernel the same at 8 lanes for R <= 4, attn_avx2.c tile_dec8;
+ * the AVX2 kernel the same at 8 lanes for R <= 4, attn_dec_impl.h;
  * the bf16-dot kernel too, tile_dec_bf16),
  * so such a tile sums in another order than a larger tile would: a token's
  * result can differ in the last bits with the tile it is computed in.

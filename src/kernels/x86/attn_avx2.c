@@ -137,12 +137,12 @@ static inline __attribute__((always_inline)) void tile8(const nb_attn_tile *t, c
 }
 
 /* ---- decode tiles: G keys per row in the lanes ---------------------------
- * attn_avx512.c's tile_dec at 8 lanes: a tile of R <= 4 rows (a decode
- * token of a GQA group of <= 4) puts each row in G = 8 / P lanes (P: R
- * rounded up to a power of two), one key of each group of G per lane, over
- * chunks of DKC2 keys interleaved in groups (Kg[g][j][u] = K[g*G + u][j]);
- * the max and the sums of P and O are per lane and combined over a row's G
- * lanes at the end. */
+ * attn_avx512.c's tile_dec at 8 lanes (the code is attn_dec_impl.h, shared):
+ * a tile of R <= 4 rows (a decode token of a GQA group of <= 4) puts each
+ * row in G = 8 / P lanes (P: R rounded up to a power of two), one key of
+ * each group of G per lane, over chunks of DKC2 keys interleaved in groups
+ * (Kg[g][j][u] = K[g*G + u][j]); the max and the sums of P and O are per
+ * lane and combined over a row's G lanes at the end. */
 #define DKC2 16
 
 /* 8 elements of a row of type T from element j, as f32 times sc (the 8-bit
@@ -198,35 +198,6 @@ static inline __attribute__((always_inline)) void interleave8(__m256 *v, const i
     }
 }
 
-static inline __attribute__((always_inline)) void dec8_interleave(const uint8_t **kr, const uint8_t **vr,
-                                                                  const float *ks, const float *vs, float *Kg,
-                                                                  float *Vg, int hd, const nb_kv_type T, const int G,
-                                                                  int ng, const float *lut) {
-    const int hv = hd & ~7;
-    for (int g = 0; g < ng; g++) {
-        for (int j0 = 0; j0 < hv; j0 += 8) {
-            __m256 a[8], b[8];
-#pragma GCC unroll 8
-            for (int u = 0; u < G; u++) {
-                a[u] = load8(kr[g * G + u], j0, ks[g * G + u], T, lut);
-                b[u] = load8(vr[g * G + u], j0, vs[g * G + u], T, lut);
-            }
-            interleave8(a, G);
-            interleave8(b, G);
-#pragma GCC unroll 8
-            for (int m = 0; m < G; m++) {
-                _mm256_storeu_ps(Kg + ((size_t)g * hd + j0) * G + m * 8, a[m]);
-                _mm256_storeu_ps(Vg + ((size_t)g * hd + j0) * G + m * 8, b[m]);
-            }
-        }
-        for (int j = hv; j < hd; j++)
-            for (int u = 0; u < G; u++) {
-                Kg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, kr[g * G + u], j) * ks[g * G + u];
-                Vg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, vr[g * G + u], j) * vs[g * G + u];
-            }
-    }
-}
-
 /* G floats at p repeated over the vector. */
 static inline __m256 bcast8_g(const float *p, const int G) {
     switch (G) {
@@ -268,123 +239,28 @@ static __attribute__((noinline)) __m256 dec8_softmax(float *P, int NG, int G, in
     return corr;
 }
 
-static inline __attribute__((always_inline)) void dec8_chunk(const float *QD, float *OD, const float *Kg,
-                                                             const float *Vg, int hd, const int G, const int NG,
-                                                             int32_t k0, bool edge, const int32_t *PL, float *Mv,
-                                                             float *Lv) {
-    const int JS = NG >= 8 ? 1 : 8 / NG; /* j-chains, so 8 sums run at once */
-    __m256 s[8][8];
-#pragma GCC unroll 8
-    for (int js = 0; js < JS; js++)
-#pragma GCC unroll 8
-        for (int g = 0; g < NG; g++) s[js][g] = _mm256_setzero_ps();
-    for (int j = 0; j < hd; j += JS)
-#pragma GCC unroll 8
-        for (int js = 0; js < JS; js++) {
-            if (JS > 1 && j + js >= hd) break;
-            const __m256 qv = _mm256_loadu_ps(QD + (size_t)(j + js) * W);
-#pragma GCC unroll 8
-            for (int g = 0; g < NG; g++)
-                s[js][g] = _mm256_fmadd_ps(bcast8_g(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
-        }
-    float P[8 * W] __attribute__((aligned(32)));
-#pragma GCC unroll 8
-    for (int g = 0; g < NG; g++) {
-        __m256 x = s[0][g];
-#pragma GCC unroll 8
-        for (int js = 1; js < JS; js++) x = _mm256_add_ps(x, s[js][g]);
-        _mm256_store_ps(P + g * W, x);
-    }
-    const __m256 corr = dec8_softmax(P, NG, G, k0, edge, PL, Mv, Lv);
-    __m256 p[8];
-#pragma GCC unroll 8
-    for (int g = 0; g < NG; g++) p[g] = _mm256_load_ps(P + g * W);
-    int j = 0;
-    for (; j + 4 <= hd; j += 4) {
-        __m256 o[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) o[i] = _mm256_mul_ps(_mm256_loadu_ps(OD + (size_t)(j + i) * W), corr);
-#pragma GCC unroll 8
-        for (int g = 0; g < NG; g++)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                o[i] = _mm256_fmadd_ps(bcast8_g(Vg + ((size_t)g * hd + j + i) * G, G), p[g], o[i]);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) _mm256_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
-    }
-    for (; j < hd; j++) {
-        __m256 o = _mm256_mul_ps(_mm256_loadu_ps(OD + (size_t)j * W), corr);
-#pragma GCC unroll 8
-        for (int g = 0; g < NG; g++) o = _mm256_fmadd_ps(bcast8_g(Vg + ((size_t)g * hd + j) * G, G), p[g], o);
-        _mm256_storeu_ps(OD + (size_t)j * W, o);
-    }
-}
+/* tile_dec, shared with the AVX-512 kernel (attn_dec_impl.h) */
+#define DV __m256
+#define DV_LOAD _mm256_loadu_ps
+#define DV_STORE _mm256_storeu_ps
+#define DV_ZERO _mm256_setzero_ps
+#define DV_ADD _mm256_add_ps
+#define DV_MUL _mm256_mul_ps
+#define DV_FMA _mm256_fmadd_ps
+#define DV_ROW load8
+#define DV_ILV interleave8
+#define DV_BCAST bcast8_g
+#define DV_SOFTMAX dec8_softmax
+#define DEC_KC DKC2
+#define DEC_NC 4
+#include "kernels/x86/attn_dec_impl.h"
 
-static inline __attribute__((always_inline)) void tile_dec8(const nb_attn_tile *t, const int HD, const int G) {
-    const nb_attn_kv *kv = t->kv;
-    const int hd = HD ? HD : kv->head_dim, nq = t->nq, R = t->nt * nq;
-    const int NG = DKC2 / G;
-    const int32_t last = t->pos0 + t->nt - 1;
-    float *QD = t->scratch, *OD = QD + (size_t)hd * W, *Kg = OD + (size_t)hd * W, *Vg = Kg + (size_t)DKC2 * hd;
-    float *zero = Vg + (size_t)DKC2 * hd; /* a row of zeros: the keys past the last */
-    memset(QD, 0, (size_t)hd * W * sizeof *QD);
-    for (int r = 0; r < R; r++) {
-        const float *q = t->q + (int64_t)(r / nq) * t->q_stride + (int64_t)(r % nq) * hd;
-        for (int j = 0; j < hd; j++)
-            for (int u = 0; u < G; u++) QD[j * W + r * G + u] = q[j] * t->scale;
-    }
-    memset(OD, 0, (size_t)hd * W * sizeof *OD);
-    memset(zero, 0, (size_t)hd * sizeof *zero);
-    int32_t PL[W];
-    float Mv[W], Lv[W];
-    dec_lanes_init(t, W, G, PL, Mv, Lv);
-    const float *lut = nb_attn_fp8_table();
-    for (int32_t k0 = 0; k0 <= last; k0 += DKC2) {
-        const uint8_t *kr[DKC2], *vr[DKC2];
-        int64_t idx[DKC2];
-        float ks[DKC2], vs[DKC2];
-        const int nk = attn_chunk_rows(t, hd, k0, DKC2, kr, vr, idx);
-        for (int c = 0; c < DKC2; c++) {
-            if (c >= nk) {
-                kr[c] = vr[c] = (const uint8_t *)(const void *)zero;
-                ks[c] = vs[c] = 1.0f;
-            } else {
-                ks[c] = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-                vs[c] = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-            }
-        }
-        const int ngk = (nk + G - 1) / G; /* groups holding keys: a short last chunk takes half the work */
-        const int ng = NG > 1 && ngk <= NG / 2 ? NG / 2 : NG;
-        switch (kv->type) {
-        case NB_KVT_F32: dec8_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F32, G, ng, lut); break;
-        case NB_KVT_F16: dec8_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F16, G, ng, lut); break;
-        case NB_KVT_BF16: dec8_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_BF16, G, ng, lut); break;
-        case NB_KVT_INT8: dec8_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_INT8, G, ng, lut); break;
-        default: dec8_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_FP8, G, ng, lut); break;
-        }
-        const bool edge = k0 + ng * G - 1 > t->pos0;
-        if (ng == NG) dec8_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv);
-        else dec8_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
-    }
-    dec_tile_end(t, hd, W, G, OD, Lv);
-}
-
-/* One function per (head size, G): each gets its own register allocation. */
-#define DEC8_FN(HD, G) \
-    static __attribute__((noinline)) void tile_dec8_##HD##_##G(const nb_attn_tile *t) { tile_dec8(t, HD, G); }
-#define DEC8_FNS(HD) DEC8_FN(HD, 2) DEC8_FN(HD, 4) DEC8_FN(HD, 8)
-DEC8_FNS(64)
-DEC8_FNS(128)
-DEC8_FNS(0)
-#define DEC8_PICK(HD, R) ((R) > 2 ? tile_dec8_##HD##_2 : (R) > 1 ? tile_dec8_##HD##_4 : tile_dec8_##HD##_8)
+NB_DEC_INSTANCES(NB_DEC_FNS8, tile_dec)
 
 static void attn_avx2(const nb_attn_tile *t) {
-    if (t->nt * t->nq <= 4) {
-        switch (t->kv->head_dim) {
-        case 64: DEC8_PICK(64, t->nt * t->nq)(t); return;
-        case 128: DEC8_PICK(128, t->nt * t->nq)(t); return;
-        default: DEC8_PICK(0, t->nt * t->nq)(t); return;
-        }
+    if (t->nt * t->nq <= 4) { /* decode tiles: G keys per row in the lanes */
+        NB_DEC_RUN(NB_DEC_PICK8, tile_dec, t);
+        return;
     }
     switch (t->kv->head_dim) {
     case 64: tile8(t, 64); return;

@@ -219,37 +219,6 @@ static inline __attribute__((always_inline)) __m512 load16(const uint8_t *row, i
     }
 }
 
-/* A chunk's first ng groups of G K and V rows (type T, scales ks / vs)
- * into Kg / Vg, interleaved (tile_dec), converted to f32 on the way. */
-static inline __attribute__((always_inline)) void dec_interleave(const uint8_t **kr, const uint8_t **vr,
-                                                                 const float *ks, const float *vs, float *Kg,
-                                                                 float *Vg, int hd, const nb_kv_type T, const int G,
-                                                                 int ng, const float *lut) {
-    const int hv = hd & ~15;
-    for (int g = 0; g < ng; g++) {
-        for (int j0 = 0; j0 < hv; j0 += 16) {
-            __m512 a[16], b[16];
-#pragma GCC unroll 16
-            for (int u = 0; u < G; u++) {
-                a[u] = load16(kr[g * G + u], j0, ks[g * G + u], T, lut);
-                b[u] = load16(vr[g * G + u], j0, vs[g * G + u], T, lut);
-            }
-            interleave(a, G);
-            interleave(b, G);
-#pragma GCC unroll 16
-            for (int m = 0; m < G; m++) {
-                _mm512_storeu_ps(Kg + ((size_t)g * hd + j0) * G + m * 16, a[m]);
-                _mm512_storeu_ps(Vg + ((size_t)g * hd + j0) * G + m * 16, b[m]);
-            }
-        }
-        for (int j = hv; j < hd; j++)
-            for (int u = 0; u < G; u++) {
-                Kg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, kr[g * G + u], j) * ks[g * G + u];
-                Vg[((size_t)g * hd + j) * G + u] = nb_attn_elem(T, vr[g * G + u], j) * vs[g * G + u];
-            }
-    }
-}
-
 /* G floats at p repeated over the vector. */
 static inline __m512 bcast_g(const float *p, const int G) {
     switch (G) {
@@ -296,141 +265,28 @@ static __attribute__((noinline)) __m512 dec_softmax(float *P, int NG, int G, int
     return corr;
 }
 
-/* One chunk of NG key groups (interleaved in Kg / Vg) against the tile:
- * S = Q K^T in lanes (row, key of the group), the softmax update, then
- * O = O * corr + P V, eight columns at a time. */
-static inline __attribute__((always_inline)) void dec_chunk(const float *QD, float *OD, const float *Kg,
-                                                            const float *Vg, int hd, const int G, const int NG,
-                                                            int32_t k0, bool edge, const int32_t *PL, float *Mv,
-                                                            float *Lv) {
-    const int JS = NG >= 8 ? 1 : 8 / NG; /* j-chains, so >= 8 sums run at once */
-    /* S = Q K^T: lanes (row, key within the group) */
-    __m512 s[8][16];
-#pragma GCC unroll 16
-    for (int js = 0; js < JS; js++)
-#pragma GCC unroll 16
-        for (int g = 0; g < NG; g++) s[js][g] = _mm512_setzero_ps();
-    for (int j = 0; j < hd; j += JS)
-#pragma GCC unroll 16
-        for (int js = 0; js < JS; js++) {
-            if (JS > 1 && j + js >= hd) break;
-            const __m512 qv = _mm512_loadu_ps(QD + (size_t)(j + js) * W);
-#pragma GCC unroll 16
-            for (int g = 0; g < NG; g++)
-                s[js][g] = _mm512_fmadd_ps(bcast_g(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
-        }
-    float P[16 * W] __attribute__((aligned(64)));
-#pragma GCC unroll 16
-    for (int g = 0; g < NG; g++) {
-        __m512 x = s[0][g];
-#pragma GCC unroll 16
-        for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, s[js][g]);
-        _mm512_store_ps(P + g * W, x);
-    }
-    __m512 p[16];
-    const __m512 corr = dec_softmax(P, NG, G, k0, edge, PL, Mv, Lv);
-#pragma GCC unroll 16
-    for (int g = 0; g < NG; g++) p[g] = _mm512_load_ps(P + g * W);
-    /* O = O * corr + P V, eight columns at a time */
-    int j = 0;
-    for (; j + 8 <= hd; j += 8) {
-        __m512 o[8];
-#pragma GCC unroll 16
-        for (int i = 0; i < 8; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)(j + i) * W), corr);
-#pragma GCC unroll 16
-        for (int g = 0; g < NG; g++)
-#pragma GCC unroll 16
-            for (int i = 0; i < 8; i++)
-                o[i] = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j + i) * G, G), p[g], o[i]);
-#pragma GCC unroll 16
-        for (int i = 0; i < 8; i++) _mm512_storeu_ps(OD + (size_t)(j + i) * W, o[i]);
-    }
-    for (; j < hd; j++) {
-        __m512 o = _mm512_mul_ps(_mm512_loadu_ps(OD + (size_t)j * W), corr);
-#pragma GCC unroll 16
-        for (int g = 0; g < NG; g++) o = _mm512_fmadd_ps(bcast_g(Vg + ((size_t)g * hd + j) * G, G), p[g], o);
-        _mm512_storeu_ps(OD + (size_t)j * W, o);
-    }
-}
+/* tile_dec, shared with the AVX2 kernel (attn_dec_impl.h) */
+#define DV __m512
+#define DV_LOAD _mm512_loadu_ps
+#define DV_STORE _mm512_storeu_ps
+#define DV_ZERO _mm512_setzero_ps
+#define DV_ADD _mm512_add_ps
+#define DV_MUL _mm512_mul_ps
+#define DV_FMA _mm512_fmadd_ps
+#define DV_ROW load16
+#define DV_ILV interleave
+#define DV_BCAST bcast_g
+#define DV_SOFTMAX dec_softmax
+#define DEC_KC DKC
+#define DEC_NC 8
+#include "kernels/x86/attn_dec_impl.h"
 
-static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t, const int HD, const int G) {
-    const nb_attn_kv *kv = t->kv;
-    const int hd = HD ? HD : kv->head_dim, nq = t->nq, R = t->nt * nq;
-    const int NG = DKC / G; /* key groups of a chunk */
-    const int32_t last = t->pos0 + t->nt - 1;
-    float *QD = t->scratch, *OD = QD + (size_t)hd * W, *Kg = OD + (size_t)hd * W, *Vg = Kg + (size_t)DKC * hd;
-    float *Kc = Vg + (size_t)DKC * hd; /* a row of zeros (hd elements of any type) */
-    /* Q^T times the scale, each row over its G lanes; padding lanes 0 */
-    memset(QD, 0, (size_t)hd * W * sizeof *QD);
-    for (int r = 0; r < R; r++) {
-        const float *q = t->q + (int64_t)(r / nq) * t->q_stride + (int64_t)(r % nq) * hd;
-        for (int j = 0; j < hd; j++)
-            for (int u = 0; u < G; u++) QD[j * W + r * G + u] = q[j] * t->scale;
-    }
-    memset(OD, 0, (size_t)hd * W * sizeof *OD);
-    /* per lane: its row's position (padding: the last);
-     * the running max and sum, in memory between chunks like O */
-    int32_t PL[W];
-    float Mv[W], Lv[W];
-    dec_lanes_init(t, W, G, PL, Mv, Lv);
-    const int32_t pmin = t->pos0;
-    const float *lut = nb_attn_fp8_table();
-    memset(Kc, 0, (size_t)hd * sizeof *Kc);
-
-    for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
-        const uint8_t *kr[DKC], *vr[DKC];
-        int64_t idx[DKC];
-        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, idx);
-        const uint8_t *zero = (const uint8_t *)(const void *)Kc; /* keys past the last: a row of zeros */
-        float ks[DKC], vs[DKC];
-        for (int c = 0; c < DKC; c++) {
-            if (c >= nk) {
-                kr[c] = vr[c] = zero;
-                ks[c] = vs[c] = 1.0f;
-            } else {
-                ks[c] = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-                vs[c] = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-            }
-        }
-        const int ngk = (nk + G - 1) / G; /* groups holding keys: a short last chunk takes half the work */
-        const int ng = NG > 1 && ngk <= NG / 2 ? NG / 2 : NG;
-        switch (kv->type) {
-        case NB_KVT_F32: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F32, G, ng, lut); break;
-        case NB_KVT_F16: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_F16, G, ng, lut); break;
-        case NB_KVT_BF16: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_BF16, G, ng, lut); break;
-        case NB_KVT_INT8: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_INT8, G, ng, lut); break;
-        default: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_FP8, G, ng, lut); break;
-        }
-        const bool edge = k0 + ng * G - 1 > pmin; /* the causal edge, or keys past the last */
-        if (ng == NG) dec_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv);
-        else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
-    }
-
-    dec_tile_end(t, hd, W, G, OD, Lv);
-}
-
-/* One function per (head size, G): each gets its own register allocation. */
-#define DEC_FN(HD, G)                                                                            \
-    static __attribute__((noinline)) void tile_dec_##HD##_##G(const nb_attn_tile *t) { tile_dec(t, HD, G); }
-#define DEC_FNS(HD) DEC_FN(HD, 2) DEC_FN(HD, 4) DEC_FN(HD, 8) DEC_FN(HD, 16)
-DEC_FNS(64)
-DEC_FNS(128)
-DEC_FNS(0)
-
-/* R = nt x nq rows <= 8: G = 16 / (R rounded up to a power of 2). */
-#define DEC_PICK(HD, R)                                      \
-    ((R) > 4   ? tile_dec_##HD##_2                           \
-     : (R) > 2 ? tile_dec_##HD##_4                           \
-     : (R) > 1 ? tile_dec_##HD##_8                           \
-               : tile_dec_##HD##_16)
+NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec)
 
 static void attn_avx512_f32(const nb_attn_tile *t) {
-    if (t->nt * t->nq <= 8) {
-        switch (t->kv->head_dim) {
-        case 64: DEC_PICK(64, t->nt * t->nq)(t); return;
-        case 128: DEC_PICK(128, t->nt * t->nq)(t); return;
-        default: DEC_PICK(0, t->nt * t->nq)(t); return;
-        }
+    if (t->nt * t->nq <= 8) { /* decode tiles: G keys per row in the lanes */
+        NB_DEC_RUN(NB_DEC_PICK16, tile_dec, t);
+        return;
     }
     switch (t->kv->head_dim) {
     case 64: tile16(t, 64); return;
@@ -645,17 +501,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     dec_tile_end(t, hd, W, G, OD, Lv);
 }
 
-#define DECB_FN(HD, G) \
-    static __attribute__((noinline)) void tile_dec_bf16_##HD##_##G(const nb_attn_tile *t) { tile_dec_bf16(t, HD, G); }
-#define DECB_FNS(HD) DECB_FN(HD, 2) DECB_FN(HD, 4) DECB_FN(HD, 8) DECB_FN(HD, 16)
-DECB_FNS(64)
-DECB_FNS(128)
-DECB_FNS(0)
-#define DECB_PICK(HD, R)                                     \
-    ((R) > 4   ? tile_dec_bf16_##HD##_2                      \
-     : (R) > 2 ? tile_dec_bf16_##HD##_4                      \
-     : (R) > 1 ? tile_dec_bf16_##HD##_8                      \
-               : tile_dec_bf16_##HD##_16)
+NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_bf16)
 
 /* bf16 KV without scales and an even head size; anything else takes the
  * f32 kernel. */
@@ -666,11 +512,8 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
         return;
     }
     if (t->nt * t->nq <= 8) {
-        switch (kv->head_dim) {
-        case 64: DECB_PICK(64, t->nt * t->nq)(t); return;
-        case 128: DECB_PICK(128, t->nt * t->nq)(t); return;
-        default: DECB_PICK(0, t->nt * t->nq)(t); return;
-        }
+        NB_DEC_RUN(NB_DEC_PICK16, tile_dec_bf16, t);
+        return;
     }
     switch (kv->head_dim) {
     case 64: tile16_bf16(t, 64); return;

@@ -163,4 +163,25 @@ static inline __attribute__((always_inline)) void dec_tile_end(const nb_attn_til
     }
 }
 
+/* Decode tiles: the template F(t, HD, G) compiled once per (head size 64,
+ * 128 or run-time 0, G) as a separate, not inlined function F_HD_G (each
+ * gets its own register allocation), and the run of a tile by the one with
+ * G = lanes / (R rounded up to a power of 2), R = nt x nq rows. */
+#define NB_DEC_FN(F, HD, G) \
+    static __attribute__((noinline)) void F##_##HD##_##G(const nb_attn_tile *t) { F(t, HD, G); }
+#define NB_DEC_FNS8(F, HD) NB_DEC_FN(F, HD, 2) NB_DEC_FN(F, HD, 4) NB_DEC_FN(F, HD, 8)
+#define NB_DEC_FNS16(F, HD) NB_DEC_FNS8(F, HD) NB_DEC_FN(F, HD, 16)
+#define NB_DEC_INSTANCES(FNS, F) FNS(F, 64) FNS(F, 128) FNS(F, 0)
+#define NB_DEC_PICK8(F, HD, R) ((R) > 2 ? F##_##HD##_2 : (R) > 1 ? F##_##HD##_4 : F##_##HD##_8)
+#define NB_DEC_PICK16(F, HD, R) ((R) > 4 ? F##_##HD##_2 : (R) > 2 ? F##_##HD##_4 : (R) > 1 ? F##_##HD##_8 : F##_##HD##_16)
+#define NB_DEC_RUN(PICK, F, t)                                       \
+    do {                                                             \
+        const int r_ = (t)->nt * (t)->nq;                            \
+        switch ((t)->kv->head_dim) {                                 \
+        case 64: PICK(F, 64, r_)(t); break;                          \
+        case 128: PICK(F, 128, r_)(t); break;                        \
+        default: PICK(F, 0, r_)(t); break;                           \
+        }                                                            \
+    } while (0)
+
 #endif
