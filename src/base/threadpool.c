@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,19 +37,66 @@ typedef struct {
     int64_t end;
 } share;
 
+/* The job word: the job's number (one more per job; 54 bits do not wrap)
+ * above the number of threads it uses; workers ith >= that many sit it out. */
+#define JOB_THREAD_BITS 10 /* n <= 512 */
+#define JOB_THREADS(w) ((int)((w) & ((1u << JOB_THREAD_BITS) - 1)))
+#define JOB_GEN(w) ((w) >> JOB_THREAD_BITS)
+
+/* Benching. A worker that keeps the caller waiting more than LATE_NS after
+ * the caller's own part of a chunked job (and longer than that part took)
+ * was descheduled, not slow: its core is shared with other load, and the
+ * caller, having taken every chunk it could, waits out the neighbour's time
+ * slice (3-4 ms here) with the worker's chunk in hand. With one busy
+ * neighbour on one of two cores that halved decode (docs/speed.md, session
+ * 14). The second such job within LATE_AGAIN_NS (one alone is a hiccup:
+ * an interrupt, the host) benches the last active worker: chunked jobs run
+ * without it for BENCH_MIN_NS, then try it again; a try that is late again
+ * within its period doubles the next, up to BENCH_MAX_NS, so a neighbour
+ * that stays costs one or two late jobs per BENCH_MAX_NS and one that
+ * leaves is noticed within that. Jobs of nb_pool_run always use every
+ * thread (their callers split work by thread count). */
+#define LATE_NS 1000000L
+#define LATE_AGAIN_NS 50000000L
+#define BENCH_MIN_NS 50000000L
+#define BENCH_MAX_NS 1600000000L
+/* Benching only helps when the caller has a core to itself: when every core
+ * is shared (more runnable threads than cores), two half cores still beat
+ * one, so a late worker stays in. The caller's share of a core: its CPU
+ * time over the wall time it did not sleep, over the last 16-32 ms (1.0
+ * with one neighbour on the other core, 0.45-0.7 with one on each). */
+#define SHARE_WINDOW_NS 16000000L
+#define OWN_CORE_SHARE 0.7
+
+/* The caller's clocks at one moment. */
+typedef struct { int64_t wall, cpu, slept; } clocks;
+
 struct nb_pool {
     int n;
     share *shares; /* n, for nb_pool_run_chunks */
     int64_t chunk;
+    int chunk_threads; /* threads of the current chunked job (its shares) */
     pthread_t *threads;
     nb_pool_fn fn;
     void *arg;
-    _Alignas(64) atomic_uint generation; /* bumped once per job; workers sleep on it */
-    atomic_int sleeping;                 /* workers asleep (or about to be) on generation */
-    _Alignas(64) atomic_uint pending;    /* workers still running the current job; the caller sleeps on it */
+    _Alignas(64) _Atomic uint64_t job; /* JOB_GEN | JOB_THREADS */
+    atomic_uint doorbell;              /* rung once per job; workers sleep on it between jobs */
+    atomic_int sleeping;               /* workers asleep (or about to be) on doorbell */
+    atomic_uint roster;            /* bumped when jobs use more threads; benched workers sleep on it */
+    atomic_int benched_sleeping;   /* workers asleep (or about to be) on roster */
+    _Alignas(64) atomic_uint pending; /* workers still running the current job; the caller sleeps on it */
     atomic_bool caller_sleeping;
     atomic_bool quit;
     bool pin;
+    /* the caller's own state (one caller at a time) */
+    int last_threads;     /* threads of the last job posted */
+    int active;           /* threads chunked jobs use now, 1..n */
+    int64_t retry_at;     /* when a benched worker is tried again */
+    int64_t bench_ns;     /* how long the last benching lasted */
+    int64_t trial_end;    /* a worker late before this was just tried again */
+    int64_t last_late;    /* when a worker was last late */
+    int64_t slept;        /* ns the caller slept waiting for workers, in all */
+    clocks marks[2];      /* the last two SHARE_WINDOW_NS marks, older first */
 };
 
 typedef struct { nb_pool *p; int ith; } worker_arg;
@@ -101,23 +149,38 @@ static void pin_self(int ith) {
 #endif
 }
 
+/* A worker that jobs leave out sleeps until jobs use more threads. */
+static void sit_out(nb_pool *p, int ith) {
+    unsigned r = atomic_load(&p->roster);
+    atomic_fetch_add(&p->benched_sleeping, 1);
+    if (JOB_THREADS(atomic_load(&p->job)) <= ith && !atomic_load(&p->quit)) fwait(&p->roster, r);
+    atomic_fetch_sub(&p->benched_sleeping, 1);
+}
+
 static void *worker(void *v) {
     worker_arg wa = *(worker_arg *)v;
     free(v);
     nb_pool *p = wa.p;
     if (p->pin) pin_self(wa.ith);
-    unsigned seen = 0;
+    uint64_t seen = 0;
     for (;;) {
-        unsigned g;
-        while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit)) {
-            if (spin_while_eq(&p->generation, seen)) continue;
+        uint64_t w;
+        for (;;) { /* the bell before the job: a job posted after this read rings it again */
+            unsigned bell = atomic_load(&p->doorbell);
+            w = atomic_load(&p->job);
+            if (JOB_GEN(w) != seen || atomic_load(&p->quit)) break;
+            if (spin_while_eq(&p->doorbell, bell)) continue;
             atomic_fetch_add(&p->sleeping, 1);
-            if (atomic_load(&p->generation) == seen && !atomic_load(&p->quit)) fwait(&p->generation, seen);
+            if (!atomic_load(&p->quit)) fwait(&p->doorbell, bell);
             atomic_fetch_sub(&p->sleeping, 1);
         }
         if (atomic_load(&p->quit)) return NULL;
-        seen = g;
-        p->fn(p->arg, wa.ith, p->n);
+        seen = JOB_GEN(w);
+        /* A job this worker is part of cannot end without it, so fn and arg
+         * stay that job's while it runs; one it sits out may be followed by
+         * others before it looks again. */
+        if (wa.ith >= JOB_THREADS(w)) { sit_out(p, wa.ith); continue; }
+        p->fn(p->arg, wa.ith, JOB_THREADS(w));
         if (atomic_fetch_sub(&p->pending, 1u) == 1u && atomic_load(&p->caller_sleeping)) fwake(&p->pending, 1);
     }
 }
@@ -131,6 +194,7 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
     nb_pool *p = nb_calloc(1, sizeof *p);
     if (!p) return NB_ERR_NOMEM;
     p->n = n_threads;
+    p->active = p->last_threads = n_threads;
     const char *pin = getenv("NIBBLE_PIN"); /* read once per pool, at creation */
     p->pin = pin && !strcmp(pin, "1");
     p->threads = nb_calloc((size_t)n_threads, sizeof *p->threads);
@@ -155,8 +219,10 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
 void nb_pool_free(nb_pool *p) {
     if (!p) return;
     atomic_store(&p->quit, true);
-    atomic_fetch_add(&p->generation, 1);
-    fwake(&p->generation, INT_MAX);
+    atomic_fetch_add(&p->doorbell, 1);
+    atomic_fetch_add(&p->roster, 1);
+    fwake(&p->doorbell, INT_MAX);
+    fwake(&p->roster, INT_MAX);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
     free(p->threads);
     free(p->shares);
@@ -165,40 +231,104 @@ void nb_pool_free(nb_pool *p) {
 
 int nb_pool_size(const nb_pool *p) { return p->n; }
 
-void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg) {
-    if (p->n == 1) { fn(arg, 0, 1); return; }
+/* Runs fn on threads 0..nth-1 (the caller is 0) and returns when all are
+ * done; *own_ns and the return value: how long the caller's part took and
+ * how long it then waited for the workers. */
+static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *own_ns) {
     p->fn = fn;
     p->arg = arg;
-    atomic_store(&p->pending, (unsigned)(p->n - 1));
-    atomic_fetch_add(&p->generation, 1);
-    if (atomic_load(&p->sleeping) > 0) fwake(&p->generation, INT_MAX);
-    fn(arg, 0, p->n);
+    atomic_store(&p->pending, (unsigned)(nth - 1));
+    atomic_store(&p->job, (JOB_GEN(atomic_load(&p->job)) + 1) << JOB_THREAD_BITS | (uint64_t)nth);
+    atomic_fetch_add(&p->doorbell, 1);
+    if (nth > p->last_threads) {
+        atomic_fetch_add(&p->roster, 1);
+        if (atomic_load(&p->benched_sleeping) > 0) fwake(&p->roster, INT_MAX);
+    }
+    p->last_threads = nth;
+    if (atomic_load(&p->sleeping) > 0) fwake(&p->doorbell, INT_MAX);
+    int64_t t0 = now_ns();
+    fn(arg, 0, nth);
+    int64_t t1 = now_ns();
+    *own_ns = t1 - t0;
     unsigned v;
     while ((v = atomic_load(&p->pending)) > 0)
         if (!spin_while_eq(&p->pending, v)) break;
-    if (v == 0) return;
-    /* a worker is late (descheduled by other load?): sleep until the last one ends */
-    atomic_store(&p->caller_sleeping, true);
-    while ((v = atomic_load(&p->pending)) > 0) fwait(&p->pending, v);
-    atomic_store(&p->caller_sleeping, false);
+    if (v > 0) { /* a worker is late (descheduled by other load?): sleep until the last one ends */
+        int64_t s0 = now_ns();
+        atomic_store(&p->caller_sleeping, true);
+        while ((v = atomic_load(&p->pending)) > 0) fwait(&p->pending, v);
+        atomic_store(&p->caller_sleeping, false);
+        p->slept += now_ns() - s0;
+    }
+    return now_ns() - t1;
+}
+
+void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg) {
+    if (p->n == 1) { fn(arg, 0, 1); return; }
+    int64_t own;
+    (void)run_on(p, fn, arg, p->n, &own);
+}
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The caller's share of a core since the older mark; -1 when unknown (too
+ * short a span; a stale one, from before the caller left the pool idle;
+ * or another thread called before). */
+static double caller_share(nb_pool *p, int64_t t) {
+    const clocks *m = &p->marks[0];
+    int64_t awake = (t - m->wall) - (p->slept - m->slept), cpu = thread_cpu_ns() - m->cpu;
+    if (!m->wall || awake < SHARE_WINDOW_NS / 4 || t - m->wall > 3 * SHARE_WINDOW_NS || cpu < 0) return -1;
+    return (double)cpu / (double)awake;
+}
+
+/* After a chunked job on nth threads: bench the last worker when it was
+ * late while the caller had its core, or try one more thread when its time
+ * has come. */
+static void adapt(nb_pool *p, int nth, int64_t own_ns, int64_t wait_ns) {
+    int64_t t = now_ns();
+    if (t - p->marks[1].wall > SHARE_WINDOW_NS) {
+        p->marks[0] = p->marks[1];
+        p->marks[1] = (clocks){t, thread_cpu_ns(), p->slept};
+    }
+    if (nth > 1 && wait_ns > LATE_NS && wait_ns > own_ns) {
+        double core = caller_share(p, t);
+        bool again = t - p->last_late < LATE_AGAIN_NS;
+        p->last_late = t;
+        if (!again || (core >= 0 && core < OWN_CORE_SHARE)) return;
+        p->bench_ns = t < p->trial_end ? NB_MIN(2 * p->bench_ns, BENCH_MAX_NS) : BENCH_MIN_NS;
+        p->active = nth - 1;
+        p->retry_at = t + p->bench_ns;
+    } else if (p->active < p->n && t >= p->retry_at) {
+        p->active++;
+        p->trial_end = t + p->bench_ns;
+    }
 }
 
 void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk) {
     if (chunk < 1) chunk = 1;
     int64_t chunks = (n + chunk - 1) / chunk;
+    const int nth = p->active;
     p->chunk = chunk;
-    for (int i = 0; i < p->n; i++) {
+    p->chunk_threads = nth;
+    for (int i = 0; i < nth; i++) {
         int64_t lo, hi;
-        nb_split(chunks, i, p->n, &lo, &hi);
+        nb_split(chunks, i, nth, &lo, &hi);
         atomic_store(&p->shares[i].next, lo * chunk);
         p->shares[i].end = hi * chunk < n ? hi * chunk : n;
     }
-    nb_pool_run(p, fn, arg);
+    int64_t own = 0, wait = 0;
+    if (nth == 1) fn(arg, 0, 1);
+    else wait = run_on(p, fn, arg, nth, &own);
+    if (p->n > 1) adapt(p, nth, own, wait);
 }
 
 bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
-    for (int k = 0; k < p->n; k++) {
-        share *s = &p->shares[(ith + k) % p->n];
+    for (int k = 0; k < p->chunk_threads; k++) {
+        share *s = &p->shares[(ith + k) % p->chunk_threads];
         if (atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
         int64_t c = atomic_fetch_add(&s->next, p->chunk);
         if (c < s->end) {

@@ -1,6 +1,8 @@
 /* nb_pool_run_chunks: every item of [0, n) is handed out exactly once, for
  * chunk sizes that do and do not divide n, more threads than chunks, and a
- * thread that is slow on purpose (the others must take its chunks). */
+ * thread that is slow on purpose (the others must take its chunks); a
+ * worker late twice in a row is benched from chunked jobs (not from
+ * nb_pool_run's) and tried again later; one late job alone benches no one. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,11 +15,17 @@ typedef struct {
     atomic_int *seen;
     atomic_int by_thread[8];
     int slow; /* thread that sleeps per chunk, or -1 */
+    int late; /* thread that sleeps 20 ms on entering the job, or -1 */
+    atomic_int nth; /* as the job's fn saw it */
 } job;
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000}, NULL); }
 
 static void visit(void *arg, int ith, int nth) {
     (void)nth;
     job *j = arg;
+    atomic_store(&j->nth, nth);
+    if (ith == j->late) sleep_ms(20);
     int64_t lo, hi;
     while (nb_pool_chunk(j->pool, ith, &lo, &hi)) {
         assert_true(lo < hi);
@@ -28,7 +36,7 @@ static void visit(void *arg, int ith, int nth) {
 }
 
 static void run(int threads, int64_t n, int64_t chunk, int slow) {
-    job j = {.slow = slow};
+    job j = {.slow = slow, .late = -1};
     assert_int_equal(nb_pool_create(threads, &j.pool), NB_OK);
     j.seen = calloc((size_t)n + 1, sizeof *j.seen);
     nb_pool_run_chunks(j.pool, visit, &j, n, chunk);
@@ -52,7 +60,54 @@ static void test_stealing(void **state) {
     run(3, 600, 4, 0);
 }
 
+/* One chunked job over 64 items; the threads it ran on, and each item once. */
+static int chunk_job(job *j, int late) {
+    atomic_int seen[64] = {0};
+    j->seen = seen;
+    j->late = late;
+    atomic_store(&j->by_thread[1], 0);
+    nb_pool_run_chunks(j->pool, visit, j, 64, 4);
+    for (int i = 0; i < 64; i++) assert_int_equal(atomic_load(&seen[i]), 1);
+    return atomic_load(&j->nth);
+}
+
+static void count_threads(void *arg, int ith, int nth) {
+    job *j = arg;
+    atomic_fetch_add(&j->by_thread[ith], 1);
+    atomic_store(&j->nth, nth);
+}
+
+static void test_benching(void **state) {
+    (void)state;
+    job j = {.slow = -1, .late = -1};
+    assert_int_equal(nb_pool_create(2, &j.pool), NB_OK);
+    assert_int_equal(chunk_job(&j, -1), 2);
+    /* one late job: a hiccup, nobody benched */
+    assert_int_equal(chunk_job(&j, 1), 2);
+    sleep_ms(60);
+    assert_int_equal(chunk_job(&j, -1), 2);
+    sleep_ms(60);
+    /* late twice in a row: the worker sits out the next chunked jobs ... */
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, -1), 1);
+    assert_int_equal(atomic_load(&j.by_thread[1]), 0);
+    /* ... but not nb_pool_run's, whose callers split work by thread */
+    atomic_store(&j.by_thread[0], 0);
+    nb_pool_run(j.pool, count_threads, &j);
+    assert_int_equal(atomic_load(&j.nth), 2);
+    assert_int_equal(atomic_load(&j.by_thread[0]), 1);
+    assert_int_equal(atomic_load(&j.by_thread[1]), 1);
+    assert_int_equal(chunk_job(&j, -1), 1);
+    /* after 50 ms it is tried again: the job after the next uses it */
+    sleep_ms(60);
+    chunk_job(&j, -1);
+    assert_int_equal(chunk_job(&j, -1), 2);
+    nb_pool_free(j.pool);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_chunks), cmocka_unit_test(test_stealing)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_chunks), cmocka_unit_test(test_stealing),
+                                       cmocka_unit_test(test_benching)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
