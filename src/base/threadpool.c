@@ -60,16 +60,18 @@ typedef struct {
 #define LATE_AGAIN_NS 50000000L
 #define BENCH_MIN_NS 50000000L
 #define BENCH_MAX_NS 1600000000L
-/* Benching only helps when the caller has a core to itself: when every core
- * is shared (more runnable threads than cores), two half cores still beat
- * one, so a late worker stays in. The caller's share of a core: its CPU
- * time over the wall time it did not sleep, over the last 16-32 ms (1.0
- * with one neighbour on the other core, 0.45-0.7 with one on each). */
-#define SHARE_WINDOW_NS 16000000L
-#define OWN_CORE_SHARE 0.7
-
-/* The caller's clocks at one moment. */
-typedef struct { int64_t wall, cpu, slept; } clocks;
+/* Benching only helps when the remaining threads then get a core each:
+ * when every core is shared anyway (a neighbour on each), two half cores
+ * beat one. So BENCH_CHECK_NS into a benching the caller looks at its own
+ * share of a core since it began (its CPU time over wall time); under
+ * OWN_CORE_SHARE there was no free core to gain, and the pool goes back
+ * to every thread and benches no one for HOLD_NS. Measured here (2 vCPUs):
+ * 0.93-1.0 with a neighbour on one core, 0.5-0.6 with one on each. A
+ * caller that idles between jobs (a server waiting for requests) looks
+ * the same, and then every thread is what it should get anyway. */
+#define BENCH_CHECK_NS 20000000L
+#define OWN_CORE_SHARE 0.8
+#define HOLD_NS 400000000L
 
 struct nb_pool {
     int n;
@@ -95,8 +97,9 @@ struct nb_pool {
     int64_t bench_ns;     /* how long the last benching lasted */
     int64_t trial_end;    /* a worker late before this was just tried again */
     int64_t last_late;    /* when a worker was last late */
-    int64_t slept;        /* ns the caller slept waiting for workers, in all */
-    clocks marks[2];      /* the last two SHARE_WINDOW_NS marks, older first */
+    int64_t check_at;     /* when to look at the caller's share of its core (0: not benched) */
+    int64_t bench_wall, bench_cpu; /* the caller's clocks when benching began */
+    int64_t hold_until;   /* no benching before this: it did not help */
 };
 
 typedef struct { nb_pool *p; int ith; } worker_arg;
@@ -118,18 +121,21 @@ static int64_t now_ns(void) {
 }
 
 /* Spins until *a != v or SPIN_NS pass; true when it changed. */
-static bool spin_while_eq(atomic_uint *a, unsigned v) {
-    int64_t t0 = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) != v) return true;
-        cpu_relax();
-        if (i % CLOCK_EVERY == 0) {
-            int64_t t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > SPIN_NS) return false;
-        }
-    }
-}
+#define SPIN_WHILE_EQ(a, v)                                                 \
+    do {                                                                    \
+        int64_t t0_ = 0;                                                    \
+        for (unsigned i_ = 1;; i_++) {                                      \
+            if (atomic_load_explicit(a, memory_order_acquire) != (v)) return true; \
+            cpu_relax();                                                    \
+            if (i_ % CLOCK_EVERY == 0) {                                    \
+                int64_t t_ = now_ns();                                      \
+                if (!t0_) t0_ = t_;                                         \
+                else if (t_ - t0_ > SPIN_NS) return false;                  \
+            }                                                               \
+        }                                                                   \
+    } while (0)
+static bool spin_while_eq(atomic_uint *a, unsigned v) { SPIN_WHILE_EQ(a, v); }
+static bool spin_while_eq64(_Atomic uint64_t *a, uint64_t v) { SPIN_WHILE_EQ(a, v); }
 
 /* Pins worker ith to the ith CPU it may run on (NIBBLE_PIN=1). */
 static void pin_self(int ith) {
@@ -165,11 +171,11 @@ static void *worker(void *v) {
     uint64_t seen = 0;
     for (;;) {
         uint64_t w;
-        for (;;) { /* the bell before the job: a job posted after this read rings it again */
+        for (;;) { /* the bell before the job: a job posted after this read rings it after */
             unsigned bell = atomic_load(&p->doorbell);
             w = atomic_load(&p->job);
             if (JOB_GEN(w) != seen || atomic_load(&p->quit)) break;
-            if (spin_while_eq(&p->doorbell, bell)) continue;
+            if (spin_while_eq64(&p->job, w)) continue;
             atomic_fetch_add(&p->sleeping, 1);
             if (!atomic_load(&p->quit)) fwait(&p->doorbell, bell);
             atomic_fetch_sub(&p->sleeping, 1);
@@ -232,9 +238,9 @@ void nb_pool_free(nb_pool *p) {
 int nb_pool_size(const nb_pool *p) { return p->n; }
 
 /* Runs fn on threads 0..nth-1 (the caller is 0) and returns when all are
- * done; *own_ns and the return value: how long the caller's part took and
- * how long it then waited for the workers. */
-static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *own_ns) {
+ * done: the time then; *own_ns and *wait_ns: how long the caller's part
+ * took and how long it then waited for the workers. */
+static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *own_ns, int64_t *wait_ns) {
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->pending, (unsigned)(nth - 1));
@@ -254,54 +260,49 @@ static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *ow
     while ((v = atomic_load(&p->pending)) > 0)
         if (!spin_while_eq(&p->pending, v)) break;
     if (v > 0) { /* a worker is late (descheduled by other load?): sleep until the last one ends */
-        int64_t s0 = now_ns();
         atomic_store(&p->caller_sleeping, true);
         while ((v = atomic_load(&p->pending)) > 0) fwait(&p->pending, v);
         atomic_store(&p->caller_sleeping, false);
-        p->slept += now_ns() - s0;
     }
-    return now_ns() - t1;
+    int64_t t2 = now_ns();
+    *wait_ns = t2 - t1;
+    return t2;
 }
 
 void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg) {
     if (p->n == 1) { fn(arg, 0, 1); return; }
-    int64_t own;
-    (void)run_on(p, fn, arg, p->n, &own);
+    int64_t own, wait;
+    (void)run_on(p, fn, arg, p->n, &own, &wait);
 }
 
 static int64_t thread_cpu_ns(void) {
     struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The caller's share of a core since the older mark; -1 when unknown (too
- * short a span; a stale one, from before the caller left the pool idle;
- * or another thread called before). */
-static double caller_share(nb_pool *p, int64_t t) {
-    const clocks *m = &p->marks[0];
-    int64_t awake = (t - m->wall) - (p->slept - m->slept), cpu = thread_cpu_ns() - m->cpu;
-    if (!m->wall || awake < SHARE_WINDOW_NS / 4 || t - m->wall > 3 * SHARE_WINDOW_NS || cpu < 0) return -1;
-    return (double)cpu / (double)awake;
-}
-
 /* After a chunked job on nth threads: bench the last worker when it was
- * late while the caller had its core, or try one more thread when its time
- * has come. */
-static void adapt(nb_pool *p, int nth, int64_t own_ns, int64_t wait_ns) {
-    int64_t t = now_ns();
-    if (t - p->marks[1].wall > SHARE_WINDOW_NS) {
-        p->marks[0] = p->marks[1];
-        p->marks[1] = (clocks){t, thread_cpu_ns(), p->slept};
-    }
+ * late again, undo a benching that found no free core, or try one more
+ * thread when its time has come. */
+static void adapt(nb_pool *p, int64_t t, int nth, int64_t own_ns, int64_t wait_ns) {
     if (nth > 1 && wait_ns > LATE_NS && wait_ns > own_ns) {
-        double core = caller_share(p, t);
         bool again = t - p->last_late < LATE_AGAIN_NS;
         p->last_late = t;
-        if (!again || (core >= 0 && core < OWN_CORE_SHARE)) return;
+        if (!again || t < p->hold_until) return;
         p->bench_ns = t < p->trial_end ? NB_MIN(2 * p->bench_ns, BENCH_MAX_NS) : BENCH_MIN_NS;
         p->active = nth - 1;
         p->retry_at = t + p->bench_ns;
+        p->check_at = t + BENCH_CHECK_NS;
+        p->bench_wall = t;
+        p->bench_cpu = thread_cpu_ns();
+    } else if (p->check_at && t >= p->check_at) {
+        p->check_at = 0;
+        int64_t cpu = thread_cpu_ns() - p->bench_cpu;
+        double core = p->bench_cpu < 0 || cpu < 0 ? 1.0 : (double)cpu / (double)(t - p->bench_wall);
+        if (core < OWN_CORE_SHARE) {
+            p->active = p->n;
+            p->hold_until = t + HOLD_NS;
+        }
     } else if (p->active < p->n && t >= p->retry_at) {
         p->active++;
         p->trial_end = t + p->bench_ns;
@@ -320,10 +321,13 @@ void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t
         atomic_store(&p->shares[i].next, lo * chunk);
         p->shares[i].end = hi * chunk < n ? hi * chunk : n;
     }
-    int64_t own = 0, wait = 0;
-    if (nth == 1) fn(arg, 0, 1);
-    else wait = run_on(p, fn, arg, nth, &own);
-    if (p->n > 1) adapt(p, nth, own, wait);
+    if (nth == 1) {
+        fn(arg, 0, 1);
+        if (p->n > 1) adapt(p, now_ns(), 1, 0, 0);
+        return;
+    }
+    int64_t own, wait, t = run_on(p, fn, arg, nth, &own, &wait);
+    adapt(p, t, nth, own, wait);
 }
 
 bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {

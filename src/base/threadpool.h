@@ -35,10 +35,11 @@ void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
  * load on the machine then no longer holds up the whole job. fn may be
  * called on fewer threads than the pool has (nth < nb_pool_size, so fn
  * must not rely on every ith running): a worker that keeps the caller
- * waiting (> 1 ms, twice within 50 ms, while the caller has a core to
- * itself: a neighbour shares that worker's core) sits out chunked jobs
- * for 50 ms, then is tried again; each failed try doubles the wait, up to
- * 1.6 s (threadpool.c, "Benching"). */
+ * waiting (> 1 ms, twice within 50 ms: a neighbour shares that worker's
+ * core) sits out chunked jobs for 50 ms, then is tried again; each failed
+ * try doubles the wait, up to 1.6 s. When the caller, alone, then gets
+ * less than 0.8 of a core (no core was free), every thread is back after
+ * 20 ms and no one is benched for 0.4 s (threadpool.c, "Benching"). */
 void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk);
 /* The next chunk [*lo, *hi) for thread ith of the current nb_pool_run_chunks
  * job; false when none is left. */

@@ -347,20 +347,28 @@ static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *
     return n < k->d->qgemm_min ? PATH_DOTS : PATH_NONE;
 }
 
-static void quant_act_worker(void *arg, int ith, int nth) {
-    quant_job *j = arg;
-    int64_t t0, t1;
-    nb_split(j->n, ith, nth, &t0, &t1);
+/* The activation passes are chunked jobs too (a token or a 16-token group
+ * per chunk), so a worker benched by the pool (threadpool.h) is not woken
+ * for them. */
+static void quant_act_rows(const quant_job *j, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; t++)
         j->qd->quantize_act(j->X + t * j->K, (uint8_t *)j->act + t * j->a_row_bytes, j->K);
 }
 
-static void pack_worker(void *arg, int ith, int nth) {
+static void quant_act_worker(void *arg, int ith, int nth) {
+    (void)nth;
     quant_job *j = arg;
-    int64_t g0, g1;
-    nb_split(j->ap.ng, ith, nth, &g0, &g1);
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi)) quant_act_rows(j, lo, hi);
+}
+
+static void pack_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    quant_job *j = arg;
     uint8_t *row = j->scratch + (size_t)ith * nb_actpack_scratch_bytes(j->K);
-    for (int64_t g = g0; g < g1; g++) j->pack(&j->ap, j->X, g, row);
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi))
+        for (int64_t g = lo; g < hi; g++) j->pack(&j->ap, j->X, g, row);
 }
 
 /* Rows [lo, hi) of the concatenated range, weight by weight, against the
@@ -469,7 +477,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         nb_actpack_init(&j.ap, k->act, n, K, nb_dispatch_rgemm(k->d, W[0]->type)->act);
         j.pack = k->d->actpack_group;
         j.scratch = k->act + pack;
-        nb_pool_run(k->pool, pack_worker, &j);
+        nb_pool_run_chunks(k->pool, pack_worker, &j, j.ap.ng, 1);
         /* whole 4-row tiles (the AVX-512 GEMMs' and the AVX2 Q4_KR one; a
          * short tile computes four rows and stores its own): the old even
          * chunks of 14 Q4_0R / 6 Q8_0R rows ran a last tile for 2 rows, and
@@ -494,8 +502,8 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
                 return row_length_error(W[0], j.qd->act_type);
             NB_TRY(nb_kctx_act(k, (size_t)(j.a_row_bytes * (uint64_t)n)));
             j.act = k->act;
-            if (n == 1) quant_act_worker(&j, 0, 1);
-            else nb_pool_run(k->pool, quant_act_worker, &j);
+            if (n == 1) quant_act_rows(&j, 0, 1);
+            else nb_pool_run_chunks(k->pool, quant_act_worker, &j, n, 1);
         }
     }
     nb_pool_run_chunks(k->pool, quant_worker, &j, j.rows * NB_MAX(j.slabs, 1), chunk);

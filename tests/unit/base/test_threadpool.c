@@ -77,6 +77,15 @@ static void count_threads(void *arg, int ith, int nth) {
     atomic_store(&j->nth, nth);
 }
 
+static void spin_ms(long ms, job *j) { /* the caller busy, running chunked jobs */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        chunk_job(j, -1);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
 static void test_benching(void **state) {
     (void)state;
     job j = {.slow = -1, .late = -1};
@@ -99,8 +108,21 @@ static void test_benching(void **state) {
     assert_int_equal(atomic_load(&j.by_thread[0]), 1);
     assert_int_equal(atomic_load(&j.by_thread[1]), 1);
     assert_int_equal(chunk_job(&j, -1), 1);
-    /* after 50 ms it is tried again: the job after the next uses it */
-    sleep_ms(60);
+    /* a caller that then gets little CPU (here: it sleeps) gained no core:
+     * 20 ms in, every thread is back, and lateness benches no one for a while */
+    sleep_ms(30);
+    chunk_job(&j, -1);
+    assert_int_equal(chunk_job(&j, -1), 2);
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, -1), 2);
+    /* after the hold, benched again; whether the caller keeps its core or
+     * not, 60 busy ms later the worker is back (tried again, or unbenched) */
+    sleep_ms(450);
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, 1), 2);
+    assert_int_equal(chunk_job(&j, -1), 1);
+    spin_ms(60, &j);
     chunk_job(&j, -1);
     assert_int_equal(chunk_job(&j, -1), 2);
     nb_pool_free(j.pool);
