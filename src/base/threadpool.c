@@ -100,6 +100,7 @@ struct nb_pool {
     int64_t check_at;     /* when to look at the caller's share of its core (0: not benched) */
     int64_t bench_wall, bench_cpu; /* the caller's clocks when benching began */
     int64_t hold_until;   /* no benching before this: it did not help */
+    int64_t benchings;    /* in all, for nb_pool_benchings */
 };
 
 typedef struct { nb_pool *p; int ith; } worker_arg;
@@ -236,6 +237,7 @@ void nb_pool_free(nb_pool *p) {
 }
 
 int nb_pool_size(const nb_pool *p) { return p->n; }
+int64_t nb_pool_benchings(const nb_pool *p) { return p->benchings; }
 
 /* Runs fn on threads 0..nth-1 (the caller is 0) and returns when all are
  * done: the time then; *own_ns and *wait_ns: how long the caller's part
@@ -291,6 +293,7 @@ static void adapt(nb_pool *p, int64_t t, int nth, int64_t own_ns, int64_t wait_n
         if (!again || t < p->hold_until) return;
         p->bench_ns = t < p->trial_end ? NB_MIN(2 * p->bench_ns, BENCH_MAX_NS) : BENCH_MIN_NS;
         p->active = nth - 1;
+        p->benchings++;
         p->retry_at = t + p->bench_ns;
         p->check_at = t + BENCH_CHECK_NS;
         p->bench_wall = t;

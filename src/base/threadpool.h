@@ -17,6 +17,8 @@
 #ifndef NB_BASE_THREADPOOL_H
 #define NB_BASE_THREADPOOL_H
 
+#include <stdint.h>
+
 #include "base/status.h"
 
 typedef struct nb_pool nb_pool;
@@ -41,6 +43,8 @@ void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
  * less than 0.8 of a core (no core was free), every thread is back after
  * 20 ms and no one is benched for 0.4 s (threadpool.c, "Benching"). */
 void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk);
+/* How many times a late worker was benched so far (read by the caller). */
+int64_t nb_pool_benchings(const nb_pool *p);
 /* The next chunk [*lo, *hi) for thread ith of the current nb_pool_run_chunks
  * job; false when none is left. */
 bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi);

@@ -502,6 +502,7 @@ int nb_cmd_bench(int argc, char **argv) {
             json_object_set_new(o, "tg_roofline_pct_same_minute", json_real(same_med));
         }
         json_object_set_new(o, "kv_bytes_per_token", json_integer((json_int_t)kvpt));
+        json_object_set_new(o, "pool_benchings", json_integer((json_int_t)nb_fwd_pool_benchings(s->fwd)));
         json_object_set_new(o, "cpu", json_string(nb_cpu_name()));
         json_object_set_new(o, "kernels", json_string(nb_dispatch_default()->desc));
         if (bwr.n) {
@@ -534,6 +535,10 @@ int nb_cmd_bench(int argc, char **argv) {
                        same_med, same_pct[0], same_pct[n_same - 1], n_same, bw_lo, bw_hi);
             if (bwr.n) nb_bench_bw_print(stdout, &bwr);
         }
+        int64_t benched = nb_fwd_pool_benchings(s->fwd);
+        if (benched > 0)
+            printf("thread pool: a late worker was benched %lld times (another process shared its core; "
+                   "docs/performance.md, \"Benching a late worker\")\n", (long long)benched);
     }
     free(ids); free(logits); free(pp_r); free(tg_r); free(bw_r);
     nb_session_free(s);

@@ -37,6 +37,8 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     __attribute__((warn_unused_result));
 void nb_fwd_free(nb_fwd *f);
 int nb_fwd_threads(const nb_fwd *f);
+/* Times the forward pass's thread pool benched a late worker (threadpool.h). */
+int64_t nb_fwd_pool_benchings(const nb_fwd *f);
 const char *nb_fwd_isa(const nb_fwd *f);
 /* The paged-attention kernel in use ("avx2", "scalar"). */
 const char *nb_fwd_attn_isa(const nb_fwd *f);

@@ -70,6 +70,7 @@ d = json.load(open(sys.argv[1]))
 # 2 x 4 layers x 64 x 4 bytes = 2048 bytes of f32 KV per token, 100 + 8/2 tokens of mean context
 assert d["depth"] == 100 and d["pp_tok_s"] > 0 and d["tg_tok_s"] > 0, d
 assert d["kv_bytes_per_token"] == 104 * 2048, d
+assert isinstance(d["pool_benchings"], int) and d["pool_benchings"] >= 0, d
 PY'
 "$BIN" bench model "$M" -p 8 -n 8 -d 100 -r 1 --no-bw -t 2 >"$tmp/d" 2>"$tmp/e"
 check "bench model -d labels the tests as llama-bench does" 'grep -q "^| pp8 @ d100 |" "$tmp/d" && grep -q "^| tg8 @ d100 |" "$tmp/d"'
