@@ -458,6 +458,7 @@ static void publish_stats(nb_engine *e) {
     s->generation_tokens_total = e->generation_tokens_total;
     memcpy(s->requests_finished, e->requests_finished, sizeof s->requests_finished);
     s->steps_total = e->steps_total;
+    s->pool_benchings_total = (uint64_t)nb_fwd_pool_benchings(e->fwd); /* this thread is the pool's caller */
     s->last_step_s = e->last_step_s;
     pthread_mutex_unlock(&e->mu);
 }

@@ -107,6 +107,7 @@ typedef struct nb_engine_stats {
     uint64_t prompt_tokens_total, generation_tokens_total;
     uint64_t requests_finished[5];           /* by nb_finish_reason */
     uint64_t steps_total;
+    uint64_t pool_benchings_total;           /* late workers benched (base/threadpool.h) */
     double last_step_s;                      /* wall time of the last step */
     int32_t max_model_len, max_num_seqs, max_num_batched_tokens, block_size;
     uint64_t kv_bytes_per_token, kv_pool_bytes, weight_bytes;

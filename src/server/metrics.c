@@ -172,6 +172,9 @@ nb_status nb_metrics_format_into(nb_metrics *m, const struct nb_engine_stats *st
            (double)st->prompt_tokens_total);
     metric(b, "counter", "nibble:generation_tokens_total", "Generation tokens produced.", labels,
            (double)st->generation_tokens_total);
+    metric(b, "counter", "nibble:thread_pool_benchings_total",
+           "Times a thread-pool worker was benched for keeping the others waiting (another process shares its core).",
+           labels, (double)st->pool_benchings_total);
     addf(b, "# HELP nibble:request_success_total Finished requests by finish reason.\n"
                      "# TYPE nibble:request_success_total counter\n");
     static const nb_finish_reason reasons[] = {NB_FINISH_STOP, NB_FINISH_LENGTH, NB_FINISH_ABORT, NB_FINISH_ERROR};

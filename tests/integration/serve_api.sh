@@ -118,7 +118,7 @@ grep FAIL "$tmp/conc"
 check "64 concurrent streams: $(grep -h 'streams completed' "$tmp/conc")" '[ $rc -eq 0 ]'
 curl -s "$U/metrics" >"$tmp/metrics"
 for m in num_requests_running num_requests_waiting kv_cache_usage_perc num_preemptions_total prefix_cache_hit_rate \
-         prompt_tokens_total generation_tokens_total 'request_success_total{' time_to_first_token_seconds_bucket \
+         prompt_tokens_total generation_tokens_total thread_pool_benchings_total 'request_success_total{' time_to_first_token_seconds_bucket \
          inter_token_latency_seconds_bucket e2e_request_latency_seconds_bucket request_queue_time_seconds_bucket; do
   grep -q "^nibble:$m" "$tmp/metrics" || bad "/metrics lacks nibble:$m"
 done
