@@ -90,6 +90,9 @@ static void test_benching(void **state) {
     (void)state;
     job j = {.slow = -1, .late = -1};
     assert_int_equal(nb_pool_create(2, &j.pool), NB_OK);
+    /* the first job waits for the worker to start (late, on a busy
+     * machine): an nb_pool_run job, which lateness does not count in */
+    nb_pool_run(j.pool, count_threads, &j);
     assert_int_equal(chunk_job(&j, -1), 2);
     /* one late job: a hiccup, nobody benched */
     assert_int_equal(chunk_job(&j, 1), 2);
