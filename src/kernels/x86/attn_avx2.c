@@ -207,6 +207,28 @@ static inline __m256 bcast8_g(const float *p, const int G) {
     }
 }
 
+/* tile_dec, shared with the AVX-512 kernel (attn_dec_impl.h) */
+#define DV __m256
+#define DVI __m256i
+#define DV_LOAD _mm256_loadu_ps
+#define DV_STORE _mm256_storeu_ps
+#define DV_ZERO _mm256_setzero_ps
+#define DV_ADD _mm256_add_ps
+#define DV_MUL _mm256_mul_ps
+#define DV_FMA _mm256_fmadd_ps
+#define DV_ROW load8
+#define DV_ILV interleave8
+#define DV_BCAST bcast8_g
+#define DV_SOFTMAX dec8_softmax
+#define DV_MAX _mm256_max_ps
+#define DV_SUB _mm256_sub_ps
+#define DV_EXP nb_exp8
+#define DV_LANE_XOR(v, lane, w) _mm256_permutevar8x32_ps(v, _mm256_xor_si256(lane, _mm256_set1_epi32(w)))
+#define DEC_KC DKC2
+#define DEC_NC 4
+static __m256 dec8_softmax(float *P, int NG, int G, int32_t k0, bool edge, const int32_t *PL, float *Mv, float *Lv);
+#include "kernels/x86/attn_dec_impl.h"
+
 /* The mask (when edge) and the online softmax of one chunk's NG score
  * vectors in P (per lane max Mv, sum Lv); returns O's rescale factor. Not
  * inlined, so its constants do not take the sums' registers. */
@@ -222,38 +244,8 @@ static __attribute__((noinline)) __m256 dec8_softmax(float *P, int NG, int G, in
             _mm256_storeu_ps(P + g * W, _mm256_blendv_ps(_mm256_loadu_ps(P + g * W), _mm256_set1_ps(-INFINITY), out));
         }
     }
-    __m256 mx = _mm256_loadu_ps(P);
-    for (int g = 1; g < NG; g++) mx = _mm256_max_ps(mx, _mm256_loadu_ps(P + g * W));
-    for (int w = 1; w < G; w *= 2)
-        mx = _mm256_max_ps(mx, _mm256_permutevar8x32_ps(mx, _mm256_xor_si256(lane, _mm256_set1_epi32(w))));
-    const __m256 mo = _mm256_loadu_ps(Mv), mn = _mm256_max_ps(mo, mx);
-    const __m256 corr = nb_exp8(_mm256_sub_ps(mo, mn));
-    _mm256_storeu_ps(Mv, mn);
-    __m256 sum = _mm256_setzero_ps();
-    for (int g = 0; g < NG; g++) {
-        const __m256 e = nb_exp8(_mm256_sub_ps(_mm256_loadu_ps(P + g * W), mn));
-        _mm256_storeu_ps(P + g * W, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    _mm256_storeu_ps(Lv, _mm256_fmadd_ps(_mm256_loadu_ps(Lv), corr, sum));
-    return corr;
+    return dec_online(P, NG, G, lane, Mv, Lv);
 }
-
-/* tile_dec, shared with the AVX-512 kernel (attn_dec_impl.h) */
-#define DV __m256
-#define DV_LOAD _mm256_loadu_ps
-#define DV_STORE _mm256_storeu_ps
-#define DV_ZERO _mm256_setzero_ps
-#define DV_ADD _mm256_add_ps
-#define DV_MUL _mm256_mul_ps
-#define DV_FMA _mm256_fmadd_ps
-#define DV_ROW load8
-#define DV_ILV interleave8
-#define DV_BCAST bcast8_g
-#define DV_SOFTMAX dec8_softmax
-#define DEC_KC DKC2
-#define DEC_NC 4
-#include "kernels/x86/attn_dec_impl.h"
 
 NB_DEC_INSTANCES(NB_DEC_FNS8, tile_dec)
 

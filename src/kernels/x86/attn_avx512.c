@@ -233,6 +233,28 @@ static inline __m512 bcast_g(const float *p, const int G) {
     }
 }
 
+/* tile_dec, shared with the AVX2 kernel (attn_dec_impl.h) */
+#define DV __m512
+#define DVI __m512i
+#define DV_LOAD _mm512_loadu_ps
+#define DV_STORE _mm512_storeu_ps
+#define DV_ZERO _mm512_setzero_ps
+#define DV_ADD _mm512_add_ps
+#define DV_MUL _mm512_mul_ps
+#define DV_FMA _mm512_fmadd_ps
+#define DV_ROW load16
+#define DV_ILV interleave
+#define DV_BCAST bcast_g
+#define DV_SOFTMAX dec_softmax
+#define DV_MAX _mm512_max_ps
+#define DV_SUB _mm512_sub_ps
+#define DV_EXP nb_exp16
+#define DV_LANE_XOR(v, lane, w) _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(w)), v)
+#define DEC_KC DKC
+#define DEC_NC 8
+static __m512 dec_softmax(float *P, int NG, int G, int32_t k0, bool edge, const int32_t *PL, float *Mv, float *Lv);
+#include "kernels/x86/attn_dec_impl.h"
+
 /* The causal mask (when edge), the online softmax update of one chunk's
  * NG score vectors in P (becoming e^(s - max)), the per-lane max Mv and sum
  * Lv; returns the factor O must be rescaled by. Not inlined: its constants
@@ -248,38 +270,8 @@ static __attribute__((noinline)) __m512 dec_softmax(float *P, int NG, int G, int
                                                             _mm512_set1_ps(-INFINITY), _mm512_load_ps(P + g * W)));
         }
     }
-    __m512 mx = _mm512_load_ps(P);
-    for (int g = 1; g < NG; g++) mx = _mm512_max_ps(mx, _mm512_load_ps(P + g * W));
-    for (int w = 1; w < G; w *= 2) /* the max over each row's G lanes */
-        mx = _mm512_max_ps(mx, _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(w)), mx));
-    const __m512 mo = _mm512_loadu_ps(Mv), mn = _mm512_max_ps(mo, mx);
-    const __m512 corr = nb_exp16(_mm512_sub_ps(mo, mn));
-    _mm512_storeu_ps(Mv, mn);
-    __m512 sum = _mm512_setzero_ps();
-    for (int g = 0; g < NG; g++) {
-        const __m512 e = nb_exp16(_mm512_sub_ps(_mm512_load_ps(P + g * W), mn));
-        _mm512_store_ps(P + g * W, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    _mm512_storeu_ps(Lv, _mm512_fmadd_ps(_mm512_loadu_ps(Lv), corr, sum));
-    return corr;
+    return dec_online(P, NG, G, lane, Mv, Lv);
 }
-
-/* tile_dec, shared with the AVX2 kernel (attn_dec_impl.h) */
-#define DV __m512
-#define DV_LOAD _mm512_loadu_ps
-#define DV_STORE _mm512_storeu_ps
-#define DV_ZERO _mm512_setzero_ps
-#define DV_ADD _mm512_add_ps
-#define DV_MUL _mm512_mul_ps
-#define DV_FMA _mm512_fmadd_ps
-#define DV_ROW load16
-#define DV_ILV interleave
-#define DV_BCAST bcast_g
-#define DV_SOFTMAX dec_softmax
-#define DEC_KC DKC
-#define DEC_NC 8
-#include "kernels/x86/attn_dec_impl.h"
 
 NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec)
 

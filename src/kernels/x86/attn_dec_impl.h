@@ -4,17 +4,40 @@
  * of two), lane r * G + u holding row r against key u of each group of G
  * keys; attn_avx512.c's comment above its include describes the scheme.
  * Before including, a kernel defines W and:
- *   DV                       its float vector type
+ *   DV, DVI                  its float and integer vector types
  *   DV_LOAD / DV_STORE (p), DV_ZERO (), DV_ADD, DV_MUL, DV_FMA (a, b, c = a * b + c)
  *   DV_ROW (row, j, sc, T, lut)   W elements of a KV row of type T from j, as f32 times sc
  *   DV_ILV (v, G)            G row vectors into key-minor order (v[m]: elements m * W/G ..)
  *   DV_BCAST (p, G)          G floats at p repeated over the vector
  *   DV_SOFTMAX (P, NG, G, k0, edge, PL, Mv, Lv)   the mask and online softmax of a chunk's
- *                            NG score vectors in P, returning O's rescale factor
+ *                            NG score vectors in P, returning O's rescale factor (declared
+ *                            before the include; it ends with dec_online, below)
+ *   DV_MAX, DV_SUB, DV_EXP (x), DV_LANE_XOR (v, lane, w)   v's lanes permuted to lane ^ w
  *   DEC_KC                   keys per chunk, DEC_NC   O columns per pass
  * and gets tile_dec(t, HD, G) (HD 0: run-time head size). */
 #ifndef NB_KERNELS_X86_ATTN_DEC_IMPL_H
 #define NB_KERNELS_X86_ATTN_DEC_IMPL_H
+
+/* The online softmax of a chunk's NG (masked) score vectors in P: the max
+ * over each row's G lanes, P becoming e^(s - max), the per-lane running max
+ * Mv and sum Lv updated; returns the factor O must be rescaled by. */
+static inline __attribute__((always_inline)) DV dec_online(float *P, int NG, int G, const DVI lane, float *Mv,
+                                                           float *Lv) {
+    DV mx = DV_LOAD(P);
+    for (int g = 1; g < NG; g++) mx = DV_MAX(mx, DV_LOAD(P + g * W));
+    for (int w = 1; w < G; w *= 2) mx = DV_MAX(mx, DV_LANE_XOR(mx, lane, w)); /* the max over each row's G lanes */
+    const DV mo = DV_LOAD(Mv), mn = DV_MAX(mo, mx);
+    const DV corr = DV_EXP(DV_SUB(mo, mn));
+    DV_STORE(Mv, mn);
+    DV sum = DV_ZERO();
+    for (int g = 0; g < NG; g++) {
+        const DV e = DV_EXP(DV_SUB(DV_LOAD(P + g * W), mn));
+        DV_STORE(P + g * W, e);
+        sum = DV_ADD(sum, e);
+    }
+    DV_STORE(Lv, DV_FMA(DV_LOAD(Lv), corr, sum));
+    return corr;
+}
 
 /* A chunk's first ng groups of G K and V rows (type T, scales ks / vs)
  * into Kg / Vg, interleaved (tile_dec), converted to f32 on the way. */
