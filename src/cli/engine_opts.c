@@ -34,6 +34,8 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
         k->rows_max = 0;
     } else if (!strcmp(a, "--no-attn-bf16-dots")) {
         k->attn_bf16_dots = false;
+    } else if (!strcmp(a, "--no-attn-int8-dots")) {
+        k->attn_int8_dots = false;
     } else if (!strcmp(a, "--isa")) {
         if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
         if (!nb_isa_parse(val, &k->max_isa)) {
@@ -195,6 +197,8 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   (Q4_0 on AVX-512 VNNI) but the multi-token dots / int8 GEMMs\n"
               "      --no-attn-bf16-dots          bf16 KV pools: attention in f32 products, not the bf16 dot\n"
               "                                   products of AVX512_BF16 (env NIBBLE_ATTN_BF16_DOTS=0)\n"
+              "      --no-attn-int8-dots          int8 KV pools: attention in f32 products, not the int8 dot\n"
+              "                                   products of AVX512_VNNI (env NIBBLE_ATTN_INT8_DOTS=0)\n"
               "      --qgemm-min N                batch size from which other quantized weights are dequantized into\n"
               "                                   the float GEMM (default 16; env NIBBLE_QGEMM_MIN)\n"
               "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"

@@ -42,6 +42,7 @@
 
 /* KV element types (model/kv.h describes the encodings). */
 typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
+#define NB_KV_TYPES (NB_KVT_FP8 + 1)
 
 /* One layer of a paged KV pool: slot s of block b holds its row at
  * k + (b * block_size + s) * row (bytes), head h at + h * head_dim * elem. */
@@ -88,6 +89,15 @@ nb_attn_fn nb_attn_avx512(void);
  * differs from nb_attn_ref by those roundings, not only by summation
  * order. NULL when not compiled or the CPU lacks AVX512_BF16. */
 nb_attn_fn nb_attn_avx512_bf16(void);
+/* For int8 KV pools (tiles of more than 8 rows, head sizes that are a
+ * multiple of 16; anything else falls back to nb_attn_avx512): the
+ * products in int8 with vpdpbusd, about a quarter of the f32 kernel's
+ * multiply instructions. K and V are used as stored; each row of Q (times
+ * the scale) is rounded to int8 with its own scale, and each chunk's
+ * probabilities to u8 relative to the chunk's max per row (8 bits; the
+ * softmax, its sums and the output in f32). NULL when not compiled or the
+ * CPU lacks AVX512_VNNI. */
+nb_attn_fn nb_attn_avx512_int8(void);
 /* Best kernel the CPU runs (nb_cpu_isa()) at or below max_isa, and its name. */
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
 

@@ -16,6 +16,7 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->int8_gemm = true;
     o->small_batch = true;
     o->attn_bf16_dots = true;
+    o->attn_int8_dots = true;
     o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
     o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
     o->decode_dot = NB_DECODE_DOT_AUTO;
@@ -59,6 +60,8 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     if (e && !strcmp(e, "0")) o->repack = false;
     e = getenv("NIBBLE_ATTN_BF16_DOTS");
     if (e && !strcmp(e, "0")) o->attn_bf16_dots = false;
+    e = getenv("NIBBLE_ATTN_INT8_DOTS");
+    if (e && !strcmp(e, "0")) o->attn_int8_dots = false;
     e = getenv("NIBBLE_NO_INT8_GEMM");
     if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
@@ -157,9 +160,11 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->isa = isa;
     d->fk = nb_float_kernels_get(isa);
     d->attn = nb_attn_get(isa, &d->attn_name);
-    d->attn_bf16 = d->attn;
-    nb_attn_fn bf = isa >= NB_ISA_AVX512 && o->attn_bf16_dots ? nb_attn_avx512_bf16() : NULL;
-    if (bf) d->attn_bf16 = bf;
+    for (int t = 0; t < NB_KV_TYPES; t++) d->attn_kv[t] = d->attn;
+    nb_attn_fn lo = isa >= NB_ISA_AVX512 && o->attn_bf16_dots ? nb_attn_avx512_bf16() : NULL;
+    if (lo) d->attn_kv[NB_KVT_BF16] = lo;
+    lo = isa >= NB_ISA_AVX512 && o->attn_int8_dots ? nb_attn_avx512_int8() : NULL;
+    if (lo) d->attn_kv[NB_KVT_INT8] = lo;
     pick_decode(o, isa, d);
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
@@ -192,11 +197,12 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
-             d->attn_bf16 != d->attn ? " (bf16 KV: bf16 dots)" : "");
+             d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
+             d->attn_kv[NB_KVT_INT8] != d->attn ? " (int8 KV: int8 dots)" : "");
     return NB_OK;
 }
 

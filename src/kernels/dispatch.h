@@ -60,6 +60,8 @@ typedef struct nb_kernel_opts {
                                 (default 32; NIBBLE_SGEMM_MAX) */
     bool attn_bf16_dots;     /* bf16 KV pools: attention with bf16 dot products where the CPU has them
                                 (kernels/attn.h nb_attn_avx512_bf16; default true, NIBBLE_ATTN_BF16_DOTS=0) */
+    bool attn_int8_dots;     /* int8 KV pools: attention with int8 dot products where the CPU has AVX512_VNNI
+                                (kernels/attn.h nb_attn_avx512_int8; default true, NIBBLE_ATTN_INT8_DOTS=0) */
     int64_t gemm_slab_kib;   /* KiB of packed activations per slab of the int8 GEMM (every row passes one
                                 slab before the next; it should stay in one core's L2); 0 (default) = per
                                 CPU, nb_gemm_slab_for_cpu (--gemm-slab-kib, NIBBLE_GEMM_SLAB_KIB) */
@@ -101,8 +103,9 @@ typedef struct nb_dispatch {
     int64_t qgemm_min, rgemm_min, rows_min, rows_max;
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
-    nb_attn_fn attn_bf16;  /* the one for bf16 KV pools: attn, or the bf16-dot kernel */
-    char desc[320];   /* one line: isa, decode dot, prefetch, repack, thresholds */
+    nb_attn_fn attn_kv[NB_KV_TYPES]; /* the one for each KV pool type: attn, or the bf16-dot kernel
+                                        (bf16 pools), the int8-dot kernel (int8 pools) */
+    char desc[384];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;
     size_t gemm_slab_bytes; /* opts.gemm_slab_kib, or nb_gemm_slab_for_cpu */

@@ -10,8 +10,7 @@ nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > NB_ATTN_MAX_GROUP)
         return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
                        hp->n_head, hp->n_head_kv, NB_ATTN_MAX_GROUP);
-    a->fn = d->attn;
-    a->fn_bf16 = d->attn_bf16;
+    memcpy(a->fn, d->attn_kv, sizeof a->fn);
     a->isa = d->attn_name;
     a->n_head = hp->n_head;
     a->n_head_kv = hp->n_head_kv;
@@ -70,7 +69,7 @@ static void run_worker(void *arg, int ith, int nth) {
     const int64_t stride = (int64_t)a->n_head * a->head_dim, goff = (int64_t)a->group * a->head_dim;
     nb_attn_tile t = {.kv = &j->kv, .nq = a->group, .q_stride = stride, .out_stride = stride,
                       .scale = 1.0f / sqrtf((float)a->head_dim), .scratch = a->scratch + (size_t)ith * a->scratch_floats};
-    const nb_attn_fn fn = j->kv.type == NB_KVT_BF16 ? a->fn_bf16 : a->fn;
+    const nb_attn_fn fn = a->fn[j->kv.type];
     int64_t lo, hi;
     while (nb_pool_chunk(j->pool, ith, &lo, &hi))
         for (int64_t job = lo; job < hi; job++) {

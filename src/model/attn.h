@@ -30,7 +30,7 @@ typedef struct nb_attn_span {
 } nb_attn_span;
 
 typedef struct nb_attn_batch {
-    nb_attn_fn fn, fn_bf16; /* fn_bf16 for bf16 KV pools (the dispatch table's attn_bf16) */
+    nb_attn_fn fn[NB_KV_TYPES]; /* per KV pool type (the dispatch table's attn_kv) */
     const char *isa;
     int n_head, n_head_kv, head_dim, group, tile_tokens, tile_tokens_min, n_threads;
     nb_attn_span *spans;

@@ -14,6 +14,7 @@
 
 #include "testutil.h"
 
+#include "kernels/dispatch.h"
 #include "model/forward.h"
 
 typedef struct qres {
@@ -52,6 +53,32 @@ static float *run(const nb_model *m, nb_kv_type t) {
         nb_batch b = {1, &seq[p], &p, &s0, &want, 1, &sv};
         assert_int_equal(nb_fwd_run(f, &b, lg + (size_t)p * V), NB_OK);
     }
+    nb_fwd_free(f);
+    nb_kv_pool_free(&kv);
+    return lg;
+}
+
+/* The same logits from one batch of the whole sequence (prefill-like: a
+ * tile of many rows, where the int8 pool takes the int8-dot attention on
+ * CPUs with AVX512_VNNI unless NIBBLE_ATTN_INT8_DOTS=0). */
+static float *run_prefill(const nb_model *m, nb_kv_type t) {
+    nb_kv_pool kv;
+    int32_t nb = (n_seq + 15) / 16;
+    assert_int_equal(nb_kv_pool_init_type(&kv, &m->hp, 16, nb, t), NB_OK);
+    nb_fwd *f;
+    assert_int_equal(nb_fwd_create(m, &kv, 2, n_seq, &f), NB_OK);
+    int32_t V = m->hp.n_vocab, blocks[64], pos[256], sq[256];
+    bool want[256];
+    for (int i = 0; i < nb; i++) blocks[i] = nb - 1 - i;
+    for (int p = 0; p < n_seq; p++) {
+        pos[p] = p;
+        sq[p] = 0;
+        want[p] = true;
+    }
+    nb_seq_view sv = {blocks, nb};
+    float *lg = malloc((size_t)n_seq * V * sizeof(float));
+    nb_batch b = {n_seq, seq, pos, sq, want, 1, &sv};
+    assert_int_equal(nb_fwd_run(f, &b, lg), NB_OK);
     nb_fwd_free(f);
     nb_kv_pool_free(&kv);
     return lg;
@@ -101,6 +128,18 @@ static void measure(const char *model_rel, const char *ref_rel, double f16_tol) 
         }
         free(lg);
     }
+    free(base);
+    /* prefill: int8 against f32, both from one batch */
+    base = run_prefill(m, NB_KVT_F32);
+    float *lg = run_prefill(m, NB_KVT_INT8);
+    qres r = compare(base, lg, m->hp.n_vocab);
+    const nb_dispatch *d = nb_dispatch_default();
+    printf("%s KV int8, one batch (attention %s): max |logit diff| %.5f, mean KL %.2e nats, top-1 %.1f%% over %d "
+           "positions\n", model_rel, d->attn_kv[NB_KVT_INT8] != d->attn ? "int8 dots" : "f32 products", r.max_diff,
+           r.mean_kl, 100 * r.top1, n_seq);
+    assert_true(r.top1 >= 0.9);
+    assert_true(r.mean_kl < 0.05);
+    free(lg);
     free(base);
     nb_model_free(m);
 }

@@ -3,7 +3,8 @@
  * shuffled block table, so a tile's queries sit far past the first key
  * chunk and every chunk, block and causal-diagonal offset is crossed; for
  * every KV type (f32, f16, bf16, int8 and fp8 with per-slot scales), head
- * sizes 64 and 128 (the compiled constants) and 40 (run-time, column tail),
+ * sizes 64 and 128 (the compiled constants), 40 (run-time, column tail) and
+ * 80 (run-time, a multiple of 16 as the int8-dot kernel needs),
  * GQA groups 1, 2, 3, 4, 6 and 8, tiles of 1, 2, 5, 13, 21 and 37 tokens
  * (the last tile of the context, decode tokens, tiles off the key-chunk
  * grid, the tiles of <= 8 rows the AVX-512 kernel runs its own way). Some
@@ -15,7 +16,8 @@
  * rounds Q and the probabilities to bf16 for its products: it is checked
  * against the reference on the same bf16-rounded Q, within what the
  * probabilities' rounding (2^-9 relative) can move the output, and on the
- * other types (its fallback) against the f32 kernel, bit for bit. */
+ * other types (its fallback) against the f32 kernel, bit for bit; the
+ * int8-dot kernel for int8 pools the same way (INT8_DOTS_TOL). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +32,10 @@
 #define NKVH 2
 #define MAXNQ 8
 #define MAXNT 37
+/* The int8-dot kernel against the reference: Q rounded to int8 per row
+ * (steps of 1/127 of the row's largest element) and the probabilities to
+ * u8 per chunk; 2.5x the largest error it showed here (7.8e-3). */
+#define INT8_DOTS_TOL 2e-2f
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -153,7 +159,7 @@ static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, i
  * (to nearest even) first; tol: the allowed |ref - got| / (1 + |ref|).
  * Returns the largest one seen. */
 static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int only_type, bool bf16_q, float tol) {
-    const int hds[] = {64, 128, 40}, bss[] = {16, 5};
+    const int hds[] = {64, 128, 40, 80}, bss[] = {16, 5};
     /* (group, tokens, first position): the last tile of the context, one
      * decode token at its end, a mid tile off the chunk grid, an early one;
      * then tiles of <= 8 rows (the AVX-512 decode tiles, G = 2, 4, 8, 16
@@ -174,7 +180,7 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
     int ncases = 0;
     float worst = 0;
     for (int t = 0; t <= NB_KVT_FP8; t++)
-        for (int hi = 0; hi < 3 && (only_type < 0 || t == only_type); hi++)
+        for (int hi = 0; hi < 4 && (only_type < 0 || t == only_type); hi++)
             for (int hot_kind = 0; hot_kind < 2; hot_kind++) {
                 const int hd = hds[hi], bs = bss[(t + hi + hot_kind) % 2];
                 unsigned s = 101u + (unsigned)(t * 7 + hi * 3 + hot_kind);
@@ -206,7 +212,7 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
                 }
                 pool_free(&p);
             }
-    assert_int_equal(ncases, (only_type < 0 ? 5 : 1) * 3 * 2 * NCASE);
+    assert_int_equal(ncases, (only_type < 0 ? 5 : 1) * 4 * 2 * NCASE);
     free(q);
     free(want);
     free(got);
@@ -239,6 +245,17 @@ static void test_avx512_bf16_long(void **state) {
     /* the other types fall back to the f32 kernel exactly */
     for (int t = 0; t <= NB_KVT_FP8; t++)
         if (t != NB_KVT_BF16) check_cases(fn, nb_attn_avx512(), "avx512 bf16 dots (fallback)", t, false, 0);
+}
+
+static void test_avx512_int8_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX512_VNNI on this CPU (or NIBBLE_ISA below AVX-512)");
+    const float worst = check_cases(fn, nb_attn_ref, "avx512 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL);
+    fprintf(stderr, "  int8 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
+    assert_true(worst > 1e-4f); /* it does round: not the f32 kernel by mistake */
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx512(), "avx512 int8 dots (fallback)", t, false, 0);
 }
 
 /* The kernel nb_attn_get picks (whatever the CPU and NIBBLE_ISA allow,
@@ -276,6 +293,7 @@ int main(void) {
         cmocka_unit_test(test_avx2_long),
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
+        cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_dispatched_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
