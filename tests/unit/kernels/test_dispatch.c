@@ -123,6 +123,20 @@ static void test_options(void **state) {
         const nb_cpu *c = nb_cpu_get();
         assert_string_equal(d.decode_dot, c->vendor == NB_CPU_AMD && c->family == 25 ? "avx2" : "avx512");
     }
+    /* attention per KV type: the low-precision dot kernels where the CPU has
+     * them, the one kernel for every other type and when turned off */
+    nb_kernel_opts_defaults(&o);
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    const bool avx512 = nb_cpu_isa() >= NB_ISA_AVX512;
+    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (avx512 && nb_cpu_get()->avx512bf16));
+    assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == (avx512 && nb_cpu_get()->avx512vnni));
+    assert_ptr_equal(d.attn_kv[NB_KVT_F32], d.attn);
+    assert_ptr_equal(d.attn_kv[NB_KVT_F16], d.attn);
+    assert_ptr_equal(d.attn_kv[NB_KVT_FP8], d.attn);
+    assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (d.attn_kv[NB_KVT_INT8] != d.attn));
+    o.attn_bf16_dots = o.attn_int8_dots = false;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    for (int t = 0; t < NB_KV_TYPES; t++) assert_ptr_equal(d.attn_kv[t], d.attn);
 }
 
 static void test_env(void **state) {
@@ -133,7 +147,11 @@ static void test_env(void **state) {
     setenv("NIBBLE_REPACK", "0", 1);
     setenv("NIBBLE_NO_INT8_GEMM", "1", 1);
     setenv("NIBBLE_QGEMM_MIN", "40", 1);
+    setenv("NIBBLE_ATTN_INT8_DOTS", "0", 1);
     assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_false(o.attn_int8_dots);
+    assert_true(o.attn_bf16_dots);
+    unsetenv("NIBBLE_ATTN_INT8_DOTS");
     assert_int_equal(o.max_isa, NB_ISA_AVX2);
     assert_false(o.repack);
     assert_false(o.int8_gemm);
