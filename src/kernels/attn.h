@@ -98,6 +98,10 @@ nb_attn_fn nb_attn_avx512_bf16(void);
  * softmax, its sums and the output in f32). NULL when not compiled or the
  * CPU lacks AVX512_VNNI. */
 nb_attn_fn nb_attn_avx512_int8(void);
+/* The same at 8 rows per vector with AVX-VNNI (256-bit vpdpbusd), for
+ * AVX2 CPUs without AVX-512 (falling back to nb_attn_avx2); NULL when the
+ * CPU lacks AVX-VNNI. */
+nb_attn_fn nb_attn_avx2_int8(void);
 /* Best kernel the CPU runs (nb_cpu_isa()) at or below max_isa, and its name. */
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
 

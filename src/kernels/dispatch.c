@@ -163,7 +163,10 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     for (int t = 0; t < NB_KV_TYPES; t++) d->attn_kv[t] = d->attn;
     nb_attn_fn lo = isa >= NB_ISA_AVX512 && o->attn_bf16_dots ? nb_attn_avx512_bf16() : NULL;
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
-    lo = isa >= NB_ISA_AVX512 && o->attn_int8_dots ? nb_attn_avx512_int8() : NULL;
+    lo = !o->attn_int8_dots ? NULL
+         : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()
+         : isa == NB_ISA_AVX2 ? nb_attn_avx2_int8()
+                              : NULL;
     if (lo) d->attn_kv[NB_KVT_INT8] = lo;
     pick_decode(o, isa, d);
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;

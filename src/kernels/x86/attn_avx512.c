@@ -521,28 +521,9 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
     }
 }
 
-/* ---- int8 KV with int8 dot products (AVX512_VNNI) -------------------------
- * vpdpbusd adds four u8 x s8 products per lane per instruction: a quarter
- * of tile16's multiply instructions for S = K Q^T and for O += V^T P. What
- * it rounds (attn.h): each row of Q (times the scale) to int8 with its own
- * scale (max |q| / 127), and each chunk's probabilities to u8: taken
- * relative to the chunk's own max per row (so that keys far below the
- * running max keep their 8 bits), times their key's V scale over the
- * chunk's largest. K and V are the pool's codes as stored; the scores'
- * scales, the softmax, its sums and O stay f32. The softmax is in base 2
- * (log2 e folded into Q's scales) with a degree-4 polynomial for 2^f
- * (relative error 4e-5, far under the probabilities' 8 bits).
- * Chunks are IKC = 32 keys: the scores of two halves of 16 (16
- * accumulators each), then one pass of P V with 8 vpdpbusd per output
- * column before its conversion and rescaling.
- * Layouts: Q^T as QU[rb][j/4][lane], the bytes of head elements 4i..4i+3
- * of each row plus 128 (vpdpbusd's unsigned side: sum (q + 128) k = q.k +
- * 128 sum k, corrected per key); a chunk's K as KT[j/4][c] (a dword = four
- * neighbouring elements of a key, broadcast); V as VT[c/4][j], element j
- * of keys 4i..4i+3 in the four bytes; P as the bytes of four keys per row. */
-#define IKC 32
+/* ---- int8 KV with int8 dot products (AVX512_VNNI): attn_i8_impl.h ---- */
 
-/* acc += the u8 x s8 products of u and the four bytes at p (broadcast):
+/* *acc += the u8 x s8 products of u and the four bytes at p (broadcast):
  * vpdpbusd with its memory broadcast, in asm because GCC 12's intrinsic
  * does not tie the accumulator to its output, and its register copies
  * (and spills) were a third of the multiply-add loops. */
@@ -550,172 +531,39 @@ static inline __attribute__((always_inline)) void dpbusd_bcast(__m512i *acc, __m
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(u), "m"(*(const int32_t *)p));
 }
 
-/* 2^x for x <= 0 (or -inf): below -126 it gives 2^-126, which the
- * probabilities' u8 rounding and the sums take as 0. */
-static inline __m512 exp2_le0(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
-    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, n); /* [-0.5, 0.5] */
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(9.6181291e-3f), f, _mm512_set1_ps(5.5504109e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-/* O^T = O^T * corr (when RESCALE) + dq * V^T P for one block of rows:
- * 8 columns at a time, 8 independent chains of IKC / 4 vpdpbusd each. */
-static inline __attribute__((always_inline)) void pv_i8(float *ot, int hd, const __m512i *pk, const uint32_t *VT,
-                                                        __m512 dq, __m512 corr, const bool RESCALE) {
-    for (int j = 0; j < hd; j += 8) {
-        __m512i a[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int c4 = 0; c4 < IKC / 4; c4++)
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) dpbusd_bcast(&a[i], pk[c4], VT + c4 * hd + j + i);
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            const __m512 o = _mm512_loadu_ps(ot + (j + i) * W);
-            _mm512_storeu_ps(ot + (j + i) * W,
-                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[i]), dq, RESCALE ? _mm512_mul_ps(o, corr) : o));
-        }
-    }
-}
-
-static inline __attribute__((always_inline)) void tile16_i8(const nb_attn_tile *t, const int HD) {
-    const nb_attn_kv *kv = t->kv;
-    attn_frame f;
-    attn_frame_begin(t, HD ? HD : kv->head_dim, W, &f);
-    const int hd = f.hd, RB = f.RB, h4 = hd / 4;
-    float *OT = f.OT, *M = f.M, *L = f.L;
-    const int32_t *PS = f.PS;
-    /* Q^T to int8 per row, stored as u8, in place: dword j4 goes where
-     * element j4 was (at or below the four it is made of); the rows'
-     * scales (times log2 e; never 0, so that -inf scores stay -inf) after
-     * them, where element h4 was */
-    for (int rb = 0; rb < RB; rb++) {
-        float *qt = f.QT + (size_t)rb * hd * W;
-        __m512 mx = _mm512_setzero_ps();
-        for (int j = 0; j < hd; j++) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(qt + j * W)));
-        const __m512 inv =
-            _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx);
-        for (int j4 = 0; j4 < h4; j4++) {
-            __m512i d = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                const __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qt + (4 * j4 + i) * W), inv));
-                d = _mm512_or_si512(d, _mm512_slli_epi32(_mm512_add_epi32(c, _mm512_set1_epi32(128)), 8 * i));
-            }
-            _mm512_storeu_si512(qt + j4 * W, d);
-        }
-        _mm512_storeu_ps(qt + h4 * W, _mm512_max_ps(_mm512_mul_ps(mx, _mm512_set1_ps(1.44269504f / 127.0f)),
-                                                    _mm512_set1_ps(1e-30f)));
-    }
-    uint32_t *KT = (uint32_t *)(void *)f.Kf;         /* [hd/4][IKC]: dword j4 of each key */
-    int32_t *KS = (int32_t *)(void *)(KT + h4 * IKC); /* [IKC]: 128 x the sum of the key's codes */
-    float *KSC = (float *)(void *)(KS + IKC), *VSC = KSC + IKC; /* the keys' K scales; 255 x V scale / largest */
-    uint32_t *VT = (uint32_t *)(void *)f.Vf;         /* [IKC/4][hd] */
-    uint8_t *zero = (uint8_t *)(VT + IKC / 4 * hd);   /* keys past the last */
-    memset(zero, 0, (size_t)hd);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    float S[IKC * W] __attribute__((aligned(64))); /* a chunk's scores, without the rows' scales */
-
-    for (int32_t k0 = 0; k0 <= f.last; k0 += IKC) {
-        const uint8_t *kr[IKC], *vr[IKC];
-        int64_t sl[IKC];
-        const int nk = attn_chunk_rows(t, hd, k0, IKC, kr, vr, sl);
-        float vmax = 0;
-        for (int c = 0; c < IKC; c++) {
-            if (c < nk) {
-                int32_t sum = 0;
-                for (int j = 0; j < hd; j++) sum += (int8_t)kr[c][j];
-                for (int j4 = 0; j4 < h4; j4++) memcpy(KT + j4 * IKC + c, kr[c] + 4 * j4, 4);
-                KS[c] = 128 * sum;
-                KSC[c] = kv->ks[sl[c] * kv->n_head_kv + t->kvh];
-                VSC[c] = kv->vs[sl[c] * kv->n_head_kv + t->kvh];
-                vmax = fmaxf(vmax, VSC[c]);
-            } else {
-                for (int j4 = 0; j4 < h4; j4++) KT[j4 * IKC + c] = 0;
-                KS[c] = 0;
-                KSC[c] = VSC[c] = 0;
-                vr[c] = zero;
-            }
-        }
-        const float vq = vmax > 0 ? 255.0f / vmax : 0.0f;
-        for (int c = 0; c < IKC; c++) VSC[c] *= vq;
-        const __m512 vdq = _mm512_set1_ps(vmax / 255.0f);
-        for (int c4 = 0; c4 < IKC / 4; c4++) { /* V^T: unpack bytes of key pairs, then words of pair pairs */
-            const uint8_t *const *r = vr + 4 * c4;
-            uint32_t *o = VT + c4 * hd;
-            for (int j = 0; j < hd; j += 16) {
-                const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(r[0] + j));
-                const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(r[1] + j));
-                const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(r[2] + j));
-                const __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(r[3] + j));
-                const __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
-                const __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
-                _mm_storeu_si128((__m128i *)(void *)(o + j), _mm_unpacklo_epi16(ab0, cd0));
-                _mm_storeu_si128((__m128i *)(void *)(o + j + 4), _mm_unpackhi_epi16(ab0, cd0));
-                _mm_storeu_si128((__m128i *)(void *)(o + j + 8), _mm_unpacklo_epi16(ab1, cd1));
-                _mm_storeu_si128((__m128i *)(void *)(o + j + 12), _mm_unpackhi_epi16(ab1, cd1));
-            }
-        }
-        for (int rb = 0; rb < RB; rb++) {
-            if (PS[rb * W + W - 1] < k0) continue; /* these rows' keys ended in an earlier chunk */
-            const float *qu = f.QT + (size_t)rb * hd * W;
-            float *ot = OT + (size_t)rb * hd * W;
-            __m512 mx = ninf;
-            for (int h = 0; h < IKC / KC; h++) { /* scores of keys h*KC.., the rows' scales left for later */
-                __m512i acc[KC];
-#pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) acc[c] = _mm512_set1_epi32(-KS[h * KC + c]);
-                for (int j4 = 0; j4 < h4; j4++) {
-                    const __m512i qv = _mm512_loadu_si512(qu + j4 * W);
-#pragma GCC unroll 16
-                    for (int c = 0; c < KC; c++) dpbusd_bcast(&acc[c], qv, KT + j4 * IKC + h * KC + c);
-                }
-                __m512 s[KC];
-#pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) s[c] = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[c]), _mm512_set1_ps(KSC[h * KC + c]));
-                mx = _mm512_max_ps(mx, mask_chunk(s, PS, rb, k0 + h * KC));
-#pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) _mm512_store_ps(S + (h * KC + c) * W, s[c]);
-            }
-            const __m512 qs = _mm512_loadu_ps(qu + h4 * W);
-            mx = _mm512_mul_ps(mx, qs);
-            const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
-            const __m512 corr = exp2_le0(_mm512_sub_ps(mo, mn));
-            _mm512_storeu_ps(M + rb * W, mn);
-            /* the chunk's own max (rows whose keys are all masked here: the running one, their P are 0) */
-            const __m512 ml = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), mx, mn);
-            const __m512 e = exp2_le0(_mm512_sub_ps(ml, mn));
-            __m512 sum = _mm512_setzero_ps();
-            __m512i pk[IKC / 4];
-#pragma GCC unroll 8
-            for (int c4 = 0; c4 < IKC / 4; c4++) {
-                __m512i d = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    const int c = 4 * c4 + i;
-                    const __m512 p = exp2_le0(_mm512_fmsub_ps(_mm512_load_ps(S + c * W), qs, ml));
-                    sum = _mm512_add_ps(sum, p);
-                    d = _mm512_or_si512(d, _mm512_slli_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(p, _mm512_set1_ps(VSC[c]))),
-                                                             8 * i));
-                }
-                pk[c4] = d;
-            }
-            _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, _mm512_mul_ps(e, sum)));
-            const __m512 dq = _mm512_mul_ps(e, vdq);
-            /* once the running max stops growing (most chunks of a long context) O needs no rescaling */
-            if (_mm512_cmp_ps_mask(mo, mn, _CMP_NEQ_UQ)) pv_i8(ot, hd, pk, VT, dq, corr, true);
-            else pv_i8(ot, hd, pk, VT, dq, corr, false);
-        }
-    }
-
-    attn_frame_end(t, &f, W);
-}
+#define IX_FV __m512
+#define IX_IV __m512i
+#define IX_LOADF _mm512_loadu_ps
+#define IX_STOREF _mm512_storeu_ps
+#define IX_LOADI(p) _mm512_loadu_si512(p)
+#define IX_STOREI(p, v) _mm512_storeu_si512(p, v)
+#define IX_SETF _mm512_set1_ps
+#define IX_SETI _mm512_set1_epi32
+#define IX_ZEROF _mm512_setzero_ps
+#define IX_ZEROI _mm512_setzero_si512
+#define IX_ADD _mm512_add_ps
+#define IX_SUB _mm512_sub_ps
+#define IX_MUL _mm512_mul_ps
+#define IX_MAX _mm512_max_ps
+#define IX_FMADD _mm512_fmadd_ps
+#define IX_FMSUB _mm512_fmsub_ps
+#define IX_ABS _mm512_abs_ps
+#define IX_CVTI2F _mm512_cvtepi32_ps
+#define IX_CVTF2I _mm512_cvtps_epi32
+#define IX_ADDI _mm512_add_epi32
+#define IX_ORI _mm512_or_si512
+#define IX_SLLI _mm512_slli_epi32
+#define IX_ROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define IX_SCALE2 _mm512_scalef_ps
+#define IX_INV127(mx) \
+    _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx)
+#define IX_OWN_MAX(mx, mn) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, mn)
+#define IX_ANY_NEQ(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ) != 0)
+#define IX_DPBUSD dpbusd_bcast
+#define IX_KG KC
+#define IX_MASK mask_chunk
+#define IX_NC 8
+#include "kernels/x86/attn_i8_impl.h"
 
 /* int8 KV (with its scales) in tiles of more than 8 rows and a head size
  * that is a multiple of 16; anything else (decode tiles included) takes the
@@ -727,9 +575,9 @@ static void attn_avx512_i8(const nb_attn_tile *t) {
         return;
     }
     switch (kv->head_dim) {
-    case 64: tile16_i8(t, 64); return;
-    case 128: tile16_i8(t, 128); return;
-    default: tile16_i8(t, 0); return;
+    case 64: tile_i8(t, 64); return;
+    case 128: tile_i8(t, 128); return;
+    default: tile_i8(t, 0); return;
     }
 }
 

@@ -258,6 +258,17 @@ static void test_avx512_int8_long(void **state) {
         if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx512(), "avx512 int8 dots (fallback)", t, false, 0);
 }
 
+static void test_avx2_int8_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2_int8() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX-VNNI on this CPU (or NIBBLE_ISA below AVX2, or NIBBLE_AVXVNNI=0)");
+    const float worst = check_cases(fn, nb_attn_ref, "avx2 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL);
+    fprintf(stderr, "  avx2 int8 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
+    assert_true(worst > 1e-4f);
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx2(), "avx2 int8 dots (fallback)", t, false, 0);
+}
+
 /* The kernel nb_attn_get picks (whatever the CPU and NIBBLE_ISA allow,
  * the scalar one included) against the scalar one on one long tile. */
 static void test_dispatched_long(void **state) {
@@ -294,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_avx512_int8_long),
+        cmocka_unit_test(test_avx2_int8_long),
         cmocka_unit_test(test_dispatched_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

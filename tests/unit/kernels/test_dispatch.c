@@ -129,7 +129,8 @@ static void test_options(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool avx512 = nb_cpu_isa() >= NB_ISA_AVX512;
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (avx512 && nb_cpu_get()->avx512bf16));
-    assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == (avx512 && nb_cpu_get()->avx512vnni));
+    const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
+    assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
     assert_ptr_equal(d.attn_kv[NB_KVT_F32], d.attn);
     assert_ptr_equal(d.attn_kv[NB_KVT_F16], d.attn);
     assert_ptr_equal(d.attn_kv[NB_KVT_FP8], d.attn);
