@@ -269,6 +269,46 @@ static void test_avx2_int8_long(void **state) {
         if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx2(), "avx2 int8 dots (fallback)", t, false, 0);
 }
 
+/* The two widths of the int8-dot kernel (attn_i8_impl.h) agree to the bit
+ * on the tiles they run (more than 8 rows): every per-lane operation is
+ * the same and the integer sums are exact. */
+static void test_int8_dots_widths(void **state) {
+    (void)state;
+    nb_attn_fn a = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
+    nb_attn_fn b = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2_int8() : NULL;
+    if (!a || !b) NB_TEST_SKIP("needs both AVX512_VNNI and AVX-VNNI (and NIBBLE_ISA at AVX-512)");
+    static const struct { int nq, nt; int32_t pos0; } cases_[] = {
+        {8, 21, NPOS - 21}, {1, 13, 511}, {8, 13, 17}, {2, MAXNT, 700}, {3, 5, 60}, {1, 9, 0}};
+    const int hds[] = {64, 128, 80};
+    float *q = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    float *x = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    float *y = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    assert_non_null(q);
+    assert_non_null(x);
+    assert_non_null(y);
+    for (int hi = 0; hi < 3; hi++) {
+        const int hd = hds[hi];
+        unsigned s = 77u + (unsigned)hd;
+        for (int i = 0; i < MAXNT * MAXNQ * hd; i++) q[i] = frand(&s);
+        const int hot[] = {3, 517};
+        pool p;
+        pool_fill(&p, NB_KVT_INT8, hd, 16, 5u, q, hot, 2);
+        for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) {
+            const int n = cases_[c].nt * cases_[c].nq * hd;
+            run_tile(a, &p, q, x, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
+            run_tile(b, &p, q, y, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
+            for (int i = 0; i < n; i++)
+                if (memcmp(&x[i], &y[i], sizeof x[i]))
+                    fail_msg("hd %d nq %d nt %d: elem %d avx512 %a avx2 %a", hd, cases_[c].nq, cases_[c].nt, i, x[i],
+                             y[i]);
+        }
+        pool_free(&p);
+    }
+    free(q);
+    free(x);
+    free(y);
+}
+
 /* The kernel nb_attn_get picks (whatever the CPU and NIBBLE_ISA allow,
  * the scalar one included) against the scalar one on one long tile. */
 static void test_dispatched_long(void **state) {
@@ -306,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_avx2_int8_long),
+        cmocka_unit_test(test_int8_dots_widths),
         cmocka_unit_test(test_dispatched_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
