@@ -235,38 +235,38 @@ static void test_avx512_long(void **state) {
     check_kernel(fn, "avx512");
 }
 
+/* A low-precision dot kernel for pools of type own: against the reference
+ * within tol (Q rounded to bf16 first for both when bf16_q), and it must
+ * round (worst > min_err: not its fallback by mistake); every other type
+ * goes to the fallback bit for bit. */
+static void check_lowp(nb_attn_fn fn, nb_attn_fn fallback, const char *name, nb_kv_type own, bool bf16_q, float tol,
+                       float min_err) {
+    const float worst = check_cases(fn, nb_attn_ref, name, own, bf16_q, tol);
+    fprintf(stderr, "  %s: largest |ref - got| / (1 + |ref|) %.2e\n", name, worst);
+    assert_true(worst > min_err);
+    for (int t = 0; t <= NB_KVT_FP8; t++)
+        if (t != (int)own) check_cases(fn, fallback, name, t, false, 0);
+}
+
 static void test_avx512_bf16_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_bf16() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX512_BF16 on this CPU (or NIBBLE_ISA below AVX-512)");
-    const float worst = check_cases(fn, nb_attn_ref, "avx512 bf16 dots", NB_KVT_BF16, true, 4e-3f);
-    fprintf(stderr, "  bf16 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
-    assert_true(worst > 0); /* it does round: not the f32 kernel by mistake */
-    /* the other types fall back to the f32 kernel exactly */
-    for (int t = 0; t <= NB_KVT_FP8; t++)
-        if (t != NB_KVT_BF16) check_cases(fn, nb_attn_avx512(), "avx512 bf16 dots (fallback)", t, false, 0);
+    check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, true, 4e-3f, 0);
 }
 
 static void test_avx512_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX512_VNNI on this CPU (or NIBBLE_ISA below AVX-512)");
-    const float worst = check_cases(fn, nb_attn_ref, "avx512 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL);
-    fprintf(stderr, "  int8 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
-    assert_true(worst > 1e-4f); /* it does round: not the f32 kernel by mistake */
-    for (int t = 0; t <= NB_KVT_FP8; t++)
-        if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx512(), "avx512 int8 dots (fallback)", t, false, 0);
+    check_lowp(fn, nb_attn_avx512(), "avx512 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL, 1e-4f);
 }
 
 static void test_avx2_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2_int8() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX-VNNI on this CPU (or NIBBLE_ISA below AVX2, or NIBBLE_AVXVNNI=0)");
-    const float worst = check_cases(fn, nb_attn_ref, "avx2 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL);
-    fprintf(stderr, "  avx2 int8 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
-    assert_true(worst > 1e-4f);
-    for (int t = 0; t <= NB_KVT_FP8; t++)
-        if (t != NB_KVT_INT8) check_cases(fn, nb_attn_avx2(), "avx2 int8 dots (fallback)", t, false, 0);
+    check_lowp(fn, nb_attn_avx2(), "avx2 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL, 1e-4f);
 }
 
 /* The two widths of the int8-dot kernel (attn_i8_impl.h) agree to the bit
