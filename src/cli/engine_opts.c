@@ -33,7 +33,13 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
     } else if (!strcmp(a, "--no-rows-dots")) {
         k->rows_max = 0;
     } else if (!strcmp(a, "--no-attn-bf16-dots")) {
-        k->attn_bf16_dots = false;
+        k->attn_bf16_dots = NB_CHOICE_OFF;
+    } else if (!strcmp(a, "--attn-bf16-dots")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (!nb_choice_parse(val, &k->attn_bf16_dots)) {
+            fprintf(stderr, "nibble %s: --attn-bf16-dots: '%s' is not allowed (allowed auto, on, off)\n", cmd, val);
+            return -1;
+        }
     } else if (!strcmp(a, "--no-attn-int8-dots")) {
         k->attn_int8_dots = false;
     } else if (!strcmp(a, "--isa")) {
@@ -195,10 +201,11 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --no-small-batch-dots        smaller batches one token at a time, not the multi-token dots\n"
               "      --no-rows-dots               batches of 8-24 tokens not through the rows-in-lanes kernels\n"
               "                                   (Q4_0 on AVX-512 VNNI) but the multi-token dots / int8 GEMMs\n"
-              "      --no-attn-bf16-dots          bf16 KV pools: attention in f32 products, not the bf16 dot\n"
-              "                                   products of AVX512_BF16 (env NIBBLE_ATTN_BF16_DOTS=0)\n"
+              "      --attn-bf16-dots auto|on|off bf16 KV pools: attention with the bf16 dot products of AVX512_BF16\n"
+              "                                   (default auto: not on Intel, where the f32 products were faster;\n"
+              "                                   env NIBBLE_ATTN_BF16_DOTS=auto|1|0; --no-attn-bf16-dots = off)\n"
               "      --no-attn-int8-dots          int8 KV pools: attention in f32 products, not the int8 dot\n"
-              "                                   products of AVX512_VNNI (env NIBBLE_ATTN_INT8_DOTS=0)\n"
+              "                                   products of AVX512_VNNI / AVX-VNNI (env NIBBLE_ATTN_INT8_DOTS=0)\n"
               "      --qgemm-min N                batch size from which other quantized weights are dequantized into\n"
               "                                   the float GEMM (default 16; env NIBBLE_QGEMM_MIN)\n"
               "      --decode-dot auto|avx2|avx512  width of the one-token float dots (default auto: per CPU vendor)\n"

@@ -15,7 +15,6 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->repack = true;
     o->int8_gemm = true;
     o->small_batch = true;
-    o->attn_bf16_dots = true;
     o->attn_int8_dots = true;
     o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
     o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
@@ -59,9 +58,12 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     e = getenv("NIBBLE_REPACK");
     if (e && !strcmp(e, "0")) o->repack = false;
     e = getenv("NIBBLE_ATTN_BF16_DOTS");
-    if (e && !strcmp(e, "0")) o->attn_bf16_dots = false;
+    if (e && !nb_choice_parse(e, &o->attn_bf16_dots))
+        return nb_fail(NB_ERR_INVALID, "environment NIBBLE_ATTN_BF16_DOTS='%s': expected 0, 1 or auto", e);
     e = getenv("NIBBLE_ATTN_INT8_DOTS");
-    if (e && !strcmp(e, "0")) o->attn_int8_dots = false;
+    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+        return nb_fail(NB_ERR_INVALID, "environment NIBBLE_ATTN_INT8_DOTS='%s': expected 0 or 1", e);
+    if (e) o->attn_int8_dots = !strcmp(e, "1");
     e = getenv("NIBBLE_NO_INT8_GEMM");
     if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
@@ -82,6 +84,22 @@ _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec"))) =
  * single-stream pattern (../shared/MEASURED.md), so it takes the same.
  * Intel and others: 2 KiB, the best of 1/2/4 KiB measured for F16 decode on
  * Sapphire Rapids (docs/performance.md). */
+/* bf16-dot attention (vdpbf16ps) against the f32 products for a bf16
+ * pool, TinyLlama-shaped Q4_0, 2 threads, interleaved (docs/speed.md,
+ * session 16): on the Intel AVX-512/AMX guest pp8192 132.1 / 162.8 and
+ * 141.6 / 170.2 tok/s (0.81-0.83x), decode at d4096 equal (30.6 / 29.0,
+ * 28.9 / 29.3); on the AMD Zen 5-class guest pp8192 229 -> 275 (1.20x,
+ * session 10). So AMD (and others) take it, Intel does not. */
+bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c) { return c->vendor != NB_CPU_INTEL; }
+
+bool nb_choice_parse(const char *s, nb_choice *out) {
+    if (!strcmp(s, "auto")) *out = NB_CHOICE_AUTO;
+    else if (!strcmp(s, "1") || !strcmp(s, "on")) *out = NB_CHOICE_ON;
+    else if (!strcmp(s, "0") || !strcmp(s, "off")) *out = NB_CHOICE_OFF;
+    else return false;
+    return true;
+}
+
 int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 25 ? 8192 : NB_PREFETCH_DEFAULT; }
 
 /* Every row of a job passes one slab of packed activations before the next
@@ -161,7 +179,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->fk = nb_float_kernels_get(isa);
     d->attn = nb_attn_get(isa, &d->attn_name);
     for (int t = 0; t < NB_KV_TYPES; t++) d->attn_kv[t] = d->attn;
-    nb_attn_fn lo = isa >= NB_ISA_AVX512 && o->attn_bf16_dots ? nb_attn_avx512_bf16() : NULL;
+    bool bf16_dots = o->attn_bf16_dots == NB_CHOICE_ON ||
+                     (o->attn_bf16_dots == NB_CHOICE_AUTO && nb_attn_bf16_dots_for_cpu(nb_cpu_get()));
+    nb_attn_fn lo = isa >= NB_ISA_AVX512 && bf16_dots ? nb_attn_avx512_bf16() : NULL;
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
     lo = !o->attn_int8_dots ? NULL
          : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()

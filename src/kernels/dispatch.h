@@ -38,6 +38,13 @@ typedef enum nb_decode_dot {
     NB_DECODE_DOT_AVX512,   /* 512-bit */
 } nb_decode_dot;
 
+/* A kernel choice the table makes per CPU unless told. */
+typedef enum nb_choice {
+    NB_CHOICE_AUTO = 0, /* per CPU: see nb_dispatch_build */
+    NB_CHOICE_ON,
+    NB_CHOICE_OFF,
+} nb_choice;
+
 typedef struct nb_kernel_opts {
     nb_isa max_isa;          /* highest ISA the kernels may use (default NB_ISA_AMX: no cap) */
     bool repack;             /* repack Q4_0/Q8_0/Q4_K/Q6_K at load where kernels exist (default true) */
@@ -58,8 +65,9 @@ typedef struct nb_kernel_opts {
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
-    bool attn_bf16_dots;     /* bf16 KV pools: attention with bf16 dot products where the CPU has them
-                                (kernels/attn.h nb_attn_avx512_bf16; default true, NIBBLE_ATTN_BF16_DOTS=0) */
+    nb_choice attn_bf16_dots; /* bf16 KV pools: attention with bf16 dot products where the CPU has them
+                                (kernels/attn.h nb_attn_avx512_bf16); default AUTO = nb_attn_bf16_dots_for_cpu;
+                                NIBBLE_ATTN_BF16_DOTS=0|1|auto, --attn-bf16-dots off|on|auto */
     bool attn_int8_dots;     /* int8 KV pools: attention with int8 dot products where the CPU has AVX512_VNNI
                                 (kernels/attn.h nb_attn_avx512_int8; default true, NIBBLE_ATTN_INT8_DOTS=0) */
     int64_t gemm_slab_kib;   /* KiB of packed activations per slab of the int8 GEMM (every row passes one
@@ -115,6 +123,11 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *out) __attribu
 /* The streaming kernels' prefetch distance the table takes on this CPU
  * unless the options set one (dispatch.c says what it rests on). */
 int nb_prefetch_for_cpu(const nb_cpu *c);
+/* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
+ * the options leave it to the table (dispatch.c says what it rests on). */
+bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);
+/* "auto", "on"/"1", "off"/"0"; false for anything else. */
+bool nb_choice_parse(const char *s, nb_choice *out);
 /* Bytes of packed activations per int8-GEMM slab on this CPU: half its L2
  * (512 KiB when unknown), within NB_GEMM_SLAB_MIN_KIB..NB_GEMM_SLAB_MAX_KIB. */
 size_t nb_gemm_slab_for_cpu(const nb_cpu *c);

@@ -128,14 +128,22 @@ static void test_options(void **state) {
     nb_kernel_opts_defaults(&o);
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool avx512 = nb_cpu_isa() >= NB_ISA_AVX512;
-    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (avx512 && nb_cpu_get()->avx512bf16));
+    const bool bf16_cpu = avx512 && nb_cpu_get()->avx512bf16;
+    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get())));
+    o.attn_bf16_dots = NB_CHOICE_ON; /* on forces it wherever the CPU has the instructions */
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == bf16_cpu);
+    assert_true((strstr(d.desc, "bf16 KV: bf16 dots") != NULL) == bf16_cpu);
+    nb_kernel_opts_defaults(&o);
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
     assert_ptr_equal(d.attn_kv[NB_KVT_F32], d.attn);
     assert_ptr_equal(d.attn_kv[NB_KVT_F16], d.attn);
     assert_ptr_equal(d.attn_kv[NB_KVT_FP8], d.attn);
     assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (d.attn_kv[NB_KVT_INT8] != d.attn));
-    o.attn_bf16_dots = o.attn_int8_dots = false;
+    o.attn_bf16_dots = NB_CHOICE_OFF;
+    o.attn_int8_dots = false;
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     for (int t = 0; t < NB_KV_TYPES; t++) assert_ptr_equal(d.attn_kv[t], d.attn);
 }
@@ -151,8 +159,26 @@ static void test_env(void **state) {
     setenv("NIBBLE_ATTN_INT8_DOTS", "0", 1);
     assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
     assert_false(o.attn_int8_dots);
-    assert_true(o.attn_bf16_dots);
+    assert_int_equal(o.attn_bf16_dots, NB_CHOICE_AUTO);
     unsetenv("NIBBLE_ATTN_INT8_DOTS");
+    /* values other than the allowed ones are refused, naming the variable */
+    setenv("NIBBLE_ATTN_INT8_DOTS", "no", 1);
+    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ATTN_INT8_DOTS"));
+    unsetenv("NIBBLE_ATTN_INT8_DOTS");
+    setenv("NIBBLE_ATTN_BF16_DOTS", "on", 1);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_int_equal(o.attn_bf16_dots, NB_CHOICE_ON);
+    setenv("NIBBLE_ATTN_BF16_DOTS", "yes", 1);
+    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ATTN_BF16_DOTS"));
+    unsetenv("NIBBLE_ATTN_BF16_DOTS");
+    nb_kernel_opts_defaults(&o);
+    setenv("NIBBLE_ISA", "avx2", 1);
+    setenv("NIBBLE_REPACK", "0", 1);
+    setenv("NIBBLE_NO_INT8_GEMM", "1", 1);
+    setenv("NIBBLE_QGEMM_MIN", "40", 1);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
     assert_int_equal(o.max_isa, NB_ISA_AVX2);
     assert_false(o.repack);
     assert_false(o.int8_gemm);
