@@ -148,6 +148,14 @@ static void test_options(void **state) {
     for (int t = 0; t < NB_KV_TYPES; t++) assert_ptr_equal(d.attn_kv[t], d.attn);
 }
 
+/* name=value is refused with an error that names the variable; unsets it. */
+static void env_refused(nb_kernel_opts *o, const char *name, const char *value) {
+    setenv(name, value, 1);
+    assert_int_not_equal(nb_kernel_opts_from_env(o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), name));
+    unsetenv(name);
+}
+
 static void test_env(void **state) {
     (void)state;
     nb_kernel_opts o;
@@ -162,17 +170,11 @@ static void test_env(void **state) {
     assert_int_equal(o.attn_bf16_dots, NB_CHOICE_AUTO);
     unsetenv("NIBBLE_ATTN_INT8_DOTS");
     /* values other than the allowed ones are refused, naming the variable */
-    setenv("NIBBLE_ATTN_INT8_DOTS", "no", 1);
-    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
-    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ATTN_INT8_DOTS"));
-    unsetenv("NIBBLE_ATTN_INT8_DOTS");
+    env_refused(&o, "NIBBLE_ATTN_INT8_DOTS", "no");
     setenv("NIBBLE_ATTN_BF16_DOTS", "on", 1);
     assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
     assert_int_equal(o.attn_bf16_dots, NB_CHOICE_ON);
-    setenv("NIBBLE_ATTN_BF16_DOTS", "yes", 1);
-    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
-    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ATTN_BF16_DOTS"));
-    unsetenv("NIBBLE_ATTN_BF16_DOTS");
+    env_refused(&o, "NIBBLE_ATTN_BF16_DOTS", "yes");
     nb_kernel_opts_defaults(&o);
     setenv("NIBBLE_ISA", "avx2", 1);
     setenv("NIBBLE_REPACK", "0", 1);
@@ -183,14 +185,8 @@ static void test_env(void **state) {
     assert_false(o.repack);
     assert_false(o.int8_gemm);
     assert_int_equal(o.qgemm_min, 40);
-    setenv("NIBBLE_QGEMM_MIN", "4x", 1);
-    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
-    assert_non_null(strstr(nb_errmsg(), "NIBBLE_QGEMM_MIN"));
-    unsetenv("NIBBLE_QGEMM_MIN");
-    setenv("NIBBLE_ISA", "sse9", 1);
-    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
-    assert_non_null(strstr(nb_errmsg(), "NIBBLE_ISA"));
-    unsetenv("NIBBLE_ISA");
+    env_refused(&o, "NIBBLE_QGEMM_MIN", "4x");
+    env_refused(&o, "NIBBLE_ISA", "sse9");
     unsetenv("NIBBLE_REPACK");
     unsetenv("NIBBLE_NO_INT8_GEMM");
 }
