@@ -192,9 +192,10 @@ static void finish(nb_engine *e, req *r, nb_finish_reason fin, const char *err, 
     req_free(r);
 }
 
-nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *id) {
+/* Validates one request and builds its state; nothing is queued. */
+static nb_status req_build(nb_engine *e, const nb_request_params *p, req **out) {
     const nb_engine_config *c = &e->cfg;
-    if (id) *id = 0;
+    *out = NULL;
     if (!p->sink) return nb_fail(NB_ERR_INVALID, "request: no sink to deliver tokens to");
     if (!p->prompt || p->n_prompt == 0) return nb_fail(NB_ERR_INVALID, "prompt: empty (at least 1 token)");
     if (p->max_tokens < 1) return nb_fail(NB_ERR_RANGE, "max_tokens %d: must be >= 1", p->max_tokens);
@@ -246,31 +247,53 @@ nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *i
     r->ud = p->ud;
     r->seq.ud = r;
     r->t_submit = now_s();
-
-    pthread_mutex_lock(&e->mu);
-    if (e->stopping) {
-        pthread_mutex_unlock(&e->mu);
-        r->grammar = NULL; /* submit failed: the caller keeps it */
-        req_free(r);
-        return nb_fail(NB_ERR_ABORTED, "the engine is shutting down");
-    }
-    if (e->n_waiting >= c->max_waiting) {
-        int32_t nw = e->n_waiting;
-        pthread_mutex_unlock(&e->mu);
-        r->grammar = NULL; /* submit failed: the caller keeps it */
-        req_free(r);
-        return nb_fail(NB_ERR_OVERLOADED, "overloaded: %d requests are waiting (limit %d); retry later", nw,
-                       c->max_waiting);
-    }
-    r->id = r->seq.id = ++e->next_id;
-    r->counted_waiting = true;
-    e->n_waiting++;
-    if (e->in_tail) e->in_tail->next = r; else e->in_head = r;
-    e->in_tail = r;
-    if (id) *id = r->id;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    *out = r;
     return NB_OK;
+}
+
+/* A request that was built but not queued: the caller keeps its grammar. */
+static void req_unbuild(req *r) {
+    r->grammar = NULL;
+    req_free(r);
+}
+
+nb_status nb_engine_submit_batch(nb_engine *e, const nb_request_params *ps, size_t n, uint64_t *ids) {
+    const nb_engine_config *c = &e->cfg;
+    if (ids) memset(ids, 0, n * sizeof *ids);
+    req **rs = nb_calloc(n ? n : 1, sizeof *rs);
+    if (!rs) return NB_ERR_NOMEM;
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < n && st == NB_OK; i++) st = req_build(e, &ps[i], &rs[i]);
+    if (st == NB_OK) {
+        pthread_mutex_lock(&e->mu);
+        if (e->stopping) {
+            st = nb_fail(NB_ERR_ABORTED, "the engine is shutting down");
+        } else if ((uint64_t)e->n_waiting + n > (uint64_t)c->max_waiting) {
+            st = nb_fail(NB_ERR_OVERLOADED, "overloaded: %d requests are waiting (limit %d); retry later",
+                         e->n_waiting, c->max_waiting);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                req *r = rs[i];
+                r->id = r->seq.id = ++e->next_id;
+                r->counted_waiting = true;
+                e->n_waiting++;
+                if (e->in_tail) e->in_tail->next = r; else e->in_head = r;
+                e->in_tail = r;
+                if (ids) ids[i] = r->id;
+            }
+            pthread_cond_signal(&e->cv);
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+    if (st != NB_OK)
+        for (size_t i = 0; i < n; i++)
+            if (rs[i]) req_unbuild(rs[i]);
+    free(rs);
+    return st;
+}
+
+nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *id) {
+    return nb_engine_submit_batch(e, p, 1, id);
 }
 
 void nb_engine_abort(nb_engine *e, uint64_t id) {

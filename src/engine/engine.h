@@ -134,6 +134,13 @@ void nb_engine_free(nb_engine *e);
  * On success *id identifies it in events and for abort. */
 nb_status nb_engine_submit(nb_engine *e, const nb_request_params *p, uint64_t *id)
     __attribute__((warn_unused_result));
+/* Queues n requests at once: all of them are in the waiting queue before the
+ * engine's next step, or none is (the first error is returned, the batch's
+ * size counts against the waiting limit). ids (n slots) may be NULL. For
+ * "N requests at the same moment" (bench model --concurrency), where
+ * submitting one by one lets the first finish before the last arrives. */
+nb_status nb_engine_submit_batch(nb_engine *e, const nb_request_params *ps, size_t n, uint64_t *ids)
+    __attribute__((warn_unused_result));
 /* Aborts a request wherever it is; its blocks return at once (before the
  * next step). The sink gets a final NB_FINISH_ABORT event. Unknown or
  * finished ids are ignored. */

@@ -182,7 +182,7 @@ static nb_engine *make(nb_engine_config *c) {
     return e;
 }
 
-static uint64_t submit(nb_engine *e, const ref_case *rc, int max_tokens, coll *c) {
+static nb_request_params greedy_params(const ref_case *rc, int max_tokens, coll *c) {
     nb_request_params p;
     memset(&p, 0, sizeof p);
     p.prompt = rc->prompt;
@@ -194,6 +194,11 @@ static uint64_t submit(nb_engine *e, const ref_case *rc, int max_tokens, coll *c
     p.logprobs = -1;
     p.sink = sink;
     p.ud = c;
+    return p;
+}
+
+static uint64_t submit(nb_engine *e, const ref_case *rc, int max_tokens, coll *c) {
+    nb_request_params p = greedy_params(rc, max_tokens, c);
     uint64_t id = 0;
     nb_status st = nb_engine_submit(e, &p, &id);
     if (st != NB_OK) fprintf(stderr, "submit: %s\n", nb_errmsg());
@@ -225,11 +230,17 @@ static void assert_no_leak(nb_engine *e) {
     assert_int_equal(s.kv_blocks_used, 0);
 }
 
-/* n requests cycling over the three cases, all submitted at once. */
+/* n requests cycling over the three cases, all queued before the first step. */
 static nb_engine_stats run_batch(nb_engine_config *cfg, int n, int max_tokens) {
     nb_engine *e = make(cfg);
     coll *cs = calloc((size_t)n, sizeof *cs);
-    for (int i = 0; i < n; i++) submit(e, &cases[i % 3], max_tokens, &cs[i]);
+    nb_request_params *ps = calloc((size_t)n, sizeof *ps);
+    uint64_t *ids = calloc((size_t)n, sizeof *ids);
+    for (int i = 0; i < n; i++) ps[i] = greedy_params(&cases[i % 3], max_tokens, &cs[i]);
+    assert_int_equal(nb_engine_submit_batch(e, ps, (size_t)n, ids), NB_OK);
+    for (int i = 0; i < n; i++) assert_int_equal(ids[i], (uint64_t)i + 1);
+    free(ps);
+    free(ids);
     for (int i = 0; i < n; i++) {
         wait_done(&cs[i]);
         check_greedy(&cs[i], &cases[i % 3], max_tokens);
@@ -491,6 +502,38 @@ static void test_overloaded(void **state) {
     assert_true(l.done);
 }
 
+/* A batch is queued whole or not at all. */
+static void test_submit_batch_all_or_none(void **state) {
+    (void)state;
+    nb_engine_config c;
+    nb_engine_config_defaults(&c);
+    c.max_waiting = 3;
+    nb_engine *e = make(&c);
+    coll cs[4];
+    memset(cs, 0, sizeof cs);
+    nb_request_params ps[4];
+    uint64_t ids[4] = {7, 7, 7, 7};
+    for (int i = 0; i < 4; i++) ps[i] = greedy_params(&cases[i % 3], 8, &cs[i]);
+    ps[2].max_tokens = 0; /* the third is bad: none of the batch may run */
+    assert_int_equal(nb_engine_submit_batch(e, ps, 3, ids), NB_ERR_RANGE);
+    assert_non_null(strstr(nb_errmsg(), "max_tokens 0"));
+    for (int i = 0; i < 3; i++) assert_int_equal(ids[i], 0);
+    ps[2].max_tokens = 8;
+    assert_int_equal(nb_engine_submit_batch(e, ps, 4, ids), NB_ERR_OVERLOADED); /* 4 > max_waiting 3 */
+    assert_non_null(strstr(nb_errmsg(), "limit 3"));
+    nb_engine_stats s;
+    wait_idle(e, &s);
+    assert_int_equal(s.steps_total, 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(cs[i].events, 0);
+    assert_int_equal(nb_engine_submit_batch(e, ps, 3, ids), NB_OK);
+    for (int i = 0; i < 3; i++) {
+        wait_done(&cs[i]);
+        check_greedy(&cs[i], &cases[i], 8);
+    }
+    assert_no_leak(e);
+    nb_engine_free(e);
+}
+
 static void test_refuse(void **state) {
     (void)state;
     nb_engine_config c;
@@ -510,7 +553,7 @@ int main(void) {
         cmocka_unit_test(test_chunks),         cmocka_unit_test(test_preempt),
         cmocka_unit_test(test_prefix_hits),    cmocka_unit_test(test_kv_dtypes),
         cmocka_unit_test(test_stop_and_abort), cmocka_unit_test(test_overloaded),
-        cmocka_unit_test(test_refuse),
+        cmocka_unit_test(test_submit_batch_all_or_none), cmocka_unit_test(test_refuse),
     };
     return cmocka_run_group_tests(tests, load_ref, NULL);
 }
