@@ -12,6 +12,7 @@
 
 #include "base/half.h"
 #include "kernels/x86/attn_tile.h"
+#include "kernels/x86/dpbusd_bcast.h"
 #include "kernels/x86/vexp.h"
 
 #define W 16
@@ -523,13 +524,6 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
 
 /* ---- int8 KV with int8 dot products (AVX512_VNNI): attn_i8_impl.h ---- */
 
-/* *acc += the u8 x s8 products of u and the four bytes at p (broadcast):
- * vpdpbusd with its memory broadcast, in asm because GCC 12's intrinsic
- * does not tie the accumulator to its output, and its register copies
- * (and spills) were a third of the multiply-add loops. */
-static inline __attribute__((always_inline)) void dpbusd_bcast(__m512i *acc, __m512i u, const void *p) {
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(u), "m"(*(const int32_t *)p));
-}
 
 #define IX_FV __m512
 #define IX_IV __m512i

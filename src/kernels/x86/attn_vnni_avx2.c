@@ -12,7 +12,7 @@
 #define W 8
 
 /* *acc += the u8 x s8 products of u and the four bytes at p (broadcast);
- * in asm for the same reason as attn_avx512.c's dpbusd_bcast ({vex}: the
+ * in asm for the same reason as dpbusd_bcast.h's ({vex}: the
  * AVX-VNNI encoding). */
 static inline __attribute__((always_inline)) void dpbusd8(__m256i *acc, __m256i u, const void *p) {
     int32_t v;

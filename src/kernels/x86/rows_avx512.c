@@ -37,6 +37,7 @@
 #include "kernels/kernels.h"
 #include "base/blocks.h"
 #include "kernels/repack.h"
+#include "kernels/x86/dpbusd_bcast.h"
 
 #define AI static inline __attribute__((always_inline))
 /* rows per panel, tokens per pass, units (Q4_0R groups, Q4_KR super-blocks)
@@ -138,8 +139,8 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
             __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             #pragma GCC unroll 16
             for (int t = 0; t < T; t++) {
-                lo[t] = _mm512_dpbusd_epi32(lo[t], wl, _mm512_set1_epi32(word(x[t] + 4 * s)));
-                hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(word(x[t] + 64 + 4 * s)));
+                dpbusd_bcast(&lo[t], wl, x[t] + 4 * s);
+                dpbusd_bcast(&hi[t], wh, x[t] + 64 + 4 * s);
             }
         }
         /* blocks h (low) and 2 + h (high): d_w * d_a * sum((q - 8) * a) */
