@@ -216,6 +216,7 @@ static nb_status req_build(nb_engine *e, const nb_request_params *p, req **out) 
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= e->n_vocab)
             return nb_fail(NB_ERR_RANGE, "stop_token_ids[%zu]: %d outside 0..%d", i, p->stop_ids[i], e->n_vocab - 1);
     NB_TRY(nb_sampling_validate(&p->sampling));
+    NB_TRY(nb_logit_bias_validate(p->logit_bias_ids, p->logit_bias, p->n_logit_bias, e->n_vocab));
 
     req *r = nb_calloc(1, sizeof *r);
     if (!r) return NB_ERR_NOMEM;
@@ -223,6 +224,7 @@ static nb_status req_build(nb_engine *e, const nb_request_params *p, req **out) 
                                c->block_size);
     if (st == NB_OK) st = nb_stop_init(&r->stop, p->stop, p->n_stop);
     if (st == NB_OK) st = nb_sampler_create(&p->sampling, e->n_vocab, &r->sampler);
+    if (st == NB_OK) st = nb_sampler_set_logit_bias(r->sampler, p->logit_bias_ids, p->logit_bias, p->n_logit_bias);
     if (st == NB_OK && p->grammar) st = nb_gmatch_create(p->grammar, &r->gm);
     if (st == NB_OK && p->n_stop_ids) {
         r->stop_ids = nb_malloc(p->n_stop_ids * sizeof *r->stop_ids);

@@ -89,6 +89,9 @@ typedef struct nb_request_params {
     size_t n_stop;
     const int32_t *stop_ids;   /* extra stop token ids (copied) */
     size_t n_stop_ids;
+    const int32_t *logit_bias_ids; /* OpenAI's logit_bias (copied): bias i added to token ids[i]'s raw logit, */
+    const float *logit_bias;       /* each in [-100, 100] (engine/sampler.h); logprobs stay those of the raw logits */
+    size_t n_logit_bias;
     int32_t logprobs;          /* -1: none; 0..NB_LIMIT_TOP_LOGPROBS: logprob of the token + that many top ones */
     bool render_special;       /* control tokens' text goes into the output (default false: left out) */
     struct nb_grammar *grammar; /* output constraint (engine/grammar.h) or NULL; the engine takes it over

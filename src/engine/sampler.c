@@ -58,6 +58,9 @@ struct nb_sampler {
     uint32_t *counts;       /* presence/frequency penalty on; saturating */
     nb_cand *cand;          /* top_k or top_p on */
     size_t cand_cap;        /* top_k when the heap path is used, else n_vocab */
+    int32_t *bias_ids;      /* logit_bias (nb_sampler_set_logit_bias), added to the raw logits */
+    float *bias;
+    size_t n_bias;
 };
 
 /* ---- parameters --------------------------------------------------------- */
@@ -171,6 +174,8 @@ void nb_sampler_free(nb_sampler *sm) {
     free(sm->out_bits);
     free(sm->counts);
     free(sm->cand);
+    free(sm->bias_ids);
+    free(sm->bias);
     free(sm);
 }
 
@@ -194,6 +199,42 @@ void nb_sampler_set_prompt(nb_sampler *sm, const int32_t *ids, size_t n) {
     memset(sm->prompt_bits, 0, sm->n_words * sizeof(uint64_t));
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= 0 && ids[i] < sm->n_vocab) bit_set(sm->prompt_bits, ids[i]);
+}
+
+nb_status nb_logit_bias_validate(const int32_t *ids, const float *bias, size_t n, int32_t n_vocab) {
+    if (n > NB_LOGIT_BIAS_MAX) return nb_fail(NB_ERR_RANGE, "logit_bias: %zu entries, at most %d", n, NB_LOGIT_BIAS_MAX);
+    if (n && (!ids || !bias)) return nb_fail(NB_ERR_INVALID, "logit_bias: %zu entries announced, none given", n);
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return nb_fail(NB_ERR_RANGE, "logit_bias: token id %d outside 0..%d", ids[i], n_vocab - 1);
+        if (!(bias[i] >= -NB_LOGIT_BIAS_LIMIT && bias[i] <= NB_LOGIT_BIAS_LIMIT))
+            return nb_fail(NB_ERR_RANGE, "logit_bias[%d]: %g outside [-%g, %g]", ids[i], (double)bias[i],
+                           (double)NB_LOGIT_BIAS_LIMIT, (double)NB_LOGIT_BIAS_LIMIT);
+    }
+    return NB_OK;
+}
+
+nb_status nb_sampler_set_logit_bias(nb_sampler *sm, const int32_t *ids, const float *bias, size_t n) {
+    NB_TRY(nb_logit_bias_validate(ids, bias, n, sm->n_vocab));
+    int32_t *ni = NULL;
+    float *nbv = NULL;
+    if (n) {
+        ni = nb_malloc(n * sizeof *ni);
+        nbv = nb_malloc(n * sizeof *nbv);
+        if (!ni || !nbv) {
+            free(ni);
+            free(nbv);
+            return NB_ERR_NOMEM;
+        }
+        memcpy(ni, ids, n * sizeof *ni);
+        memcpy(nbv, bias, n * sizeof *nbv);
+    }
+    free(sm->bias_ids);
+    free(sm->bias);
+    sm->bias_ids = ni;
+    sm->bias = nbv;
+    sm->n_bias = n;
+    return NB_OK;
 }
 
 void nb_sampler_accept(nb_sampler *sm, int32_t id) {
@@ -486,6 +527,7 @@ static int32_t argmax(const nb_sampler *sm, const float *logits) {
 }
 
 int32_t nb_sampler_sample(nb_sampler *sm, float *logits) {
+    for (size_t i = 0; i < sm->n_bias; i++) logits[sm->bias_ids[i]] += sm->bias[i];
     apply_penalties(sm, logits);
     apply_bans(sm, logits);
     int32_t id = sm->p.temperature < NB_SAMPLING_GREEDY_EPS ? argmax(sm, logits)

@@ -3,7 +3,9 @@
  * used by `nibble logits`, perplexity and the server's logprobs.
  *
  * Order of operations (vLLM's; docs/sampling.md has the details):
- *   1. penalties on the raw logits: repetition (prompt + generated tokens),
+ *   0. logit_bias added to the raw logits (vLLM's logits processor, before
+ *      the penalties; a repeated id adds each of its entries);
+ *   1. penalties on the logits: repetition (prompt + generated tokens),
  *      then frequency, then presence (generated tokens only);
  *   2. banned tokens -> -inf;
  *   3. temperature < 1e-5 (incl. 0): greedy argmax, ties -> lowest id; done;
@@ -82,6 +84,19 @@ int32_t nb_sampler_sample(nb_sampler *sm, float *logits);
 /* Records a token chosen elsewhere (forced / speculative) as generated, so
  * that penalties see it. Out-of-range ids are ignored. */
 void nb_sampler_accept(nb_sampler *sm, int32_t id);
+
+/* OpenAI's logit_bias: at most NB_LOGIT_BIAS_MAX entries, each a token id
+ * in [0, n_vocab) and a bias in [-100, 100] (OpenAI's range: -100 in effect
+ * bans the token, +100 in effect forces it). */
+#define NB_LOGIT_BIAS_MAX 300000
+#define NB_LOGIT_BIAS_LIMIT 100.0f
+/* NB_ERR_RANGE naming the first bad entry (token id or value and the
+ * allowed range). */
+nb_status nb_logit_bias_validate(const int32_t *ids, const float *bias, size_t n, int32_t n_vocab);
+/* Validates and copies the bias (replacing any earlier set; n = 0 clears
+ * it). Added to the raw logits by every nb_sampler_sample. */
+nb_status nb_sampler_set_logit_bias(nb_sampler *sm, const int32_t *ids, const float *bias, size_t n)
+    __attribute__((warn_unused_result));
 
 /* Excludes (banned = true) or re-admits a token, e.g. EOS until min_tokens
  * is reached. Out-of-range ids are ignored. */

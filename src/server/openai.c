@@ -4,6 +4,7 @@
 
 #include "engine/grammar.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -115,6 +116,53 @@ static bool get_num(json_t *o, const char *key, double lo, bool lo_open, double 
     return true;
 }
 
+/* logit_bias: an object of token ids (decimal strings, as OpenAI's API
+ * sends them) to numbers in [-100, 100]; null or {} = none. */
+static bool get_logit_bias(json_t *o, nb_oai_request *r, nb_oai_error *e) {
+    json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return true;
+    if (!json_is_object(lb)) return bad_type(e, "logit_bias", lb, "an object of token ids to numbers");
+    size_t n = json_object_size(lb);
+    if (n == 0) return true;
+    if (n > NB_LOGIT_BIAS_MAX) {
+        nb_oai_error_set(e, 400, INVALID, "logit_bias", "invalid_value", "'logit_bias' has %zu entries, at most %d", n,
+                         NB_LOGIT_BIAS_MAX);
+        return false;
+    }
+    r->logit_bias_ids = malloc(n * sizeof *r->logit_bias_ids);
+    r->logit_bias = malloc(n * sizeof *r->logit_bias);
+    if (!r->logit_bias_ids || !r->logit_bias) {
+        nb_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(lb, k, v) {
+        char *end = NULL;
+        errno = 0;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || errno || id < 0 || id > INT32_MAX) {
+            nb_oai_error_set(e, 400, INVALID, "logit_bias", "invalid_value",
+                             "'logit_bias' key '%.40s' is not a token id (a non-negative integer as a string)", k);
+            return false;
+        }
+        if (!json_is_number(v)) {
+            nb_oai_error_set(e, 400, INVALID, "logit_bias", "invalid_type", "'logit_bias' value for token %ld must be a number, got %s",
+                             id, type_name(v));
+            return false;
+        }
+        double b = json_number_value(v);
+        if (!(b >= -NB_LOGIT_BIAS_LIMIT && b <= NB_LOGIT_BIAS_LIMIT)) {
+            nb_oai_error_set(e, 400, INVALID, "logit_bias", "invalid_value",
+                             "'logit_bias' value for token %ld is %g, must be in [-100, 100]", id, b);
+            return false;
+        }
+        r->logit_bias_ids[r->n_logit_bias] = (int32_t)id;
+        r->logit_bias[r->n_logit_bias++] = (float)b;
+    }
+    return true;
+}
+
 static bool get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present, nb_oai_error *e) {
     json_t *v = json_object_get(o, key);
     if (present) *present = false;
@@ -181,7 +229,7 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
         nb_oai_error_set(e, 400, INVALID, k, "unknown_parameter", "Unrecognized request argument supplied: %s", k);
         return false;
     }
-    static const char *const must_be_neutral[] = {"logit_bias", "suffix", "functions",
+    static const char *const must_be_neutral[] = {"suffix", "functions",
                                                   "function_call", "stop_token_ids", NULL};
     for (const char *const *n = must_be_neutral; *n; n++) {
         v = json_object_get(o, *n);
@@ -537,6 +585,7 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
                          "'min_tokens' (%d) must be at most max_tokens (%d)", r->min_tokens, r->max_tokens);
         return false;
     }
+    if (!get_logit_bias(o, r, e)) return false;
     if (!get_int(o, "n", 1, NB_LIMIT_N, &v, &has, e)) return false;
     if (has && v > 1) {
         nb_oai_error_set(e, 400, INVALID, "n", "unsupported_parameter",
@@ -650,6 +699,8 @@ void nb_oai_request_free(nb_oai_request *r) {
     free(r->owned);
     free(r->msgs);
     free(r->prompt_ids);
+    free(r->logit_bias_ids);
+    free(r->logit_bias);
     nb_grammar_free(r->grammar);
     if (r->root) json_decref((json_t *)r->root);
     nb_oai_kind k = r->kind;

@@ -66,6 +66,9 @@ typedef struct nb_oai_request {
     bool stream, include_usage, ignore_eos;
     bool echo;                  /* completions: the prompt (and its logprobs) come first in the answer */
     int32_t logprobs;           /* -1: none; else the number of top alternatives (0..20) */
+    int32_t *logit_bias_ids;    /* logit_bias {"token id": bias in [-100, 100]} (owned); the */
+    float *logit_bias;          /* ids' range against the vocabulary is checked by the engine */
+    size_t n_logit_bias;
     const char *user;
     /* response_format json_object / json_schema, guided_json, guided_regex or
      * guided_choice, compiled (engine/grammar.h); owned until handed to the

@@ -35,6 +35,13 @@ bool nb_prompt_build(nb_server *s, const nb_oai_request *q, int32_t **ids, size_
     nb_status st;
     *ids = NULL;
     *n = 0;
+    for (size_t i = 0; i < q->n_logit_bias; i++)
+        if (q->logit_bias_ids[i] >= nb_tokenizer_n_vocab(tok)) {
+            nb_oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                             "'logit_bias' has token id %d, the vocabulary has ids 0..%d", q->logit_bias_ids[i],
+                             nb_tokenizer_n_vocab(tok) - 1);
+            return false;
+        }
     if (q->kind == NB_OAI_CHAT) {
         char *text = NULL;
         bool generic = nb_chat_template_is_generic(s->tmpl);

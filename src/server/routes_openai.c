@@ -133,6 +133,9 @@ void nb_route_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, n
     p.stop_ids = (r->chat && s->eot_id >= 0) ? &s->eot_id : NULL;
     p.n_stop_ids = p.stop_ids ? 1 : 0;
     p.logprobs = q.logprobs;
+    p.logit_bias_ids = q.logit_bias_ids;
+    p.logit_bias = q.logit_bias;
+    p.n_logit_bias = q.n_logit_bias;
     p.grammar = q.grammar;
     p.render_special = r->tools && s->tool_special; /* the tool-call markers are control tokens (toolcall.h) */
 

@@ -81,6 +81,17 @@ import json,sys; d=json.load(open(sys.argv[1]))
 assert d[\"id\"].startswith(\"cmpl-\") and d[\"created\"]>0 and d[\"model\"]==sys.argv[2]
 assert d[\"usage\"][\"completion_tokens\"]==24 and d[\"choices\"][0][\"finish_reason\"]==\"length\"" "$tmp/c" "$NAME"'
 
+# logit_bias: +100 forces a token (every generated token is token 300), a
+# bias of -100 on it hands the step to the next-biased token (301)
+lb() { curl -s -H "$AUTH" "$U/v1/completions" -d "{\"prompt\": \"Once upon a time\", \"max_tokens\": 4, \"temperature\": 0, \"logprobs\": 0, \"logit_bias\": $1}"; }
+lb '{"300": 100, "301": 50}' >"$tmp/lb1"
+lb '{"300": -100, "301": 50}' >"$tmp/lb2"
+check "logit_bias +100 forces a token, -100 removes it" 'python3 -c "
+import json,sys
+a=json.load(open(sys.argv[1]))[\"choices\"][0][\"logprobs\"][\"tokens\"]
+b=json.load(open(sys.argv[2]))[\"choices\"][0][\"logprobs\"][\"tokens\"]
+assert len(a)==4 and len(set(a))==1 and len(b)==4 and len(set(b))==1 and a[0]!=b[0], (a, b)" "$tmp/lb1" "$tmp/lb2"'
+
 # stop strings: the text ends before the stop string
 stop=$(python3 -c 'import sys; t=sys.argv[1]; print(t[4:7] if len(t) > 8 else "")' "$got")
 if [ -n "$stop" ]; then

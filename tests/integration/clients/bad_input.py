@@ -108,6 +108,15 @@ expect("empty stop string -> 400", 400, E, body=with_(P, stop=[""]), param="stop
 expect("stream_options without stream -> 400", 400, E, body=with_(P, stream_options={"include_usage": True}),
        param="stream_options")
 expect("prompt token id out of vocab -> 400", 400, E, body=with_(P, prompt=[1, 99999999]), param="prompt")
+expect("logit_bias not an object -> 400", 400, E, body=with_(P, logit_bias=[1, 2]), param="logit_bias")
+expect("logit_bias key not a token id -> 400", 400, E, body=with_(P, logit_bias={"abc": 1}), param="logit_bias",
+       contains=("abc",))
+expect("logit_bias value 101 -> 400 naming [-100, 100]", 400, E, body=with_(P, logit_bias={"5": 101}),
+       param="logit_bias", contains=("[-100, 100]",))
+expect("logit_bias value not a number -> 400", 400, E, path="/v1/chat/completions",
+       body=with_(C, logit_bias={"5": "x"}), param="logit_bias")
+expect("logit_bias token id out of vocab -> 400", 400, E, body=with_(P, logit_bias={"99999999": -100}),
+       param="logit_bias", contains=("99999999",))
 # --- unknown fields, unsupported values ---
 expect("unknown field -> 400 naming it", 400, E, body=with_(P, frobnicate=1), param="frobnicate",
        contains=("frobnicate",))

@@ -59,6 +59,16 @@ try {
   check('completion stream text equals the non-streamed text', ctext === comp.choices[0].text,
         JSON.stringify([ctext, comp.choices[0].text]));
 
+  // logit_bias through the client: +100 on one token makes every generated token that one
+  const forced = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3, temperature: 0,
+                                                   logit_bias: { '300': 100 }, logprobs: 0 });
+  const ft = forced.choices[0].logprobs?.tokens ?? [];
+  const plain = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3, temperature: 0,
+                                                  logit_bias: { '300': -100 }, logprobs: 0 });
+  check('logit_bias +100 forces one token, -100 bans it',
+        ft.length === 3 && new Set(ft).size === 1 && !(plain.choices[0].logprobs?.tokens ?? []).includes(ft[0]),
+        JSON.stringify([ft, plain.choices[0].logprobs]));
+
   try {
     await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], temperature: 7 });
     check('temperature 7 is rejected', false);

@@ -622,6 +622,45 @@ static void test_ban(void **state) {
     nb_sampler_free(sm);
 }
 
+/* logit_bias: added to the raw logits before the penalties; -100 moves the
+ * argmax away, +100 onto a token; a repeated id adds both entries; bad
+ * entries are refused naming the id or value; n = 0 clears it. */
+static void test_logit_bias(void **state) {
+    (void)state;
+    nb_sampling s = params(0.0f, 1);
+    s.repetition_penalty = 2.0f; /* after the bias: 3 - 2.5 = 0.5 > 0, so 0.5 / 2 */
+    nb_sampler *sm = make(&s, 5);
+    const float base[5] = {1.0f, 2.0f, 3.0f, 0.5f, 0.4f};
+    float l[5];
+    const int32_t ids[3] = {2, 4, 4};
+    const float b[3] = {-2.5f, 0.5f, 0.6f};
+    assert_int_equal(nb_sampler_set_logit_bias(sm, ids, b, 3), NB_OK);
+    int32_t prompt[1] = {2};
+    nb_sampler_set_prompt(sm, prompt, 1);
+    memcpy(l, base, sizeof l);
+    assert_int_equal(nb_sampler_sample(sm, l), 1);
+    assert_true(fabsf(l[2] - 0.25f) < 1e-6f); /* bias, then the repetition penalty */
+    assert_true(fabsf(l[4] - 1.5f) < 1e-6f);  /* both entries of id 4 */
+    const int32_t up[1] = {3};
+    const float hundred[1] = {100.0f};
+    assert_int_equal(nb_sampler_set_logit_bias(sm, up, hundred, 1), NB_OK); /* replaces the earlier set */
+    memcpy(l, base, sizeof l);
+    assert_int_equal(nb_sampler_sample(sm, l), 3);
+    assert_int_equal(nb_sampler_set_logit_bias(sm, NULL, NULL, 0), NB_OK);
+    memcpy(l, base, sizeof l);
+    assert_int_equal(nb_sampler_sample(sm, l), 2); /* no bias; penalised: 2 (prompt) 3/2 = 1.5, 1 (generated) 2/2 = 1 */
+
+    const int32_t bad_id[1] = {5};
+    assert_int_equal(nb_sampler_set_logit_bias(sm, bad_id, hundred, 1), NB_ERR_RANGE);
+    assert_non_null(strstr(nb_errmsg(), "token id 5 outside 0..4"));
+    const float over[1] = {100.5f}, nan1[1] = {NAN};
+    assert_int_equal(nb_sampler_set_logit_bias(sm, up, over, 1), NB_ERR_RANGE);
+    assert_non_null(strstr(nb_errmsg(), "logit_bias[3]: 100.5 outside [-100, 100]"));
+    assert_int_equal(nb_sampler_set_logit_bias(sm, up, nan1, 1), NB_ERR_RANGE);
+    assert_int_equal(nb_logit_bias_validate(up, NULL, 1, 5), NB_ERR_INVALID);
+    nb_sampler_free(sm);
+}
+
 static void test_degenerate_logits(void **state) {
     (void)state;
     for (int variant = 0; variant < 2; variant++) {
@@ -885,6 +924,7 @@ int main(void) {
         cmocka_unit_test(test_repetition_penalty),
         cmocka_unit_test(test_frequency_presence_penalty),
         cmocka_unit_test(test_ban),
+        cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_degenerate_logits),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_logsumexp),
