@@ -47,6 +47,30 @@ void nb_bench_workload_free(nb_bench_workload *w) {
     free(w->items);
     w->items = NULL;
     w->n_items = 0;
+    if (w->extra) json_decref(w->extra);
+    w->extra = NULL;
+}
+
+nb_status nb_bench_workload_set_extra(nb_bench_workload *w, const char *text_or_file) {
+    json_error_t err;
+    json_t *o = text_or_file[0] == '@' ? json_load_file(text_or_file + 1, JSON_REJECT_DUPLICATES, &err)
+                                       : json_loads(text_or_file, JSON_REJECT_DUPLICATES, &err);
+    if (!o) {
+        if (err.line < 1) return nb_fail(NB_ERR_INVALID, "--extra-body: %s", err.text); /* the file did not open */
+        return nb_fail(NB_ERR_INVALID, "--extra-body%s%s: not JSON (line %d: %s)", text_or_file[0] == '@' ? " " : "",
+                       text_or_file[0] == '@' ? text_or_file + 1 : "", err.line, err.text);
+    }
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return nb_fail(NB_ERR_INVALID, "--extra-body: expected a JSON object of request fields");
+    }
+    if (json_object_get(o, "stream")) {
+        json_decref(o);
+        return nb_fail(NB_ERR_INVALID, "--extra-body: 'stream' is the benchmark's own (every request streams)");
+    }
+    if (w->extra) json_decref(w->extra);
+    w->extra = o;
+    return NB_OK;
 }
 
 nb_status nb_bench_workload_load(nb_bench_workload *w, const char *path) {
@@ -176,6 +200,7 @@ char *nb_bench_workload_body(const nb_bench_workload *w, uint64_t idx, int64_t *
     if (w->ignore_eos) json_object_set_new(o, "ignore_eos", json_true());
     json_object_set_new(o, "stream", json_true());
     json_object_set_new(o, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    if (w->extra) json_object_update(o, w->extra);
     char *body = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return body;

@@ -27,6 +27,7 @@ typedef struct nb_bench_workload {
     bool chat, ignore_eos;
     double temperature; /* < 0: not sent */
     const char *model;  /* NULL: not sent */
+    void *extra;        /* json_t object merged into every body last (nb_bench_workload_set_extra), or NULL */
 } nb_bench_workload;
 
 /* Sets the defaults: synthetic 128 words, 128 tokens, seed 0, completions, temperature 0. */
@@ -36,6 +37,11 @@ void nb_bench_workload_init(nb_bench_workload *w);
  * the file and line. */
 nb_status nb_bench_workload_load(nb_bench_workload *w, const char *path);
 void nb_bench_workload_free(nb_bench_workload *w);
+/* --extra-body: a JSON object (text, or @FILE) whose fields go into every
+ * request body, over the generated ones (e.g. a logit_bias, top_k); "stream"
+ * is refused (the benchmark needs the stream). Errors name the option and
+ * what is wrong. */
+nb_status nb_bench_workload_set_extra(nb_bench_workload *w, const char *text_or_file);
 
 /* The JSON body of request `idx` (malloc'd; NULL on out of memory), with the
  * requested prompt length in words (0 for file prompts) and max_tokens (0 = none). */

@@ -35,6 +35,7 @@ static void usage(FILE *f) {
             "  --input-len N[:M]       synthetic prompts of N words (uniform N..M) (default 128)\n"
             "  --output-len N[:M]      max_tokens (uniform N..M) (default 128)\n"
             "  --ignore-eos            send ignore_eos: every request generates max_tokens\n"
+            "  --extra-body JSON|@FILE fields merged into every request body (e.g. '{\"logit_bias\": {...}}')\n"
             "  --temperature T         sampling temperature sent (default 0; -1 = not sent)\n"
             "  --seed N                prompts and arrivals (default 0): the same seed replays the same load\n"
             "mode (one of):\n"
@@ -157,7 +158,7 @@ static char *first_model(const char *base, const char *key) {
 
 int nb_cmd_bench_serve(int argc, char **argv) {
     const char *endpoint = "http://127.0.0.1:8080", *key_env = NULL, *model = NULL, *prompts = NULL, *conc_s = NULL,
-               *rate_s = NULL, *out_dir = NULL, *metrics_url = NULL;
+               *rate_s = NULL, *out_dir = NULL, *metrics_url = NULL, *extra = NULL;
     bool json = false, stop_at_slo = false, no_metrics = false;
     double duration = 0, request_timeout = 300, slo_ttft = 0, slo_tpot = 0, max_err = 0, metrics_interval = 0.5;
     int64_t num_prompts = 0, warmup = -1, seed = 0;
@@ -177,6 +178,7 @@ int nb_cmd_bench_serve(int argc, char **argv) {
         else if (!strcmp(a, "--api-key-env")) key_env = v;
         else if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--prompts")) prompts = v;
+        else if (!strcmp(a, "--extra-body")) extra = v;
         else if (!strcmp(a, "--input-len")) { if (!parse_range(a, v, 1, 1 << 20, &wl.in_lo, &wl.in_hi)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--output-len")) { if (!parse_range(a, v, 1, 1 << 20, &wl.out_lo, &wl.out_hi)) return NB_EXIT_USAGE; }
         else if (!strcmp(a, "--temperature")) { if (!nb_arg_float(CMD, a, v, -1, 100, &wl.temperature)) return NB_EXIT_USAGE; }
@@ -230,8 +232,10 @@ int nb_cmd_bench_serve(int argc, char **argv) {
         }
     }
     wl.seed = (uint64_t)seed;
-    if (prompts && nb_bench_workload_load(&wl, prompts) != NB_OK) {
+    if ((prompts && nb_bench_workload_load(&wl, prompts) != NB_OK) ||
+        (extra && nb_bench_workload_set_extra(&wl, extra) != NB_OK)) {
         nb_cli_error(CMD);
+        nb_bench_workload_free(&wl);
         free(ladder);
         return NB_EXIT_USAGE;
     }

@@ -105,8 +105,24 @@ B --endpoint "$U" --prompts "$tmp/p.jsonl" --output-len 3 --concurrency 2 --num-
 check "--prompts FILE.jsonl: per-line max_tokens, else --output-len" \
   '[ $rc -eq 0 ] && python3 -c "import json,sys; l=json.load(open(sys.argv[1]))[\"levels\"][0]; assert l[\"output_tokens\"]==14 and l[\"requests_ok\"]==6, l" "$tmp/r2b.json"'
 printf '%s\n' '{"prompt": "ok"}' '{"text": "no prompt"}' >"$tmp/bad.jsonl"
+B --endpoint "$U" --extra-body '[1]' >/dev/null 2>"$tmp/e"; rc=$?
+check "--extra-body not an object exits 2 naming it" '[ $rc -eq 2 ] && grep -q -- "--extra-body: expected a JSON object" "$tmp/e"'
+B --endpoint "$U" --extra-body '{"stream": false}' >/dev/null 2>"$tmp/e"; rc=$?
+check "--extra-body with stream exits 2" '[ $rc -eq 2 ] && grep -q "stream" "$tmp/e"'
+
 B --endpoint "$U" --prompts "$tmp/bad.jsonl" >/dev/null 2>"$tmp/e"; rc=$?
 check "--prompts with a bad line exits 2 naming the file and line 2" '[ $rc -eq 2 ] && grep -q "bad.jsonl: line 2" "$tmp/e"'
+stop_mock
+
+# --- --extra-body: its fields go into every body, over the generated ones ---
+start_mock "$tmp/m4.log" --ttft 0.01 --itl 0.005 --tokens 3 --record "$tmp/bodies.jsonl"
+echo '{"logit_bias": {"5": -100}, "top_k": 3, "temperature": 0.5}' >"$tmp/extra.json"
+B --endpoint "$U" --extra-body @"$tmp/extra.json" --concurrency 2 --num-prompts 4 --warmup 0 --json >"$tmp/r4.json" 2>/dev/null; rc=$?
+check "--extra-body @FILE: every body carries its fields (temperature overridden), still streamed" \
+  '[ $rc -eq 0 ] && python3 -c "
+import json,sys
+b=[json.loads(l) for l in open(sys.argv[1])]
+assert len(b)==4 and all(x[\"logit_bias\"]=={\"5\": -100} and x[\"top_k\"]==3 and x[\"temperature\"]==0.5 and x[\"stream\"] is True for x in b), b" "$tmp/bodies.jsonl"'
 stop_mock
 
 # --- 500 on every 5th request: exactly 20% failures with the reason; exit 1, or 0 under --max-error-rate ---

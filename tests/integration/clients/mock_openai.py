@@ -13,6 +13,7 @@ Faults: --fail-every N answers HTTP 500 to every N-th request; --cut-every N
 closes every N-th stream after --cut-after chunks without a finish_reason or
 [DONE]; --stall-every N stops sending on every N-th stream after
 --stall-after chunks and holds the connection for --stall-seconds.
+--record FILE appends each request body to FILE as a JSON line.
 GET /v1/models lists one model; GET /metrics exposes vllm:-style counters.
 Prints "listening on http://127.0.0.1:PORT" once bound (--port 0 = any).
 """
@@ -38,6 +39,7 @@ ap.add_argument("--stall-after", type=int, default=1)
 ap.add_argument("--stall-seconds", type=float, default=30)
 ap.add_argument("--no-usage", action="store_true", help="never send a usage chunk")
 ap.add_argument("--model", default="mock-model")
+ap.add_argument("--record", default="", help="append every request body (one JSON line) to this file")
 args = ap.parse_args()
 TTFT = [float(x) for x in args.ttft.split(",")]
 ITL = [float(x) for x in args.itl.split(",")]
@@ -96,6 +98,9 @@ class H(BaseHTTPRequestHandler):
         with lock:
             state["n"] += 1
             k = state["n"]
+            if args.record:
+                with open(args.record, "a") as f:
+                    f.write(json.dumps(req) + "\n")
         if args.fail_every and k % args.fail_every == 0:
             self.send_body(500, '{"error": {"message": "scripted failure of request %d", "type": "server_error"}}' % k)
             return
