@@ -13,7 +13,10 @@
 # 79: 80 prompt tokens with the Llama SPM vocabulary of /tmp/sbs/tl-*.gguf,
 # one token per word plus BOS), 64 output tokens each (ignore_eos), 2 threads.
 # Env: LLAMA_BIN (default /tmp/llamacpp/build/bin), THREADS (2), PORT (18431), INPUT_LEN (79),
-# REP0 (0: rep numbers start at REP0+1, to add reps to an OUTDIR).
+# REP0 (0: rep numbers start at REP0+1, to add reps to an OUTDIR), EXTRA_BODY
+# (passed to every run as `bench serve --extra-body`, e.g. @FILE with a
+# logit_bias of -100 on the byte tokens: with a random-weight model,
+# llama-server fails the requests whose output is not valid UTF-8).
 set -u
 NB=${1:?nibble binary}; MODEL=${2:?model}; OUT=${3:?outdir}; REPS=${4:-2}
 shift 4 2>/dev/null || shift $#
@@ -49,7 +52,8 @@ for rep in $(seq $((${REP0:-0} + 1)) $((${REP0:-0} + REPS))); do
         if ! wait_ready $pid; then echo "serve32: $cfg did not start (see $log)" >&2; kill $pid 2>/dev/null; wait $pid; continue; fi
         start=$(date -u +%H:%M:%S); load=$(cut -d' ' -f1 /proc/loadavg)
         "$NB" bench serve --endpoint "http://127.0.0.1:$PORT" --concurrency 32 --num-prompts 64 --warmup 0 \
-            --input-len "${INPUT_LEN:-79}" --output-len 64 --ignore-eos --seed 1 --request-timeout 900 --no-metrics --out "$OUT/r$rep-$tag" \
+            --input-len "${INPUT_LEN:-79}" --output-len 64 --ignore-eos --seed 1 --request-timeout 900 --no-metrics \
+            ${EXTRA_BODY:+--extra-body "$EXTRA_BODY"} --out "$OUT/r$rep-$tag" \
             >"$OUT/r$rep-$tag.bench.log" 2>&1
         kill $pid; wait $pid 2>/dev/null
         python3 - "$OUT/r$rep-$tag/results.json" "$rep" "$cfg" "$start" "$load" >>"$S" <<'EOF'
