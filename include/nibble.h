@@ -131,6 +131,9 @@ typedef struct nb_request_options {
     const int32_t *stop_ids;    /* extra stop token ids (copied) */
     size_t n_stop_ids;
     int32_t logprobs;           /* -1: none; 0..NIBBLE_MAX_TOP_LOGPROBS: the token's logprob and that many top ones */
+    const int32_t *logit_bias_ids; /* OpenAI's logit_bias (copied): logit_bias[i] in [-100, 100] added to */
+    const float *logit_bias;       /* token logit_bias_ids[i]'s raw logit before sampling */
+    size_t n_logit_bias;
 } nb_request_options;
 
 /* 16 tokens, temperature 1, every filter and penalty off, no logprobs. */

@@ -221,6 +221,9 @@ nb_status nb_request_submit(nb_engine *e, const int32_t *prompt, size_t n_prompt
     p.stop_ids = o.stop_ids;
     p.n_stop_ids = o.n_stop_ids;
     p.logprobs = o.logprobs;
+    p.logit_bias_ids = o.logit_bias_ids;
+    p.logit_bias = o.logit_bias;
+    p.n_logit_bias = o.n_logit_bias;
     p.sink = request_sink;
     p.ud = r;
     /* the sink may run before submit returns: r->id is only read by the

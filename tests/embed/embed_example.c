@@ -97,6 +97,22 @@ int main(int argc, char **argv) {
         finish = ev.finish;
     }
     nb_request_free(r);
+
+    /* logit_bias: +100 on one token makes it every generated token */
+    if (nb_tokenizer_encode(tok, prompt, strlen(prompt), true, false, &ids, &n) != NB_OK) return fail("encode");
+    const int32_t forced_id = 5;
+    const float forced_bias = 100.0f;
+    ro.max_tokens = 4;
+    ro.logit_bias_ids = &forced_id;
+    ro.logit_bias = &forced_bias;
+    ro.n_logit_bias = 1;
+    st = nb_request_submit(e, ids, n, &ro, &r);
+    nb_free(ids);
+    if (st != NB_OK) return fail("submit with logit_bias");
+    int forced = 0;
+    while (nb_request_next(r, &ev)) forced += ev.token == forced_id;
+    nb_request_free(r);
+    ro.max_tokens = expected ? 48 : 16; /* the first request's, for the checks below */
     nb_stats s;
     nb_engine_read_stats(e, &s);
     nb_engine_free(e);
@@ -118,10 +134,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "embed: text differs from the expected continuation:\n  %s\n", expected);
         failed++;
     }
+    if (forced != 4) {
+        fprintf(stderr, "embed: logit_bias +100 on token %d: %d of 4 tokens were it\n", forced_id, forced);
+        failed++;
+    }
     if (expected && !round_trip) {
         fprintf(stderr, "embed: the prompt does not decode back to itself\n");
         failed++;
     }
-    printf("%d passed, %d failed\n", 4 - failed, failed);
+    printf("%d passed, %d failed\n", 5 - failed, failed);
     return failed ? 1 : 0;
 }
