@@ -163,6 +163,37 @@ static bool get_logit_bias(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     return true;
 }
 
+/* stop_token_ids (vLLM): an array of token ids, at most NB_LIMIT_STOP_TOKEN_IDS;
+ * null or [] = none. The ids' range against the vocabulary: server/prompt.c. */
+#define NB_LIMIT_STOP_TOKEN_IDS 1024
+static bool get_stop_token_ids(json_t *o, nb_oai_request *r, nb_oai_error *e) {
+    json_t *a = json_object_get(o, "stop_token_ids");
+    if (!a || json_is_null(a)) return true;
+    if (!json_is_array(a)) return bad_type(e, "stop_token_ids", a, "an array of token ids");
+    size_t n = json_array_size(a);
+    if (n == 0) return true;
+    if (n > NB_LIMIT_STOP_TOKEN_IDS) {
+        nb_oai_error_set(e, 400, INVALID, "stop_token_ids", "invalid_value", "'stop_token_ids' has %zu ids, at most %d",
+                         n, NB_LIMIT_STOP_TOKEN_IDS);
+        return false;
+    }
+    r->stop_token_ids = malloc(n * sizeof *r->stop_token_ids);
+    if (!r->stop_token_ids) {
+        nb_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            nb_oai_error_set(e, 400, INVALID, "stop_token_ids", "invalid_value",
+                             "'stop_token_ids[%zu]' must be a token id (an integer >= 0)", i);
+            return false;
+        }
+        r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)json_integer_value(v);
+    }
+    return true;
+}
+
 static bool get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present, nb_oai_error *e) {
     json_t *v = json_object_get(o, key);
     if (present) *present = false;
@@ -229,8 +260,7 @@ static bool check_keys(json_t *o, nb_oai_kind kind, nb_oai_error *e) {
         nb_oai_error_set(e, 400, INVALID, k, "unknown_parameter", "Unrecognized request argument supplied: %s", k);
         return false;
     }
-    static const char *const must_be_neutral[] = {"suffix", "functions",
-                                                  "function_call", "stop_token_ids", NULL};
+    static const char *const must_be_neutral[] = {"suffix", "functions", "function_call", NULL};
     for (const char *const *n = must_be_neutral; *n; n++) {
         v = json_object_get(o, *n);
         if (!neutral(v)) {
@@ -586,6 +616,7 @@ static bool parse_fields(json_t *o, nb_oai_request *r, nb_oai_error *e) {
         return false;
     }
     if (!get_logit_bias(o, r, e)) return false;
+    if (!get_stop_token_ids(o, r, e)) return false;
     if (!get_int(o, "n", 1, NB_LIMIT_N, &v, &has, e)) return false;
     if (has && v > 1) {
         nb_oai_error_set(e, 400, INVALID, "n", "unsupported_parameter",
@@ -701,6 +732,7 @@ void nb_oai_request_free(nb_oai_request *r) {
     free(r->prompt_ids);
     free(r->logit_bias_ids);
     free(r->logit_bias);
+    free(r->stop_token_ids);
     nb_grammar_free(r->grammar);
     if (r->root) json_decref((json_t *)r->root);
     nb_oai_kind k = r->kind;

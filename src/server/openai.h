@@ -69,6 +69,8 @@ typedef struct nb_oai_request {
     int32_t *logit_bias_ids;    /* logit_bias {"token id": bias in [-100, 100]} (owned); the */
     float *logit_bias;          /* ids' range against the vocabulary is checked by the engine */
     size_t n_logit_bias;
+    int32_t *stop_token_ids;    /* vLLM's stop_token_ids (owned): generation ends on any of them */
+    size_t n_stop_token_ids;
     const char *user;
     /* response_format json_object / json_schema, guided_json, guided_regex or
      * guided_choice, compiled (engine/grammar.h); owned until handed to the

@@ -42,6 +42,13 @@ bool nb_prompt_build(nb_server *s, const nb_oai_request *q, int32_t **ids, size_
                              nb_tokenizer_n_vocab(tok) - 1);
             return false;
         }
+    for (size_t i = 0; i < q->n_stop_token_ids; i++)
+        if (q->stop_token_ids[i] >= nb_tokenizer_n_vocab(tok)) {
+            nb_oai_error_set(e, 400, "invalid_request_error", "stop_token_ids", "invalid_value",
+                             "'stop_token_ids[%zu]' is token id %d, the vocabulary has ids 0..%d", i,
+                             q->stop_token_ids[i], nb_tokenizer_n_vocab(tok) - 1);
+            return false;
+        }
     if (q->kind == NB_OAI_CHAT) {
         char *text = NULL;
         bool generic = nb_chat_template_is_generic(s->tmpl);

@@ -130,8 +130,19 @@ void nb_route_generate(nb_server *s, const nb_http_req *req, nb_http_resp *rs, n
     p.ignore_eos = q.ignore_eos;
     p.stop = q.stop;
     p.n_stop = q.n_stop;
-    p.stop_ids = (r->chat && s->eot_id >= 0) ? &s->eot_id : NULL;
-    p.n_stop_ids = p.stop_ids ? 1 : 0;
+    if (r->chat && s->eot_id >= 0) { /* the template's end-of-turn token ends a chat answer too */
+        int32_t *u = realloc(q.stop_token_ids, (q.n_stop_token_ids + 1) * sizeof *u);
+        if (!u) {
+            nb_resp_error(rs, 500, "server_error", NULL, NULL, "out of memory");
+            nb_req_release(r);
+            r = NULL;
+            goto out;
+        }
+        u[q.n_stop_token_ids++] = s->eot_id;
+        q.stop_token_ids = u;
+    }
+    p.stop_ids = q.stop_token_ids;
+    p.n_stop_ids = q.n_stop_token_ids;
     p.logprobs = q.logprobs;
     p.logit_bias_ids = q.logit_bias_ids;
     p.logit_bias = q.logit_bias;

@@ -92,6 +92,12 @@ a=json.load(open(sys.argv[1]))[\"choices\"][0][\"logprobs\"][\"tokens\"]
 b=json.load(open(sys.argv[2]))[\"choices\"][0][\"logprobs\"][\"tokens\"]
 assert len(a)==4 and len(set(a))==1 and len(b)==4 and len(set(b))==1 and a[0]!=b[0], (a, b)" "$tmp/lb1" "$tmp/lb2"'
 
+# stop_token_ids (vLLM): the forced token ends the answer at once, its text left out
+lb '{"300": 100}, "stop_token_ids": [300]' >"$tmp/st"
+check "stop_token_ids end generation: finish_reason stop, one token, no text" 'python3 -c "
+import json,sys; d=json.load(open(sys.argv[1])); c=d[\"choices\"][0]
+assert c[\"finish_reason\"]==\"stop\" and c[\"text\"]==\"\" and d[\"usage\"][\"completion_tokens\"]==1, d" "$tmp/st"'
+
 # stop strings: the text ends before the stop string
 stop=$(python3 -c 'import sys; t=sys.argv[1]; print(t[4:7] if len(t) > 8 else "")' "$got")
 if [ -n "$stop" ]; then
