@@ -262,7 +262,7 @@ static void req_unbuild(req *r) {
 nb_status nb_engine_submit_batch(nb_engine *e, const nb_request_params *ps, size_t n, uint64_t *ids) {
     const nb_engine_config *c = &e->cfg;
     if (ids) memset(ids, 0, n * sizeof *ids);
-    req **rs = nb_calloc(n ? n : 1, sizeof *rs);
+    req *one = NULL, **rs = n <= 1 ? &one : nb_calloc(n, sizeof *rs); /* one request: no allocation */
     if (!rs) return NB_ERR_NOMEM;
     nb_status st = NB_OK;
     for (size_t i = 0; i < n && st == NB_OK; i++) st = req_build(e, &ps[i], &rs[i]);
@@ -290,7 +290,7 @@ nb_status nb_engine_submit_batch(nb_engine *e, const nb_request_params *ps, size
     if (st != NB_OK)
         for (size_t i = 0; i < n; i++)
             if (rs[i]) req_unbuild(rs[i]);
-    free(rs);
+    if (rs != &one) free(rs);
     return st;
 }
 
