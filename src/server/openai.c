@@ -163,35 +163,41 @@ static bool get_logit_bias(json_t *o, nb_oai_request *r, nb_oai_error *e) {
     return true;
 }
 
-/* stop_token_ids (vLLM): an array of token ids, at most NB_LIMIT_STOP_TOKEN_IDS;
- * null or [] = none. The ids' range against the vocabulary: server/prompt.c. */
-#define NB_LIMIT_STOP_TOKEN_IDS 1024
-static bool get_stop_token_ids(json_t *o, nb_oai_request *r, nb_oai_error *e) {
-    json_t *a = json_object_get(o, "stop_token_ids");
-    if (!a || json_is_null(a)) return true;
-    if (!json_is_array(a)) return bad_type(e, "stop_token_ids", a, "an array of token ids");
+/* An array of at most `max` token ids (integers in 0..INT32_MAX) into a
+ * malloc'd *ids (owned by the request); a bad element is named as
+ * param[i]. The ids' range against the vocabulary: server/prompt.c. */
+static bool token_ids(json_t *a, const char *param, size_t max, int32_t **ids, size_t *n_ids, nb_oai_error *e) {
     size_t n = json_array_size(a);
-    if (n == 0) return true;
-    if (n > NB_LIMIT_STOP_TOKEN_IDS) {
-        nb_oai_error_set(e, 400, INVALID, "stop_token_ids", "invalid_value", "'stop_token_ids' has %zu ids, at most %d",
-                         n, NB_LIMIT_STOP_TOKEN_IDS);
+    if (n > max) {
+        nb_oai_error_set(e, 400, INVALID, param, "invalid_value", "'%s' has %zu tokens, at most %zu allowed", param, n,
+                         max);
         return false;
     }
-    r->stop_token_ids = malloc(n * sizeof *r->stop_token_ids);
-    if (!r->stop_token_ids) {
+    *ids = malloc((n ? n : 1) * sizeof **ids);
+    if (!*ids) {
         nb_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-            nb_oai_error_set(e, 400, INVALID, "stop_token_ids", "invalid_value",
-                             "'stop_token_ids[%zu]' must be a token id (an integer >= 0)", i);
+        json_t *x = json_array_get(a, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX) {
+            char p[96];
+            snprintf(p, sizeof p, "%s[%zu]", param, i);
+            nb_oai_error_set(e, 400, INVALID, p, "invalid_value", "'%s' must be a token id (an integer >= 0)", p);
             return false;
         }
-        r->stop_token_ids[r->n_stop_token_ids++] = (int32_t)json_integer_value(v);
+        (*ids)[i] = (int32_t)json_integer_value(x);
     }
+    *n_ids = n;
     return true;
+}
+
+/* stop_token_ids (vLLM): at most 1024 token ids; null or [] = none. */
+static bool get_stop_token_ids(json_t *o, nb_oai_request *r, nb_oai_error *e) {
+    json_t *a = json_object_get(o, "stop_token_ids");
+    if (!a || json_is_null(a)) return true;
+    if (!json_is_array(a)) return bad_type(e, "stop_token_ids", a, "an array of token ids");
+    return token_ids(a, "stop_token_ids", 1024, &r->stop_token_ids, &r->n_stop_token_ids, e);
 }
 
 static bool get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *present, nb_oai_error *e) {
@@ -374,33 +380,11 @@ static bool parse_constraint(json_t *o, nb_oai_request *r, nb_oai_error *e) {
 /* ---- prompt / messages -------------------------------------------------- */
 
 static bool parse_ids(json_t *a, const char *param, nb_oai_request *r, nb_oai_error *e) {
-    size_t n = json_array_size(a);
-    if (n == 0) {
+    if (json_array_size(a) == 0) {
         nb_oai_error_set(e, 400, INVALID, param, "invalid_value", "'%s' is an empty token list", param);
         return false;
     }
-    if (n > NB_LIMIT_PROMPT_IDS) {
-        nb_oai_error_set(e, 400, INVALID, param, "invalid_value", "'%s' has %zu tokens, at most %d allowed", param, n,
-                         NB_LIMIT_PROMPT_IDS);
-        return false;
-    }
-    r->prompt_ids = malloc(n * sizeof *r->prompt_ids);
-    if (!r->prompt_ids) {
-        nb_oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(a, i);
-        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX) {
-            char p[96];
-            snprintf(p, sizeof p, "%s[%zu]", param, i);
-            nb_oai_error_set(e, 400, INVALID, p, "invalid_value", "'%s' must be a token id (an integer >= 0)", p);
-            return false;
-        }
-        r->prompt_ids[i] = (int32_t)json_integer_value(x);
-    }
-    r->n_prompt_ids = n;
-    return true;
+    return token_ids(a, param, NB_LIMIT_PROMPT_IDS, &r->prompt_ids, &r->n_prompt_ids, e);
 }
 
 static bool parse_prompt(json_t *o, nb_oai_request *r, nb_oai_error *e) {

@@ -118,8 +118,9 @@ expect("logit_bias value not a number -> 400", 400, E, path="/v1/chat/completion
 expect("logit_bias token id out of vocab -> 400", 400, E, body=with_(P, logit_bias={"99999999": -100}),
        param="logit_bias", contains=("99999999",))
 expect("stop_token_ids not an array -> 400", 400, E, body=with_(P, stop_token_ids=5), param="stop_token_ids")
-expect("stop_token_ids negative id -> 400", 400, E, body=with_(P, stop_token_ids=[3, -1]), param="stop_token_ids",
-       contains=("stop_token_ids[1]",))
+expect("stop_token_ids negative id -> 400", 400, E, body=with_(P, stop_token_ids=[3, -1]), param="stop_token_ids[1]")
+expect("1025 stop_token_ids -> 400", 400, E, body=with_(P, stop_token_ids=[3] * 1025), param="stop_token_ids",
+       contains=("1024",))
 expect("stop_token_ids out of vocab -> 400", 400, E, path="/v1/chat/completions",
        body=with_(C, stop_token_ids=[99999999]), param="stop_token_ids", contains=("99999999",))
 # --- unknown fields, unsupported values ---
