@@ -46,7 +46,7 @@ b = json.loads(sys.argv[1])
 print(f"cpu: {b['cpu']}\n{b['features']}\nthreads: {b['threads']}\n")
 print("read bandwidth by access pattern (best of 3 passes; the max is the roofline):")
 for p in b["read_bandwidth_patterns"]:
-    print(f"  {p['pattern']:<48} {p['gb_s']:6.1f} GB/s{'  <- max' if p['best'] else ''}")
+    print(f"  {p['pattern']:<62} {p['gb_s']:6.1f} GB/s{'  <- max' if p['best'] else ''}")
 print()
 PY
 

@@ -98,8 +98,10 @@ static char *map_buffer(size_t bytes, bool huge) {
 void nb_membw_pattern_name(const nb_membw_pattern *p, char *buf, size_t size) {
     char pf[32] = "no prefetch";
     if (p->prefetch) snprintf(pf, sizeof pf, "prefetch %d", p->prefetch);
-    snprintf(buf, size, "%d stream%s/thread, %s, %s pages", p->streams, p->streams > 1 ? "s" : "", pf,
-             p->huge_pages ? "2M" : "4K");
+    char loads[32] = "";
+    if (p->load_bytes) snprintf(loads, sizeof loads, ", %d-byte loads", p->load_bytes);
+    snprintf(buf, size, "%d stream%s/thread, %s, %s pages%s", p->streams, p->streams > 1 ? "s" : "", pf,
+             p->huge_pages ? "2M" : "4K", loads);
 }
 
 static void set_best(nb_membw_result *r) {
@@ -123,20 +125,25 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
     if (n < 1 || n > NB_MEMBW_MAX_PATTERNS)
         return nb_fail(NB_ERR_INVALID, "bandwidth probe: %d patterns, allowed 1..%d", n, NB_MEMBW_MAX_PATTERNS);
     for (int i = 0; i < n; i++)
-        if (pats[i].streams < 1 || pats[i].streams > 64 || pats[i].prefetch < 0 || pats[i].prefetch > (1 << 20))
-            return nb_fail(NB_ERR_INVALID, "bandwidth probe: pattern %d has %d streams, prefetch %d (allowed 1..64, 0..1 MiB)",
-                           i, pats[i].streams, pats[i].prefetch);
+        if (pats[i].streams < 1 || pats[i].streams > 64 || pats[i].prefetch < 0 || pats[i].prefetch > (1 << 20) ||
+            (pats[i].load_bytes != 0 && pats[i].load_bytes != 32))
+            return nb_fail(NB_ERR_INVALID,
+                           "bandwidth probe: pattern %d has %d streams, prefetch %d, load_bytes %d (allowed 1..64, 0..1 MiB, 0 or 32)",
+                           i, pats[i].streams, pats[i].prefetch, pats[i].load_bytes);
     if (passes < 1) passes = 1;
     bytes = bytes >> 20 << 20;
     if (bytes < ((size_t)64 << 20)) bytes = (size_t)64 << 20;
     nb_isa isa = nb_cpu_isa();
     if (isa > max_isa) isa = max_isa;
-    sum_fn sum = nb_membw_sum_ref;
+    sum_fn sum = nb_membw_sum_ref, sum32 = NULL; /* the widest loads; 32-byte ones */
     out->isa = "vec16";
 #if defined(__x86_64__)
+    if (isa >= NB_ISA_AVX2) { sum = sum32 = nb_membw_sum_avx2; out->isa = "avx2"; }
     if (isa >= NB_ISA_AVX512) { sum = nb_membw_sum_avx512; out->isa = "avx512"; }
-    else if (isa >= NB_ISA_AVX2) { sum = nb_membw_sum_avx2; out->isa = "avx2"; }
 #endif
+    for (int i = 0; i < n; i++)
+        if (pats[i].load_bytes == 32 && !sum32)
+            return nb_fail(NB_ERR_UNSUPPORTED, "bandwidth probe: pattern %d asks for 32-byte loads, which need AVX2", i);
     bool need[2] = {false, false};
     for (int i = 0; i < n; i++) need[pats[i].huge_pages] = true;
     char *buf[2] = {NULL, NULL};
@@ -155,7 +162,7 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
             j.units = bytes / 256;
             j.streams = pats[i].streams;
             j.prefetch = pats[i].prefetch;
-            j.sum = sum;
+            j.sum = pats[i].load_bytes == 32 ? sum32 : sum;
             double t0 = now_s();
             nb_pool_run(pool, bw_worker, &j);
             double t = now_s() - t0;
@@ -179,11 +186,15 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
 nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa, nb_membw_result *out) {
     /* prefetch: none, 2 KiB, and the distance the kernels take on this CPU */
     int pfs[3] = {0, 2048, nb_prefetch_for_cpu(nb_cpu_get())}, npf = pfs[2] != 0 && pfs[2] != 2048 ? 3 : 2;
-    nb_membw_pattern pats[12];
+    nb_membw_pattern pats[18];
     int n = 0;
     for (int h = 1; h >= 0; h--)
         for (int s = 1; s <= 8; s += 7)
-            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], h == 1, 0};
+            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], h == 1, 0, 0};
+    nb_isa isa = nb_cpu_isa() < max_isa ? nb_cpu_isa() : max_isa;
+    if (isa >= NB_ISA_AVX512) /* narrower loads on 2 MiB pages (membw.h) */
+        for (int s = 1; s <= 8; s += 7)
+            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], true, 0, 32};
     return nb_membw_measure_patterns(pool, bytes, passes, max_isa, pats, n, out);
 }
 

@@ -13,10 +13,16 @@
  *   prefetch  none, or software prefetch `prefetch` bytes ahead of each stream;
  *   pages     4 KiB (MADV_NOHUGEPAGE) or 2 MiB (MADV_HUGEPAGE, where the
  *             kernel grants transparent huge pages).
+ *   loads     the widest this CPU has (64-byte AVX-512, 32-byte AVX2, else
+ *             16-byte vector extensions) and, on an AVX-512 CPU, also
+ *             32-byte ones on 2 MiB pages: on the Intel guest of
+ *             2026-12-03 (480 MiB L3) one stream per thread with prefetch
+ *             read 33-35 GB/s with 32-byte loads and 26-28 with 64-byte
+ *             ones, so a probe of the widest loads alone reported less than
+ *             this program's own AVX2 loop (docs/speed.md, session 18).
  * Every pattern reads the whole buffer `passes` times with all the pool's
- * threads and keeps its best pass. The loads are the widest this CPU has
- * (64-byte AVX-512, 32-byte AVX2, else 16-byte vector extensions), summed
- * into four independent accumulators so that memory, not the ALU, limits. */
+ * threads and keeps its best pass, summing into four independent
+ * accumulators so that memory, not the ALU, limits. */
 #ifndef NB_KERNELS_MEMBW_H
 #define NB_KERNELS_MEMBW_H
 
@@ -32,9 +38,10 @@ typedef struct nb_membw_pattern {
     int prefetch;     /* bytes ahead, 0 = none */
     bool huge_pages;  /* 2 MiB pages asked for */
     double gbps;      /* result: best pass, 1e9 bytes/s; 0 if not measured */
+    int load_bytes;   /* 0: the widest loads (the result's isa); 32: AVX2 loads on an AVX-512 CPU */
 } nb_membw_pattern;
 
-#define NB_MEMBW_MAX_PATTERNS 16
+#define NB_MEMBW_MAX_PATTERNS 24
 
 typedef struct nb_membw_result {
     int n;
@@ -47,7 +54,8 @@ typedef struct nb_membw_result {
 
 /* The default pattern set (streams 1 and 8; prefetch 0, 2048 and the
  * kernels' distance on this CPU, nb_prefetch_for_cpu, when it is another;
- * both page sizes: 8 or 12 patterns), `bytes` per buffer (rounded down to
+ * both page sizes: 8 or 12 patterns; on an AVX-512 CPU not capped below it
+ * by max_isa, the 2 MiB ones again with 32-byte loads: 12 or 18), `bytes` per buffer (rounded down to
  * whole MiB, at least 64 MiB), best of `passes`. max_isa caps the load
  * width. */
 nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa, nb_membw_result *out)

@@ -58,20 +58,29 @@ static void test_probe(void **state) {
     assert_int_equal(nb_membw_measure(pool, (size_t)64 << 20, 2, nb_cpu_isa(), &r), NB_OK);
     /* prefetch 0, 2048 and the kernels' distance when it is another */
     int cpu_pf = nb_prefetch_for_cpu(nb_cpu_get()), npf = cpu_pf != 0 && cpu_pf != 2048 ? 3 : 2;
-    assert_int_equal(r.n, 4 * npf);
+    /* and on an AVX-512 CPU the 2 MiB ones again with 32-byte loads */
+    int narrow = nb_cpu_isa() >= NB_ISA_AVX512 ? 2 * npf : 0;
+    assert_int_equal(r.n, 4 * npf + narrow);
     double mx = 0;
-    int n_huge = 0, n_multi = 0, n_pf = 0;
+    int n_huge = 0, n_multi = 0, n_pf = 0, n_narrow = 0;
     for (int i = 0; i < r.n; i++) {
         assert_true(r.p[i].gbps > 0);
         if (r.p[i].gbps > mx) mx = r.p[i].gbps;
         n_huge += r.p[i].huge_pages;
         n_multi += r.p[i].streams > 1;
         n_pf += r.p[i].prefetch > 0;
+        n_narrow += r.p[i].load_bytes == 32;
+        if (r.p[i].load_bytes) assert_true(r.p[i].huge_pages);
     }
     assert_true(r.gbps == mx && r.p[r.best].gbps == mx);
-    assert_int_equal(n_huge, 2 * npf);
-    assert_int_equal(n_multi, 2 * npf);
-    assert_int_equal(n_pf, 4 * (npf - 1));
+    assert_int_equal(n_huge, 2 * npf + narrow);
+    assert_int_equal(n_multi, 2 * npf + narrow / 2);
+    assert_int_equal(n_pf, (4 * npf + narrow) / npf * (npf - 1));
+    assert_int_equal(n_narrow, narrow);
+    /* without AVX-512 (capped) the set has no narrower loads */
+    nb_membw_result capped;
+    assert_int_equal(nb_membw_measure(pool, (size_t)64 << 20, 1, NB_ISA_AVX2, &capped), NB_OK);
+    assert_int_equal(capped.n, 4 * npf);
     /* merging keeps each pattern's better run and the best of those */
     nb_membw_result a = r, b = r;
     a.p[0].gbps = 1e6;
@@ -86,8 +95,12 @@ static void test_probe(void **state) {
     assert_int_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &again, 1, &one), NB_OK);
     assert_true(one.n == 1 && one.gbps > 0 && one.gbps < 1e5 && one.p[0].streams == again.streams);
     /* a bad pattern is refused with a message */
-    nb_membw_pattern bad = {0, 0, false, 0};
+    nb_membw_pattern bad = {0, 0, false, 0, 0};
     assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &bad, 1, &r), NB_OK);
+    nb_membw_pattern odd = {1, 0, true, 0, 48}; /* loads of 48 bytes: no such loop */
+    assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &odd, 1, &r), NB_OK);
+    nb_membw_pattern narrow32 = {1, 2048, true, 0, 32}; /* 32-byte loads need AVX2: refused under the scalar cap */
+    assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, NB_ISA_SCALAR, &narrow32, 1, &r), NB_OK);
     nb_pool_free(pool);
 }
 
