@@ -89,6 +89,11 @@ nb_attn_fn nb_attn_avx512(void);
  * differs from nb_attn_ref by those roundings, not only by summation
  * order. NULL when not compiled or the CPU lacks AVX512_BF16. */
 nb_attn_fn nb_attn_avx512_bf16(void);
+/* The same numerics for bf16 pools with the products on the AMX tile unit
+ * (attn_amx.c): tiles of more than 8 rows and head sizes that are a
+ * multiple of 32; anything else goes to nb_attn_avx512_bf16. NULL when not
+ * compiled or the CPU (or the OS) does not grant AMX-BF16. */
+nb_attn_fn nb_attn_amx_bf16(void);
 /* For int8 KV pools (tiles of more than 8 rows, head sizes that are a
  * multiple of 16; anything else falls back to nb_attn_avx512): the
  * products in int8 with vpdpbusd, about a quarter of the f32 kernel's

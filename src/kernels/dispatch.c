@@ -91,6 +91,10 @@ _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec"))) =
  * 28.9 / 29.3); on the AMD Zen 5-class guest pp8192 229 -> 275 (1.20x,
  * session 10). So AMD (and others) take it, Intel does not. */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c) { return c->vendor != NB_CPU_INTEL; }
+/* With AMX-BF16 granted the tile-unit kernel (kernels/x86/attn_amx.c) is
+ * taken instead, whatever the vendor: one 64-token tile at 4096 keys took
+ * 1.29 ms against 4.20 ms with f32 products and 5.82 ms with vdpbf16ps
+ * (bench/bench_attn.c, Intel guest, docs/speed.md session 19). */
 
 bool nb_choice_parse(const char *s, nb_choice *out) {
     if (!strcmp(s, "auto")) *out = NB_CHOICE_AUTO;
@@ -179,9 +183,14 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->fk = nb_float_kernels_get(isa);
     d->attn = nb_attn_get(isa, &d->attn_name);
     for (int t = 0; t < NB_KV_TYPES; t++) d->attn_kv[t] = d->attn;
+    /* bf16 products for bf16 pools: on the AMX tile unit wherever it is
+     * granted (unless turned off), else vdpbf16ps where the CPU is faster
+     * with it (nb_attn_bf16_dots_for_cpu) or asked to */
+    nb_attn_fn lo = isa >= NB_ISA_AMX && o->attn_bf16_dots != NB_CHOICE_OFF ? nb_attn_amx_bf16() : NULL;
+    d->attn_bf16_amx = lo != NULL;
     bool bf16_dots = o->attn_bf16_dots == NB_CHOICE_ON ||
                      (o->attn_bf16_dots == NB_CHOICE_AUTO && nb_attn_bf16_dots_for_cpu(nb_cpu_get()));
-    nb_attn_fn lo = isa >= NB_ISA_AVX512 && bf16_dots ? nb_attn_avx512_bf16() : NULL;
+    if (!lo) lo = isa >= NB_ISA_AVX512 && bf16_dots ? nb_attn_avx512_bf16() : NULL;
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
     lo = !o->attn_int8_dots ? NULL
          : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()
@@ -224,7 +233,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
-             d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
+             d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles)"
+             : d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
              d->attn_kv[NB_KVT_INT8] != d->attn ? " (int8 KV: int8 dots)" : "");
     return NB_OK;
 }

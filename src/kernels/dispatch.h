@@ -66,7 +66,8 @@ typedef struct nb_kernel_opts {
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
     nb_choice attn_bf16_dots; /* bf16 KV pools: attention with bf16 dot products where the CPU has them
-                                (kernels/attn.h nb_attn_avx512_bf16); default AUTO = nb_attn_bf16_dots_for_cpu;
+                                (kernels/attn.h nb_attn_amx_bf16 where AMX-BF16 is granted, unless OFF;
+                                else nb_attn_avx512_bf16); default AUTO = nb_attn_bf16_dots_for_cpu;
                                 NIBBLE_ATTN_BF16_DOTS=0|1|auto, --attn-bf16-dots off|on|auto */
     bool attn_int8_dots;     /* int8 KV pools: attention with int8 dot products where the CPU has AVX512_VNNI
                                 (kernels/attn.h nb_attn_avx512_int8; default true, NIBBLE_ATTN_INT8_DOTS=0) */
@@ -113,6 +114,7 @@ typedef struct nb_dispatch {
     const char *attn_name; /* its ISA, for logs */
     nb_attn_fn attn_kv[NB_KV_TYPES]; /* the one for each KV pool type: attn, or the bf16-dot kernel
                                         (bf16 pools), the int8-dot kernel (int8 pools) */
+    bool attn_bf16_amx; /* bf16 pools take the AMX kernel (kernels/attn.h nb_attn_amx_bf16) */
     char desc[384];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;

@@ -129,17 +129,26 @@ static void measure(const char *model_rel, const char *ref_rel, double f16_tol) 
         free(lg);
     }
     free(base);
-    /* prefill: int8 against f32, both from one batch */
+    /* prefill: int8 and bf16 against f32, all from one batch (the
+     * int8-dot and the bf16-dot kernels, on the AMX tile unit where it is
+     * granted, take such tiles where the CPU has them) */
     base = run_prefill(m, NB_KVT_F32);
-    float *lg = run_prefill(m, NB_KVT_INT8);
-    qres r = compare(base, lg, m->hp.n_vocab);
     const nb_dispatch *d = nb_dispatch_default();
-    printf("%s KV int8, one batch (attention %s): max |logit diff| %.5f, mean KL %.2e nats, top-1 %.1f%% over %d "
-           "positions\n", model_rel, d->attn_kv[NB_KVT_INT8] != d->attn ? "int8 dots" : "f32 products", r.max_diff,
-           r.mean_kl, 100 * r.top1, n_seq);
-    assert_true(r.top1 >= 0.9);
-    assert_true(r.mean_kl < 0.05);
-    free(lg);
+    const nb_kv_type pts[] = {NB_KVT_INT8, NB_KVT_BF16};
+    for (int i = 0; i < 2; i++) {
+        float *lg = run_prefill(m, pts[i]);
+        qres r = compare(base, lg, m->hp.n_vocab);
+        const char *how = d->attn_kv[pts[i]] == d->attn ? "f32 products"
+                          : pts[i] == NB_KVT_INT8       ? "int8 dots"
+                          : d->attn_bf16_amx && m->hp.head_dim % 32 == 0 ? "bf16 dots on amx tiles"
+                                                        : "bf16 dots";
+        printf("%s KV %s, one batch (attention %s, head_dim %d): max |logit diff| %.5f, mean KL %.2e nats, top-1 "
+               "%.1f%% over %d positions\n", model_rel, pts[i] == NB_KVT_INT8 ? "int8" : "bf16", how, m->hp.head_dim,
+               r.max_diff, r.mean_kl, 100 * r.top1, n_seq);
+        assert_true(r.top1 >= 0.9);
+        assert_true(r.mean_kl < 0.05);
+        free(lg);
+    }
     free(base);
     nb_model_free(m);
 }

@@ -255,6 +255,16 @@ static void test_avx512_bf16_long(void **state) {
     check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, true, 4e-3f, 0);
 }
 
+/* The AMX kernel has the bf16-dot kernel's roundings (head sizes 64 and
+ * 128 on the tile unit, 40 and 80 and the decode tiles through the
+ * bf16-dot kernel): the same tolerance. */
+static void test_amx_bf16_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL;
+    if (!fn) NB_TEST_SKIP("no AMX-BF16 granted on this CPU (or NIBBLE_ISA below amx)");
+    check_lowp(fn, nb_attn_avx512(), "amx bf16", NB_KVT_BF16, true, 4e-3f, 0);
+}
+
 static void test_avx512_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
@@ -344,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_avx2_long),
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
+        cmocka_unit_test(test_amx_bf16_long),
         cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_avx2_int8_long),
         cmocka_unit_test(test_int8_dots_widths),

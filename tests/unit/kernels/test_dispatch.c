@@ -129,11 +129,22 @@ static void test_options(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool avx512 = nb_cpu_isa() >= NB_ISA_AVX512;
     const bool bf16_cpu = avx512 && nb_cpu_get()->avx512bf16;
-    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get())));
+    /* AMX-BF16 granted (and NIBBLE_ISA at amx): the tile-unit kernel, under auto and on */
+    const bool amx = nb_cpu_isa() >= NB_ISA_AMX && nb_cpu_get()->amx_bf16;
+    assert_true(d.attn_bf16_amx == amx);
+    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (amx || (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get()))));
+    assert_true((strstr(d.desc, "bf16 dots on amx tiles") != NULL) == amx);
     o.attn_bf16_dots = NB_CHOICE_ON; /* on forces it wherever the CPU has the instructions */
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == bf16_cpu);
+    assert_true(d.attn_bf16_amx == amx);
     assert_true((strstr(d.desc, "bf16 KV: bf16 dots") != NULL) == bf16_cpu);
+    if (amx) { /* capped below AMX: the vdpbf16ps kernel */
+        o.max_isa = NB_ISA_AVX512;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_false(d.attn_bf16_amx);
+        assert_ptr_equal(d.attn_kv[NB_KVT_BF16], nb_attn_avx512_bf16());
+    }
     nb_kernel_opts_defaults(&o);
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
@@ -146,6 +157,7 @@ static void test_options(void **state) {
     o.attn_int8_dots = false;
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     for (int t = 0; t < NB_KV_TYPES; t++) assert_ptr_equal(d.attn_kv[t], d.attn);
+    assert_false(d.attn_bf16_amx);
 }
 
 /* name=value is refused with an error that names the variable; unsets it. */

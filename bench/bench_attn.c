@@ -1,0 +1,134 @@
+/* Micro-benchmark of the prefill attention kernels (kernels/attn.h): one
+ * tile of T tokens x the 8 query heads of one GQA group (TinyLlama's
+ * shape: head_dim 64) against a context of D keys in a paged pool of
+ * 16-slot blocks through a shuffled block table, for each KV type and each
+ * kernel this CPU has (f32 products; the bf16-dot and int8-dot kernels on
+ * their own pool types, the AMX one on bf16 pools). The kernels run interleaved, rep by rep, one
+ * thread; prints the median and best time per tile and the rate in
+ * multiply-adds (Q K^T and P V, causal: T*8 rows x about D keys x head_dim
+ * x 2).
+ * Not built by default. Build by hand (after building the library):
+ *   cc -O2 -Iinclude -Isrc bench/bench_attn.c build/libnibble.a -lm -lpthread -lpcre2-8 -ljansson
+ * usage: bench_attn [DEPTH=4096] [TOKENS=64] [REPS=7] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/half.h"
+#include "kernels/attn.h"
+
+enum { HD = 64, NQ = 8, BS = 16 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((float)((*s >> 8) & 0xffff) / 65535.0f) * 2.0f - 1.0f;
+}
+
+typedef struct {
+    nb_attn_kv kv;
+    int32_t *blocks;
+} pool;
+
+static void pool_make(pool *p, nb_kv_type t, int npos) {
+    static const int elem[] = {4, 2, 2, 1, 1};
+    const int nblk = (npos + BS - 1) / BS;
+    memset(p, 0, sizeof *p);
+    p->kv = (nb_attn_kv){.type = t, .elem = elem[t], .head_dim = HD, .n_head_kv = 1, .block_size = BS,
+                         .row = (int64_t)HD * elem[t]};
+    p->blocks = malloc((size_t)nblk * sizeof *p->blocks);
+    uint8_t *k = aligned_alloc(64, (size_t)nblk * BS * (size_t)p->kv.row);
+    uint8_t *v = aligned_alloc(64, (size_t)nblk * BS * (size_t)p->kv.row);
+    float *ks = NULL, *vs = NULL;
+    if (!p->blocks || !k || !v) { fprintf(stderr, "out of memory\n"); exit(1); }
+    for (int b = 0; b < nblk; b++) p->blocks[b] = (int32_t)(((int64_t)b * 7919 + 3) % nblk);
+    if (t == NB_KVT_INT8 || t == NB_KVT_FP8) {
+        ks = malloc((size_t)nblk * BS * sizeof *ks);
+        vs = malloc((size_t)nblk * BS * sizeof *vs);
+        if (!ks || !vs) { fprintf(stderr, "out of memory\n"); exit(1); }
+        for (int i = 0; i < nblk * BS; i++) ks[i] = vs[i] = 1.0f / 64;
+    }
+    unsigned s = 7;
+    for (int64_t i = 0; i < (int64_t)nblk * BS * HD; i++) {
+        float kx = frand(&s), vx = frand(&s);
+        switch (t) {
+        case NB_KVT_F32: memcpy(k + 4 * i, &kx, 4); memcpy(v + 4 * i, &vx, 4); break;
+        case NB_KVT_F16: case NB_KVT_BF16: {
+            uint16_t a = t == NB_KVT_F16 ? nb_fp32_to_fp16(kx) : nb_fp32_to_bf16(kx);
+            uint16_t c = t == NB_KVT_F16 ? nb_fp32_to_fp16(vx) : nb_fp32_to_bf16(vx);
+            memcpy(k + 2 * i, &a, 2);
+            memcpy(v + 2 * i, &c, 2);
+            break;
+        }
+        default: k[i] = (uint8_t)(int8_t)lrintf(kx * 64); v[i] = (uint8_t)(int8_t)lrintf(vx * 64); break;
+        }
+    }
+    p->kv.k = k;
+    p->kv.v = v;
+    p->kv.ks = ks;
+    p->kv.vs = vs;
+}
+
+typedef struct {
+    const char *name;
+    nb_attn_fn fn;
+    nb_kv_type type;
+} variant;
+
+int main(int argc, char **argv) {
+    const int depth = argc > 1 ? atoi(argv[1]) : 4096, nt = argc > 2 ? atoi(argv[2]) : 64,
+              reps = argc > 3 ? atoi(argv[3]) : 7;
+    if (depth < nt || nt < 1 || reps < 1) { fprintf(stderr, "usage: bench_attn [DEPTH>=TOKENS] [TOKENS] [REPS]\n"); return 2; }
+    static const char *tname[] = {"f32", "f16", "bf16", "int8", "fp8"};
+    variant v[16];
+    int nv = 0;
+    nb_attn_fn f2 = nb_attn_avx2(), f5 = nb_attn_avx512(), fb = nb_attn_avx512_bf16(), fi = nb_attn_avx512_int8(),
+               fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL;
+    for (int t = 0; t < NB_KV_TYPES; t++) {
+        if (f5) v[nv++] = (variant){"avx512", f5, (nb_kv_type)t};
+        if (f2) v[nv++] = (variant){"avx2", f2, (nb_kv_type)t};
+    }
+    if (fb) v[nv++] = (variant){"avx512 bf16 dots", fb, NB_KVT_BF16};
+    if (fx) v[nv++] = (variant){"amx bf16", fx, NB_KVT_BF16};
+    if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};
+    if (fa) v[nv++] = (variant){"avx2 int8 dots", fa, NB_KVT_INT8};
+    pool pools[NB_KV_TYPES];
+    for (int t = 0; t < NB_KV_TYPES; t++) pool_make(&pools[t], (nb_kv_type)t, depth);
+    float *q = malloc((size_t)nt * NQ * HD * sizeof *q), *out = malloc((size_t)nt * NQ * HD * sizeof *out);
+    float *scratch = aligned_alloc(64, (nb_attn_scratch_floats(HD, NQ, nt) * sizeof(float) + 63) & ~(size_t)63);
+    double *ts = malloc((size_t)nv * reps * sizeof *ts);
+    if (!q || !out || !scratch || !ts) { fprintf(stderr, "out of memory\n"); return 1; }
+    unsigned s = 11;
+    for (int i = 0; i < nt * NQ * HD; i++) q[i] = frand(&s);
+    for (int r = -1; r < reps; r++) /* rep -1 warms up */
+        for (int i = 0; i < nv; i++) {
+            nb_attn_tile t = {&pools[v[i].type].kv, pools[v[i].type].blocks, 0, NQ, nt, depth - nt, q,
+                              (int64_t)NQ * HD, out, (int64_t)NQ * HD, 1.0f / sqrtf((float)HD), scratch};
+            double t0 = now();
+            v[i].fn(&t);
+            if (r >= 0) ts[i * reps + r] = now() - t0;
+        }
+    /* multiply-adds: each row of token i meets depth - nt + i + 1 keys */
+    const double keys = (double)nt * (depth - nt) + (double)nt * (nt + 1) / 2;
+    const double macs = 2.0 * NQ * HD * keys;
+    printf("one tile: %d tokens x %d heads, head_dim %d, context %d keys, 1 thread, %d reps\n", nt, NQ, HD, depth, reps);
+    for (int i = 0; i < nv; i++) {
+        qsort(ts + i * reps, (size_t)reps, sizeof *ts, cmp);
+        const double med = ts[i * reps + reps / 2], best = ts[i * reps];
+        printf("  %-5s %-18s median %8.3f ms  best %8.3f ms  %6.1f G mul-adds/s\n", tname[v[i].type], v[i].name,
+               med * 1e3, best * 1e3, macs / med / 1e9);
+    }
+    return 0;
+}
