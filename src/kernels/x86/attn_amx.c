@@ -68,11 +68,6 @@ static void tiles_begin(void) {
     _tile_loadconfig(&c);
 }
 
-/* (lo[i], hi[i]) as bf16 pairs (to nearest even) in 32-bit lane i. */
-static inline __m512i bf16_pairs(__m512 lo, __m512 hi, __m512i idx) {
-    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
 /* r[c] = column c of the 16 x 16 matrix of 32-bit words whose rows were r. */
 static inline void transpose16(__m512i r[16]) {
     __m512i t[16], u[16];
@@ -154,21 +149,13 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
 }
 
 static void tile_amx(const nb_attn_tile *t) {
-    static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     attn_frame f;
     attn_frame_begin(t, t->kv->head_dim, W, &f);
-    const int hd = f.hd, RB = f.RB, hp = hd / 2;
-    const __m512i idx = _mm512_loadu_si512(pair_idx);
+    const int hd = f.hd, RB = f.RB;
+    const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
-    /* Q^T to bf16 pairs in place, as tile16_bf16 (pair j2 where element j2 was) */
-    for (int rb = 0; rb < RB; rb++) {
-        float *qt = f.QT + (size_t)rb * hd * W;
-        for (int j2 = 0; j2 < hp; j2++)
-            _mm512_storeu_si512(qt + j2 * W, bf16_pairs(_mm512_loadu_ps(qt + 2 * j2 * W),
-                                                        _mm512_loadu_ps(qt + (2 * j2 + 1) * W), idx));
-    }
+    attn_qt_bf16_pairs(&f, idx);
     /* KB (KA x hd bf16) in Kf, VT (hd x KA bf16) in Vf, the scores and P after them */
     uint16_t *KB = (uint16_t *)(void *)f.Kf;
     uint32_t *VT = (uint32_t *)(void *)f.Vf;

@@ -306,28 +306,14 @@ static void attn_avx512_f32(const nb_attn_tile *t) {
  * two neighbouring elements), V as VP[c/2][j] (element j of keys c, c+1),
  * P as pairs of keys per row. */
 
-/* (lo[i], hi[i]) as bf16 pairs in 32-bit lane i. */
-static inline __m512i bf16_pairs(__m512 lo, __m512 hi, __m512i idx) {
-    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
 static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile *t, const int HD) {
-    static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     attn_frame f;
     attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
     const int hd = f.hd, RB = f.RB, hp = hd / 2;
-    const __m512i idx = _mm512_loadu_si512(pair_idx);
+    const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
-    /* Q^T to bf16 pairs in place (pair j2 goes where element j2 was: below
-     * both elements it is made of, so nothing is overwritten before read) */
-    for (int rb = 0; rb < RB; rb++) {
-        float *qt = f.QT + (size_t)rb * hd * W;
-        for (int j2 = 0; j2 < hp; j2++)
-            _mm512_storeu_si512(qt + j2 * W, bf16_pairs(_mm512_loadu_ps(qt + 2 * j2 * W),
-                                                        _mm512_loadu_ps(qt + (2 * j2 + 1) * W), idx));
-    }
+    attn_qt_bf16_pairs(&f, idx);
     uint16_t *Kb = (uint16_t *)(void *)f.Kf; /* [KC][hd] */
     uint32_t *VP = (uint32_t *)(void *)f.Vf; /* [KC/2][hd] */
     const int hv = hd & ~15;
@@ -384,8 +370,6 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
  * = (V[2h*G + u][j], V[(2h+1)*G + u][j]), matching the probabilities'
  * pairs (p[2h], p[2h+1]) in each lane. */
 static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_tile *t, const int HD, const int G) {
-    static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     const nb_attn_kv *kv = t->kv;
     const int hd = HD ? HD : kv->head_dim, hp = hd / 2, nq = t->nq, R = t->nt * nq;
     const int NG = DKC / G, NH = NG / 2, JS = NG >= 8 ? 1 : 8 / NG;
@@ -406,7 +390,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     int32_t PL[W];
     float Mv[W], Lv[W];
     dec_lanes_init(t, W, G, PL, Mv, Lv);
-    const __m512i idx = _mm512_loadu_si512(pair_idx);
+    const __m512i idx = _mm512_load_si512(attn_pair_idx);
     const int hpv = hp & ~15, hv = hd & ~15;
     for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
         const uint8_t *kr[DKC], *vr[DKC];

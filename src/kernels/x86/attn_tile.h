@@ -132,6 +132,33 @@ static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_t
     }
 }
 
+#ifdef __AVX512BF16__
+#include <immintrin.h>
+
+/* The element order of bf16_pairs: lane i of lo, then of hi. */
+static const uint16_t attn_pair_idx[32] __attribute__((aligned(64))) = {
+    0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+/* (lo[i], hi[i]) as bf16 pairs (to nearest even) in 32-bit lane i; idx
+ * is attn_pair_idx loaded. */
+static inline __m512i bf16_pairs(__m512 lo, __m512 hi, __m512i idx) {
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* The frame's Q^T (16 lanes) as bf16 pairs of head elements, in place:
+ * pair j2 goes where element j2 was, below both elements it is made of,
+ * so nothing is overwritten before it is read. */
+static inline void attn_qt_bf16_pairs(const attn_frame *f, __m512i idx) {
+    const int hd = f->hd;
+    for (int rb = 0; rb < f->RB; rb++) {
+        float *qt = f->QT + (size_t)rb * hd * 16;
+        for (int j2 = 0; j2 < hd / 2; j2++)
+            _mm512_storeu_si512(qt + j2 * 16, bf16_pairs(_mm512_loadu_ps(qt + 2 * j2 * 16),
+                                                         _mm512_loadu_ps(qt + (2 * j2 + 1) * 16), idx));
+    }
+}
+#endif
+
 /* Decode tiles (rows r of a tile in lanes r * G .. r * G + G - 1, one key
  * of each group of G per lane): each lane's row position (padding lanes:
  * the last), running max and sum. */
