@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     for (int r = -1; r < reps; r++) /* rep -1 warms up */
         for (int i = 0; i < nv; i++) {
             nb_attn_tile t = {&pools[v[i].type].kv, pools[v[i].type].blocks, 0, NQ, nt, depth - nt, q,
-                              (int64_t)NQ * HD, out, (int64_t)NQ * HD, 1.0f / sqrtf((float)HD), scratch};
+                              (int64_t)NQ * HD, out, (int64_t)NQ * HD, 1.0f / sqrtf((float)HD), scratch, NULL};
             double t0 = now();
             v[i].fn(&t);
             if (r >= 0) ts[i * reps + r] = now() - t0;

@@ -67,6 +67,9 @@ typedef struct nb_attn_tile {
     int64_t out_stride;
     float scale;
     float *scratch;        /* nb_attn_scratch_floats(head_dim, nq, nt), 64-byte aligned */
+    float *lse;            /* NULL, or row r = i * nq + h gets log sum_p e^(s_p) (the running
+                            * max + log of the sum): what merging the outputs of tiles over
+                            * disjoint key ranges needs (model/attn.c's split decode) */
 } nb_attn_tile;
 
 #define NB_ATTN_KC 16          /* keys per chunk */

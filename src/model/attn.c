@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_dispatch *d, int n_threads) {
+nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_dispatch *d, int n_threads,
+                             int32_t block_size) {
     memset(a, 0, sizeof *a);
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > NB_ATTN_MAX_GROUP)
         return nb_fail(NB_ERR_UNSUPPORTED, "%d query heads over %d KV heads: groups of 1..%d whole heads are supported",
@@ -19,6 +20,7 @@ nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_
     a->tile_tokens = NB_MAX(1, NB_ATTN_TILE_ROWS / a->group);
     a->tile_tokens_min = NB_MAX(1, NB_ATTN_TILE_ROWS_MIN / a->group);
     a->n_threads = n_threads < 1 ? 1 : n_threads;
+    a->split_keys = block_size < 1 ? 0 : (NB_ATTN_SPLIT_KEYS + block_size - 1) / block_size * block_size;
     a->scratch_floats = (nb_attn_scratch_floats(a->head_dim, a->group, a->tile_tokens) + 15) & ~(size_t)15;
     a->scratch = aligned_alloc(64, a->scratch_floats * sizeof(float) * (size_t)a->n_threads);
     if (!a->scratch) return nb_fail(NB_ERR_NOMEM, "out of memory for attention scratch");
@@ -27,27 +29,64 @@ nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_
 
 void nb_attn_batch_free(nb_attn_batch *a) {
     free(a->spans);
+    free(a->merges);
+    free(a->part_out);
+    free(a->part_lse);
     free(a->scratch);
     memset(a, 0, sizeof *a);
 }
 
+/* Room for one more element in the array *p of *cap (n held); doubles. */
+static nb_status reserve_one(void **p, int32_t *cap, int32_t n, size_t elem, const char *what) {
+    if (n < *cap) return NB_OK;
+    const int32_t c = NB_MAX(16, 2 * *cap);
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return nb_fail(NB_ERR_NOMEM, "out of memory for %s", what);
+    *p = q;
+    *cap = c;
+    return NB_OK;
+}
+
+static nb_status add_span(nb_attn_batch *a, nb_attn_span sp) {
+    NB_TRY(reserve_one((void **)&a->spans, &a->spans_cap, a->n_spans, sizeof sp, "attention tiles"));
+    a->spans[a->n_spans++] = sp;
+    return NB_OK;
+}
+
+/* Batch token t0 at position pos, cut into pieces of split_keys keys. */
+static nb_status add_split(nb_attn_batch *a, int32_t seq, int32_t t0, int32_t pos) {
+    const int32_t n = (pos + a->split_keys) / a->split_keys; /* pieces over keys 0..pos */
+    NB_TRY(reserve_one((void **)&a->merges, &a->merges_cap, a->n_merges, sizeof *a->merges,
+                       "split attention"));
+    a->merges[a->n_merges++] = (nb_attn_merge){t0, a->n_parts, n};
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t key0 = i * a->split_keys, last = NB_MIN(pos, key0 + a->split_keys - 1);
+        NB_TRY(add_span(a, (nb_attn_span){seq, t0, 1, last - key0, key0, a->n_parts++}));
+    }
+    return NB_OK;
+}
+
 nb_status nb_attn_batch_plan(nb_attn_batch *a, const nb_batch *b) {
-    a->n_spans = 0;
+    a->n_spans = a->n_merges = a->n_parts = 0;
     /* the largest tiles that still give about 4 jobs (tile x KV head) per thread */
     const int64_t want = ((int64_t)b->n * a->n_head_kv + 4 * a->n_threads - 1) / (4 * a->n_threads);
     const int32_t tt = (int32_t)NB_MAX(a->tile_tokens_min, NB_MIN(a->tile_tokens, want));
     for (int32_t t = 0; t < b->n;) {
         int32_t n = 1;
         while (t + n < b->n && n < tt && b->seq[t + n] == b->seq[t] && b->pos[t + n] == b->pos[t] + n) n++;
-        if (a->n_spans == a->spans_cap) {
-            int32_t cap = NB_MAX(64, 2 * a->spans_cap);
-            nb_attn_span *p = realloc(a->spans, (size_t)cap * sizeof *p);
-            if (!p) return nb_fail(NB_ERR_NOMEM, "out of memory for attention tiles");
-            a->spans = p;
-            a->spans_cap = cap;
-        }
-        a->spans[a->n_spans++] = (nb_attn_span){b->seq[t], t, n, b->pos[t]};
+        if (n == 1 && a->split_keys && b->pos[t] >= a->split_keys) NB_TRY(add_split(a, b->seq[t], t, b->pos[t]));
+        else NB_TRY(add_span(a, (nb_attn_span){b->seq[t], t, n, b->pos[t], 0, -1}));
         t += n;
+    }
+    if (a->n_parts > a->parts_cap) {
+        const int32_t cap = NB_MAX(a->n_parts, 2 * a->parts_cap);
+        const size_t rows = (size_t)cap * a->n_head_kv * a->group;
+        free(a->part_out);
+        free(a->part_lse);
+        a->part_out = malloc(rows * a->head_dim * sizeof *a->part_out);
+        a->part_lse = malloc(rows * sizeof *a->part_lse);
+        a->parts_cap = a->part_out && a->part_lse ? cap : 0;
+        if (!a->parts_cap) return nb_fail(NB_ERR_NOMEM, "out of memory for split attention (%d pieces)", a->n_parts);
     }
     return NB_OK;
 }
@@ -75,13 +114,50 @@ static void run_worker(void *arg, int ith, int nth) {
         for (int64_t job = lo; job < hi; job++) {
             const nb_attn_span *s = &a->spans[job / a->n_head_kv];
             const int kvh = (int)(job % a->n_head_kv);
-            t.blocks = j->b->seqs[s->seq].blocks;
+            t.blocks = j->b->seqs[s->seq].blocks + s->key0 / j->kv.block_size;
             t.kvh = kvh;
             t.nt = s->nt;
             t.pos0 = s->pos0;
             t.q = j->q + (int64_t)s->t0 * stride + kvh * goff;
-            t.out = j->out + (int64_t)s->t0 * stride + kvh * goff;
+            if (s->part < 0) {
+                t.out = j->out + (int64_t)s->t0 * stride + kvh * goff;
+                t.lse = NULL;
+            } else { /* one token: its rows are the group's heads */
+                const int64_t slot = (int64_t)s->part * a->n_head_kv + kvh;
+                t.out = a->part_out + slot * goff;
+                t.lse = a->part_lse + slot * a->group;
+            }
             fn(&t);
+        }
+}
+
+/* Jobs are (merge, KV head): the group's rows of a split token from its pieces. */
+static void merge_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    run_job *j = arg;
+    const nb_attn_batch *a = j->a;
+    const int hd = a->head_dim, G = a->group, nkv = a->n_head_kv;
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi))
+        for (int64_t job = lo; job < hi; job++) {
+            const nb_attn_merge *m = &a->merges[job / nkv];
+            const int kvh = (int)(job % nkv);
+            float *out = j->out + ((int64_t)m->t0 * a->n_head + (int64_t)kvh * G) * hd;
+            for (int h = 0; h < G; h++) {
+                float mx = -INFINITY, wsum = 0;
+                for (int p = 0; p < m->n_parts; p++)
+                    mx = fmaxf(mx, a->part_lse[((int64_t)(m->part0 + p) * nkv + kvh) * G + h]);
+                float *o = out + (int64_t)h * hd;
+                for (int e = 0; e < hd; e++) o[e] = 0;
+                for (int p = 0; p < m->n_parts; p++) {
+                    const int64_t row = ((int64_t)(m->part0 + p) * nkv + kvh) * G + h;
+                    const float w = expf(a->part_lse[row] - mx), *po = a->part_out + row * hd;
+                    wsum += w;
+                    for (int e = 0; e < hd; e++) o[e] += w * po[e];
+                }
+                const float inv = 1.0f / wsum;
+                for (int e = 0; e < hd; e++) o[e] *= inv;
+            }
         }
 }
 
@@ -90,4 +166,5 @@ void nb_attn_batch_run(nb_attn_batch *a, nb_pool *pool, const nb_kv_pool *kv, co
     run_job j = {a, pool, b, {0}, q, out};
     nb_kv_layer_view(kv, layer, &j.kv);
     nb_pool_run_chunks(pool, run_worker, &j, (int64_t)a->n_spans * a->n_head_kv, 1);
+    if (a->n_merges) nb_pool_run_chunks(pool, merge_worker, &j, (int64_t)a->n_merges * a->n_head_kv, 1);
 }

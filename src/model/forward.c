@@ -39,7 +39,7 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     f->max_tokens = max_tokens;
     nb_status st = nb_kctx_init(&f->k, n_threads);
     if (st != NB_OK) { free(f); return st; }
-    if ((st = nb_attn_batch_init(&f->attn, &m->hp, f->k.d, nb_pool_size(f->k.pool))) !=
+    if ((st = nb_attn_batch_init(&f->attn, &m->hp, f->k.d, nb_pool_size(f->k.pool), kv->block_size)) !=
         NB_OK) {
         nb_fwd_free(f);
         return st;

@@ -38,5 +38,6 @@ void nb_attn_ref(const nb_attn_tile *t) {
             }
             float inv = 1.0f / l;
             for (int32_t j = 0; j < hd; j++) o[j] *= inv;
+            if (t->lse) t->lse[i * t->nq + h] = m + logf(l);
         }
 }

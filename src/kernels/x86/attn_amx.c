@@ -26,7 +26,8 @@
  *       once per chunk by a 32-bit transpose of V's key pairs), C = O^T in
  *       the frame's OT layout, 16 head dims per tile.
  * Head sizes that are multiples of 32 (64, 128); other sizes, scaled or
- * other pools, and tiles of <= 8 rows (decode) take the bf16-dot kernel
+ * other pools, and tiles of <= 8 rows (decode) over fewer than
+ * AMX_DECODE_MIN_KEYS keys take the bf16-dot kernel
  * (which itself passes non-bf16 pools to the f32 one). */
 #include <immintrin.h>
 #include <math.h>
@@ -197,15 +198,27 @@ static void tile_amx(const nb_attn_tile *t) {
         }
     }
     _tile_release();
-    attn_frame_end(t, &f, W);
+    attn_frame_end(t, &f, W, 0);
 }
 
 static nb_attn_fn fallback;
 
+/* Decode tiles (<= 8 rows: one token's GQA group) fill half a tile or less,
+ * and the tile setup costs about 2 us a call: below this many keys the
+ * bf16-dot kernel's decode lanes are faster, above it the tile unit
+ * (bench/bench_attn.c 1 token x 8 heads, head_dim 64, one thread on the
+ * Intel guest of session 20: 64 keys 0.002 vs 0.004 ms, 512 keys 0.014
+ * vs 0.011, 4096 keys 0.113 vs 0.065). */
+#define AMX_DECODE_MIN_KEYS 512
+
 static void attn_amx_bf16(const nb_attn_tile *t) {
     const nb_attn_kv *kv = t->kv;
-    if (kv->type != NB_KVT_BF16 || kv->ks || kv->vs || kv->head_dim % 32 || t->nt * t->nq <= 8) fallback(t);
-    else tile_amx(t);
+    const int decode = t->nt * t->nq <= 8;
+    if (kv->type != NB_KVT_BF16 || kv->ks || kv->vs || kv->head_dim % 32 ||
+        (decode && t->pos0 + t->nt < AMX_DECODE_MIN_KEYS))
+        fallback(t);
+    else
+        tile_amx(t);
 }
 
 nb_attn_fn nb_attn_amx_bf16(void) {

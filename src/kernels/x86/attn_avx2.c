@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void tile8(const nb_attn_tile *t, c
         }
     }
 
-    attn_frame_end(t, &f, W);
+    attn_frame_end(t, &f, W, 0);
 }
 
 /* ---- decode tiles: G keys per row in the lanes ---------------------------

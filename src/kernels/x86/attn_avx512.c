@@ -162,7 +162,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
         }
     }
 
-    attn_frame_end(t, &f, W);
+    attn_frame_end(t, &f, W, 0);
 }
 
 /* ---- decode tiles: G keys per row in the lanes ---------------------------
@@ -360,7 +360,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
         }
     }
 
-    attn_frame_end(t, &f, W);
+    attn_frame_end(t, &f, W, 0);
 }
 
 /* Decode tiles (<= 8 rows) of bf16 KV with bf16 dots: tile_dec's lanes
@@ -482,7 +482,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
             _mm512_storeu_ps(OD + (size_t)j * W, o);
         }
     }
-    dec_tile_end(t, hd, W, G, OD, Lv);
+    dec_tile_end(t, hd, W, G, OD, Mv, Lv);
 }
 
 NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_bf16)

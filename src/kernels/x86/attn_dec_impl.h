@@ -180,7 +180,7 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
         else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
     }
 
-    dec_tile_end(t, hd, W, G, OD, Lv);
+    dec_tile_end(t, hd, W, G, OD, Mv, Lv);
 }
 
 #endif

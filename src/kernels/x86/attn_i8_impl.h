@@ -217,7 +217,7 @@ static inline __attribute__((always_inline)) void tile_i8(const nb_attn_tile *t,
         }
     }
 
-    attn_frame_end(t, &f, W);
+    attn_frame_end(t, &f, W, 1);
 }
 
 #endif

@@ -117,8 +117,10 @@ static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn
     }
 }
 
-/* out = O / L, rows back from the transposed blocks. */
-static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_tile *t, const attn_frame *f, int W) {
+/* out = O / L, rows back from the transposed blocks; base2: M and L are of
+ * scores in units of log2 e (the int8-dot kernel's softmax in base 2). */
+static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_tile *t, const attn_frame *f, int W,
+                                                                 int base2) {
     const int hd = f->hd, nq = t->nq;
     for (int rb = 0; rb < f->RB; rb++) {
         const float *ot = f->OT + (size_t)rb * hd * W;
@@ -128,6 +130,7 @@ static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_t
             const float inv = 1.0f / f->L[r];
             float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
             for (int j = 0; j < hd; j++) o[j] = ot[j * W + ln] * inv;
+            if (t->lse) t->lse[r] = base2 ? (f->M[r] + log2f(f->L[r])) * 0.69314718f : f->M[r] + logf(f->L[r]);
         }
     }
 }
@@ -173,14 +176,15 @@ static inline __attribute__((always_inline)) void dec_lanes_init(const nb_attn_t
 }
 
 /* out = O / L of a decode tile, each row's G lanes of O^T (OD[j][lane])
- * and of L added. */
+ * and of L added (a row's lanes share its max, Mv). */
 static inline __attribute__((always_inline)) void dec_tile_end(const nb_attn_tile *t, int hd, int W, int G,
-                                                               const float *OD, const float *Lv) {
+                                                               const float *OD, const float *Mv, const float *Lv) {
     const int R = t->nt * t->nq, nq = t->nq;
     for (int r = 0; r < R; r++) {
         float l = 0;
         for (int u = 0; u < G; u++) l += Lv[r * G + u];
         const float inv = 1.0f / l;
+        if (t->lse) t->lse[r] = Mv[r * G] + logf(l);
         float *o = t->out + (int64_t)(r / nq) * t->out_stride + (int64_t)(r % nq) * hd;
         for (int j = 0; j < hd; j++) {
             float acc = 0;

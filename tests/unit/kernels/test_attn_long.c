@@ -144,12 +144,13 @@ static void pool_free(pool *p) {
     free(p->vs);
 }
 
-static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, int kvh, int nq, int nt, int32_t pos0) {
+static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, float *lse, int kvh, int nq, int nt,
+                     int32_t pos0) {
     const int hd = p->kv.head_dim;
     float *scratch = aligned_alloc(64, (nb_attn_scratch_floats(hd, nq, nt) * sizeof(float) + 63) & ~(size_t)63);
     assert_non_null(scratch);
     nb_attn_tile t = {&p->kv, p->blocks, kvh, nq, nt, pos0, q, (int64_t)nq * hd, out, (int64_t)nq * hd,
-                      1.0f / sqrtf((float)hd), scratch};
+                      1.0f / sqrtf((float)hd), scratch, lse};
     fn(&t);
     free(scratch);
 }
@@ -174,6 +175,7 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
     float *q = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
     float *want = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
     float *got = malloc((size_t)MAXNT * MAXNQ * 128 * sizeof(float));
+    float want_lse[MAXNT * MAXNQ], got_lse[MAXNT * MAXNQ];
     assert_non_null(q);
     assert_non_null(want);
     assert_non_null(got);
@@ -198,9 +200,16 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
                     const int nq = cases_[c].nq, nt = cases_[c].nt, kvh = (c + hot_kind) % 2;
                     const int32_t pos0 = cases_[c].pos0;
                     const int n = nt * nq * hd;
-                    run_tile(ref, &p, q, want, kvh, nq, nt, pos0);
+                    run_tile(ref, &p, q, want, want_lse, kvh, nq, nt, pos0);
                     for (int i = 0; i < n; i++) got[i] = NAN;
-                    run_tile(fn, &p, q, got, kvh, nq, nt, pos0);
+                    for (int r = 0; r < nt * nq; r++) got_lse[r] = NAN;
+                    run_tile(fn, &p, q, got, got_lse, kvh, nq, nt, pos0);
+                    /* the log-sum-exp the split decode merges by: log L errs
+                     * by L's relative error */
+                    for (int r = 0; r < nt * nq; r++)
+                        if (!(fabsf(want_lse[r] - got_lse[r]) <= tol * (1 + fabsf(want_lse[r]))))
+                            fail_msg("%s type %d hd %d bs %d hot %d nq %d nt %d pos0 %d: row %d lse ref %g got %g", name, t,
+                                     hd, bs, hot_kind, nq, nt, pos0, r, want_lse[r], got_lse[r]);
                     for (int i = 0; i < n; i++) {
                         const float e = fabsf(want[i] - got[i]) / (1 + fabsf(want[i]));
                         if (!(e <= tol))
@@ -305,8 +314,8 @@ static void test_int8_dots_widths(void **state) {
         pool_fill(&p, NB_KVT_INT8, hd, 16, 5u, q, hot, 2);
         for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) {
             const int n = cases_[c].nt * cases_[c].nq * hd;
-            run_tile(a, &p, q, x, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
-            run_tile(b, &p, q, y, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
+            run_tile(a, &p, q, x, NULL, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
+            run_tile(b, &p, q, y, NULL, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
             for (int i = 0; i < n; i++)
                 if (memcmp(&x[i], &y[i], sizeof x[i]))
                     fail_msg("hd %d nq %d nt %d: elem %d avx512 %a avx2 %a", hd, cases_[c].nq, cases_[c].nt, i, x[i],
@@ -338,8 +347,8 @@ static void test_dispatched_long(void **state) {
     const int hot[] = {700};
     pool p;
     pool_fill(&p, NB_KVT_F16, hd, 16, 3, q, hot, 1);
-    run_tile(nb_attn_ref, &p, q, want, 0, nq, nt, NPOS - nt);
-    run_tile(fn, &p, q, got, 0, nq, nt, NPOS - nt);
+    run_tile(nb_attn_ref, &p, q, want, NULL, 0, nq, nt, NPOS - nt);
+    run_tile(fn, &p, q, got, NULL, 0, nq, nt, NPOS - nt);
     for (int i = 0; i < nt * nq * hd; i++)
         if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
             fail_msg("%s: elem %d ref %g got %g", name, i, want[i], got[i]);

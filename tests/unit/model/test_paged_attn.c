@@ -100,7 +100,7 @@ static void run_tile(nb_attn_fn fn, fixture *f, const float *q, float *out, int 
     int hd = f->hp.head_dim;
     float *scratch = aligned_alloc(64, (nb_attn_scratch_floats(hd, nq, nt) * sizeof(float) + 63) & ~(size_t)63);
     assert_non_null(scratch);
-    nb_attn_tile t = {&f->view, f->blocks, kvh, nq, nt, pos0, q, (int64_t)nq * hd, out, (int64_t)nq * hd, 0.25f, scratch};
+    nb_attn_tile t = {&f->view, f->blocks, kvh, nq, nt, pos0, q, (int64_t)nq * hd, out, (int64_t)nq * hd, 0.25f, scratch, NULL};
     fn(&t);
     free(scratch);
 }
@@ -273,26 +273,34 @@ static void test_batch_driver(void **state) {
         for (int kvh = 0; kvh < 2; kvh++) {
             float *scratch = aligned_alloc(64, (nb_attn_scratch_floats(HD, 4, 1) * 4 + 63) & ~(size_t)63);
             nb_attn_tile tl = {&f.view, seqs[seqv[t]].blocks, kvh, 4, 1, posv[t], q + ((int64_t)t * NH + kvh * 4) * HD,
-                               NH * HD, want + ((int64_t)t * NH + kvh * 4) * HD, NH * HD, 0.25f, scratch};
+                               NH * HD, want + ((int64_t)t * NH + kvh * 4) * HD, NH * HD, 0.25f, scratch, NULL};
             ref(&tl);
             free(scratch);
         }
-    for (int threads = 1; threads <= 3; threads += 2) {
-        nb_pool *pool;
-        assert_int_equal(nb_pool_create(threads, &pool), NB_OK);
-        nb_attn_batch ab;
-        assert_int_equal(nb_attn_batch_init(&ab, &hp, nb_dispatch_default(), threads), NB_OK);
-        assert_int_equal(nb_attn_batch_plan(&ab, &b), NB_OK);
-        assert_int_equal(ab.n_spans, 5); /* 37 tokens = 32 + 5, the two lone tokens, 9 */
-        for (int i = 0; i < n * NH * HD; i++) got[i] = NAN;
-        nb_attn_batch_run(&ab, pool, &f.kv, &b, 1, q, got);
-        for (int i = 0; i < n * NH * HD; i++)
-            if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
-                fail_msg("threads %d token %d head %d elem %d: %g want %g", threads, i / (NH * HD), i / HD % NH, i % HD,
-                         got[i], want[i]);
-        nb_attn_batch_free(&ab);
-        nb_pool_free(pool);
-    }
+    /* whole tiles; then the lone tokens (positions 40 and 69) split into
+     * pieces of 8 and of 12 keys (whole blocks of 4; the last piece short),
+     * merged by their log-sum-exp */
+    static const int32_t splits[] = {0, 8, 12}, n_spans[] = {5, 5 - 2 + 6 + 9, 5 - 2 + 4 + 6};
+    for (int si = 0; si < 3; si++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            nb_pool *pool;
+            assert_int_equal(nb_pool_create(threads, &pool), NB_OK);
+            nb_attn_batch ab;
+            assert_int_equal(nb_attn_batch_init(&ab, &hp, nb_dispatch_default(), threads, 4), NB_OK);
+            assert_int_equal(ab.split_keys, NB_ATTN_SPLIT_KEYS);
+            ab.split_keys = splits[si];
+            assert_int_equal(nb_attn_batch_plan(&ab, &b), NB_OK);
+            assert_int_equal(ab.n_spans, n_spans[si]); /* unsplit: 37 tokens = 32 + 5, the two lone tokens, 9 */
+            assert_int_equal(ab.n_merges, si ? 2 : 0);
+            for (int i = 0; i < n * NH * HD; i++) got[i] = NAN;
+            nb_attn_batch_run(&ab, pool, &f.kv, &b, 1, q, got);
+            for (int i = 0; i < n * NH * HD; i++)
+                if (!(fabsf(want[i] - got[i]) <= 2e-5f * (1 + fabsf(want[i]))))
+                    fail_msg("split %d threads %d token %d head %d elem %d: %g want %g", splits[si], threads,
+                             i / (NH * HD), i / HD % NH, i % HD, got[i], want[i]);
+            nb_attn_batch_free(&ab);
+            nb_pool_free(pool);
+        }
     free(q);
     free(got);
     free(want);
