@@ -49,15 +49,22 @@ typedef struct {
  * caller, having taken every chunk it could, waits out the neighbour's time
  * slice (3-4 ms here) with the worker's chunk in hand. With one busy
  * neighbour on one of two cores that halved decode (docs/speed.md, session
- * 14). The second such job within LATE_AGAIN_NS (one alone is a hiccup:
- * an interrupt, the host) benches the last active worker: chunked jobs run
- * without it for BENCH_MIN_NS, then try it again; a try that is late again
- * within its period doubles the next, up to BENCH_MAX_NS, so a neighbour
- * that stays costs one or two late jobs per BENCH_MAX_NS and one that
- * leaves is noticed within that. Jobs of nb_pool_run always use every
+ * 14). LATE_JOBS such jobs within LATE_WINDOW_NS bench the last active
+ * worker: chunked jobs run without it for BENCH_MIN_NS, then try it again; a
+ * try that is late again within its period doubles the next, up to
+ * BENCH_MAX_NS, so a neighbour that stays costs a few late jobs per
+ * BENCH_MAX_NS and one that leaves is noticed within that. Why three: a
+ * neighbour that stays makes a job late once per time slice it takes (every
+ * 8 ms here, about six in a window), while a kernel thread's short burst
+ * (on the AMD guest of session 23, kdamond: 2 ms of CPU twice a second,
+ * /proc/<pid>/schedstat, matching the late jobs' 512 ms period) makes one
+ * or two; with
+ * two, such bursts benched a worker about once per 3-second run on a quiet
+ * machine (docs/speed.md, session 23). Jobs of nb_pool_run always use every
  * thread (their callers split work by thread count). */
 #define LATE_NS 1000000L
-#define LATE_AGAIN_NS 50000000L
+#define LATE_JOBS 3
+#define LATE_WINDOW_NS 50000000L
 #define BENCH_MIN_NS 50000000L
 #define BENCH_MAX_NS 1600000000L
 /* Benching only helps when the remaining threads then get a core each:
@@ -96,7 +103,8 @@ struct nb_pool {
     int64_t retry_at;     /* when a benched worker is tried again */
     int64_t bench_ns;     /* how long the last benching lasted */
     int64_t trial_end;    /* a worker late before this was just tried again */
-    int64_t last_late;    /* when a worker was last late */
+    int64_t late_since;   /* the first late job of the current window */
+    int late_n;           /* late jobs since late_since */
     int64_t check_at;     /* when to look at the caller's share of its core (0: not benched) */
     int64_t bench_wall, bench_cpu; /* the caller's clocks when benching began */
     int64_t hold_until;   /* no benching before this: it did not help */
@@ -288,9 +296,13 @@ static int64_t thread_cpu_ns(void) {
  * thread when its time has come. */
 static void adapt(nb_pool *p, int64_t t, int nth, int64_t own_ns, int64_t wait_ns) {
     if (nth > 1 && wait_ns > LATE_NS && wait_ns > own_ns) {
-        bool again = t - p->last_late < LATE_AGAIN_NS;
-        p->last_late = t;
-        if (!again || t < p->hold_until) return;
+        if (t < p->hold_until) return;
+        if (t - p->late_since > LATE_WINDOW_NS) {
+            p->late_since = t;
+            p->late_n = 0;
+        }
+        if (++p->late_n < LATE_JOBS) return;
+        p->late_n = 0;
         p->bench_ns = t < p->trial_end ? NB_MIN(2 * p->bench_ns, BENCH_MAX_NS) : BENCH_MIN_NS;
         p->active = nth - 1;
         p->benchings++;
