@@ -44,6 +44,19 @@ void nb_unmap(nb_map *m) {
     m->size = 0;
 }
 
+void nb_map_release(const nb_map *m, const void *p, size_t n) {
+    if (!m->data || !n) return;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n, mlo = (uintptr_t)m->data, mhi = mlo + m->size;
+    if (lo < mlo) lo = mlo;
+    if (hi > mhi) hi = mhi;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    lo = (lo + page - 1) & ~(page - 1);
+    hi &= ~(page - 1);
+    /* MADV_DONTNEED on a read-only private file mapping only unmaps the
+     * pages: their contents come back from the file */
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 nb_status nb_read_file(const char *path, size_t max_bytes, char **data, size_t *len) {
     *data = NULL;
     if (len) *len = 0;

@@ -12,6 +12,12 @@ typedef struct nb_map {
 /* Maps `path` read-only. An empty file maps to data=NULL, size=0. */
 nb_status nb_map_file(const char *path, nb_map *m) __attribute__((warn_unused_result));
 void nb_unmap(nb_map *m);
+/* Drops this process's pages of [p, p + n) where they lie in m (whole pages
+ * only; a range outside m, or an empty m, is left alone). The mapping stays
+ * valid: a later read faults the bytes in again from the file. For a loader
+ * that has copied tensors out of the mapping, so that the process does not
+ * hold the model twice (docs/model.md, "Weights in memory"). */
+void nb_map_release(const nb_map *m, const void *p, size_t n);
 
 /* Reads a whole file into a NUL-terminated malloc'd buffer, refusing files
  * over max_bytes (a named cap: the caller says what it expects). */

@@ -582,6 +582,7 @@ uint32_t nb_gguf_alignment(const nb_gguf *g) { return g->alignment; }
 uint64_t nb_gguf_data_offset(const nb_gguf *g) { return g->data_offset; }
 uint64_t nb_gguf_file_size(const nb_gguf *g) { return g->size; }
 const uint8_t *nb_gguf_file_data(const nb_gguf *g) { return g->data; }
+void nb_gguf_release(const nb_gguf *g, const void *p, size_t n) { nb_map_release(&g->map, p, n); }
 int64_t nb_gguf_n_kv(const nb_gguf *g) { return g->n_kv; }
 const char *nb_gguf_key(const nb_gguf *g, int64_t i) { return i >= 0 && i < g->n_kv ? g->keys[i] : NULL; }
 const nb_gguf_value *nb_gguf_kv(const nb_gguf *g, int64_t i) { return i >= 0 && i < g->n_kv ? &g->vals[i] : NULL; }

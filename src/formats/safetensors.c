@@ -72,6 +72,10 @@ struct nb_safetensors {
     char **meta_k, **meta_v;
 };
 
+void nb_safetensors_release(const nb_safetensors *st, const void *p, size_t n) {
+    for (int i = 0; i < st->n_files; i++) nb_map_release(&st->files[i].map, p, n);
+}
+
 void nb_safetensors_close(nb_safetensors *st) {
     if (!st) return;
     for (int64_t i = 0; i < st->n; i++) free((char *)st->t[i].name);

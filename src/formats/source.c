@@ -50,6 +50,10 @@ void nb_source_close(nb_source *s) {
     memset(s, 0, sizeof *s);
 }
 
+void nb_source_release(nb_source *s, const void *p, size_t n) {
+    if (s->release_impl) s->release_impl(s, p, n);
+}
+
 const nb_tensor *nb_source_find(const nb_source *s, const char *name) {
     for (int64_t i = 0; i < s->n_tensors; i++)
         if (!strcmp(s->tensors[i].name, name)) return &s->tensors[i];

@@ -34,12 +34,19 @@ struct nb_source {
     const nb_gguf *gguf;    /* GGUF sources only: the metadata (tokenizer, template) */
     void *impl;
     void (*close_impl)(nb_source *s);
+    void (*release_impl)(nb_source *s, const void *p, size_t n); /* NULL: nothing to drop */
 };
 
 /* Detects the format of `path` (a file or an HF directory) and opens it. */
 nb_status nb_source_open(const char *path, nb_source *out) __attribute__((warn_unused_result));
 void nb_source_close(nb_source *s);
 const nb_tensor *nb_source_find(const nb_source *s, const char *name);
+/* After the loader has copied [p, p + n) (a tensor's data) elsewhere: drops
+ * this process's pages of it where it lies in one of the source's file
+ * mappings, so that the model is not held twice; memory the source owns
+ * otherwise (converted tensors) is left alone. Reading the range again
+ * still works (the pages come back from the file). */
+void nb_source_release(nb_source *s, const void *p, size_t n);
 
 /* Per-format openers (called by nb_source_open). */
 nb_status nb_source_open_gguf(const char *path, nb_source *out) __attribute__((warn_unused_result));

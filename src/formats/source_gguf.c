@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void release_gguf(nb_source *s, const void *p, size_t n) { nb_gguf_release(s->impl, p, n); }
+
 static void close_gguf(nb_source *s) {
     nb_gguf_close((nb_gguf *)s->impl);
     free(s->tensors);
@@ -31,5 +33,6 @@ nb_status nb_source_open_gguf(const char *path, nb_source *out) {
     out->gguf = g;
     out->impl = g;
     out->close_impl = close_gguf;
+    out->release_impl = release_gguf;
     return NB_OK;
 }

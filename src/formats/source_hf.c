@@ -58,6 +58,11 @@ static void hf_close(nb_source *s) {
     s->impl = NULL;
 }
 
+static void hf_release(nb_source *s, const void *p, size_t n) {
+    hf_impl *h = s->impl;
+    if (h && h->st) nb_safetensors_release(h->st, p, n);
+}
+
 static bool ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);
@@ -218,6 +223,7 @@ nb_status nb_source_open_hf(const char *path, nb_source *out) {
     out->format = "safetensors";
     out->path = nb_strdup(path);
     out->close_impl = hf_close;
+    out->release_impl = hf_release;
     hf_impl *h = nb_calloc(1, sizeof *h);
     out->impl = h;
     if (!out->path || !h) { rc = NB_ERR_NOMEM; goto fail; }

@@ -39,6 +39,8 @@ typedef struct l2c_impl {
     int64_t n_names;
 } l2c_impl;
 
+static void l2c_release(nb_source *s, const void *p, size_t n) { nb_map_release(&((l2c_impl *)s->impl)->map, p, n); }
+
 static void l2c_close(nb_source *s) {
     l2c_impl *h = s->impl;
     if (h) {
@@ -183,6 +185,7 @@ nb_status nb_source_open_llama2c(const char *path, nb_source *out) {
     memset(out, 0, sizeof *out);
     out->format = "llama2c";
     out->close_impl = l2c_close;
+    out->release_impl = l2c_release;
     out->path = nb_strdup(path);
     l2c_impl *im = nb_calloc(1, sizeof *im);
     out->impl = im;

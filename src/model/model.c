@@ -168,6 +168,8 @@ static nb_status make_resident(nb_model *m) {
         nb_tensor *t = &m->src.tensors[i];
         if (t->n_dims < 2) continue;
         uint64_t nbytes = resident_bytes(t, &to);
+        const void *from = t->data;
+        size_t from_bytes = (size_t)t->nbytes;
         if (to != t->type) {
             nb_repack_rows(t->type, t->data, w, nb_tensor_rows(t), t->ne[0]);
             t->type = to;
@@ -175,6 +177,10 @@ static nb_status make_resident(nb_model *m) {
         } else {
             memcpy(w, t->data, (size_t)t->nbytes);
         }
+        /* the copy is what runs: the file's pages need not stay in this
+         * process (else it holds the model twice until the kernel reclaims
+         * them) */
+        nb_source_release(&m->src, from, from_bytes);
         t->data = w;
         w += ((size_t)nbytes + 63) & ~(size_t)63;
     }
