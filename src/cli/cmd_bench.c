@@ -538,7 +538,7 @@ int nb_cmd_bench(int argc, char **argv) {
         }
         int64_t benched = nb_fwd_pool_benchings(s->fwd);
         if (benched > 0)
-            printf("thread pool: a late worker was benched %lld times (another process shared its core; "
+            printf("thread pool: a late worker was benched %lld times (something else ran on its core: another process, or a kernel thread; "
                    "docs/performance.md, \"Benching a late worker\")\n", (long long)benched);
     }
     free(ids); free(logits); free(pp_r); free(tg_r); free(bw_r);
