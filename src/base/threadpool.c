@@ -200,11 +200,19 @@ static void *worker(void *v) {
     }
 }
 
+/* The CPUs this process may run on (its affinity mask: taskset, cgroup
+ * cpusets), else the online ones. */
+static int usable_cpus(void) {
+#if defined(__linux__)
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+#endif
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
 nb_status nb_pool_create(int n_threads, nb_pool **out) {
-    if (n_threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = c > 0 ? (int)c : 1;
-    }
+    if (n_threads <= 0) n_threads = NB_MIN(usable_cpus(), 512);
     if (n_threads > 512) return nb_fail(NB_ERR_RANGE, "threads: %d is too many (allowed 1..512)", n_threads);
     nb_pool *p = nb_calloc(1, sizeof *p);
     if (!p) return NB_ERR_NOMEM;

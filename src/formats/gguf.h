@@ -62,8 +62,7 @@ uint32_t nb_gguf_alignment(const nb_gguf *g);
 uint64_t nb_gguf_data_offset(const nb_gguf *g); /* byte offset of the data section */
 uint64_t nb_gguf_file_size(const nb_gguf *g);
 const uint8_t *nb_gguf_file_data(const nb_gguf *g);
-/* Drops this process's pages of [p, p + n) of the file mapping
- * (nb_map_release; nothing for a buffer from nb_gguf_open_mem). */
+/* nb_map_release on the file mapping (nothing for a buffer from nb_gguf_open_mem). */
 void nb_gguf_release(const nb_gguf *g, const void *p, size_t n);
 
 /* Metadata */

@@ -64,8 +64,7 @@ nb_status nb_safetensors_open_mem(const void *data, size_t size, const char *nam
  * shards. Tensors of the shards not in weight_map are kept too. */
 nb_status nb_safetensors_open_index(const char *index_path, nb_safetensors **out) __attribute__((warn_unused_result));
 void nb_safetensors_close(nb_safetensors *st);
-/* Drops this process's pages of [p, p + n) where it lies in a shard's file
- * mapping (nb_map_release; nothing for nb_safetensors_open_mem buffers). */
+/* nb_map_release on the shards' file mappings (nothing for nb_safetensors_open_mem buffers). */
 void nb_safetensors_release(const nb_safetensors *st, const void *p, size_t n);
 
 int64_t nb_safetensors_n_tensors(const nb_safetensors *st);

@@ -111,7 +111,7 @@ static void test_mmap_kept(void **state) {
     nb_model_free(m);
 }
 
-/* nb_map_release on part of a mapping: those pages leave the process, the
+/* nb_map_release on a mapping: those pages leave the process, the
  * bytes read the same afterwards, and ranges outside the mapping (here a
  * heap buffer) are left alone. */
 static void test_map_release(void **state) {
