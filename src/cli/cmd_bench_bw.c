@@ -16,7 +16,7 @@ static void usage(FILE *f) {
                "  1 or 8 streams per thread, with and without software prefetch (2 KiB ahead), on 4 KiB and\n"
                "  2 MiB pages, with the widest loads and, on AVX-512 CPUs, 32-byte ones too (2 MiB pages).\n"
                "  The maximum is the decode roofline `nibble bench model` reports.\n"
-               "  -t N          threads (default: one per core)\n"
+               "  -t N          threads (default: one per CPU this process may use)\n"
                "  --size MiB    buffer per page size (default 1024, at least 64)\n"
                "  --passes N    passes per pattern, interleaved across patterns (default 5)\n"
                "  --json        machine-readable output\n");

@@ -50,7 +50,7 @@ static void usage(FILE *f) {
                "  -o, --output FILE       output (default imatrix.gguf); --output-format dat writes the legacy binary\n"
                "  -c, --ctx-size N        tokens per chunk (default 512)\n"
                "  --chunks N              use at most N chunks (default all)\n"
-               "  -t, --threads N         threads (default one per core)\n"
+               "  -t, --threads N         threads (default: one per CPU this process may use)\n"
                "  --force                 write FILE even when it is the model or the text, or not a regular file\n");
 }
 

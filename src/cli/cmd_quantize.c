@@ -41,7 +41,7 @@ static void usage(FILE *f) {
             "                     format); repeatable, first match wins, e.g. --keep 'blk.*.attn_v.weight=Q6_K'\n"
             "  --pure             no recipe: every 2-D weight gets TYPE (llama-quantize --pure)\n"
             "  --force            write OUT even when it is the input file or not a regular file\n"
-            "  -t, --threads N    quantize rows on N threads (default: one per core)\n"
+            "  -t, --threads N    quantize rows on N threads (default: one per CPU this process may use)\n"
             "  --json             machine-readable report on stdout\n"
             "  -q, --quiet        no per-tensor lines or progress (totals and the check still print)\n"
             "  --check TEXT_FILE  run the original and the quantized model on the text: KL divergence,\n"

@@ -167,7 +167,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   model, synthesized into the user cache on first use)\n"
               "      --tokenizer PATH             tokenizer file (tokenizer.json, tokenizer.model, llama2.c\n"
               "                                   tokenizer.bin), when not found from the model\n", f);
-    if (groups & NB_EOPT_THREADS) fputs("  -t, --threads N                  compute threads (default: one per core)\n", f);
+    if (groups & NB_EOPT_THREADS) fputs("  -t, --threads N                  compute threads (default: one per CPU this process may use)\n", f);
     if (groups & NB_EOPT_MMAP)
         fputs("      --mmap                       compute from the file mapping instead of a huge-page copy\n", f);
     if (groups & NB_EOPT_KV_DTYPE)

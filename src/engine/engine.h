@@ -30,7 +30,7 @@
 
 typedef struct nb_engine_config {
     const char *tokenizer_path;      /* NULL: found from the model */
-    int n_threads;                   /* <= 0: one per core */
+    int n_threads;                   /* <= 0: one per CPU the process may use */
     bool use_mmap;                   /* see nb_model_params */
     int32_t max_model_len;           /* <= 0: the model's context length */
     int32_t max_num_seqs;            /* <= 0: 64 */

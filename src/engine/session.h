@@ -15,7 +15,7 @@
 typedef struct nb_session_params {
     const char *model_path;     /* required */
     const char *tokenizer_path; /* NULL: found from the model */
-    int n_threads;              /* <= 0: one per core */
+    int n_threads;              /* <= 0: one per CPU the process may use */
     int32_t n_ctx;              /* tokens the KV cache holds; <= 0: the model's context (capped at 4096) */
     int32_t n_batch;            /* tokens per forward call; <= 0: 512 */
     bool use_mmap;              /* compute from the file mapping (see nb_model_params) */

@@ -28,7 +28,7 @@ typedef struct nb_golden_run_params {
     const char *api_key;        /* endpoint: Bearer token (NULL: none) */
     int parallel;               /* requests / sequences in flight; <= 0: 8 */
     uint64_t seed;              /* sampling seed (greedy decoding does not use it; sent for servers that do) */
-    int n_threads;              /* in-process: <= 0 one per core */
+    int n_threads;              /* in-process: <= 0 one per CPU the process may use */
     int32_t max_model_len;      /* in-process: <= 0: the model's context, at most 4096 */
     double timeout_s;           /* endpoint: per request; <= 0: 300 */
 } nb_golden_run_params;

@@ -25,7 +25,7 @@
 
 typedef struct nb_gscore nb_gscore;
 
-/* n_ctx: the longest sequence to score (>= 2). n_threads <= 0: one per core. */
+/* n_ctx: the longest sequence to score (>= 2). n_threads <= 0: one per CPU the process may use. */
 nb_status nb_gscore_create(const nb_model *m, int32_t n_ctx, int n_threads, nb_gscore **out)
     __attribute__((warn_unused_result));
 void nb_gscore_free(nb_gscore *s);

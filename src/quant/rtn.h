@@ -130,7 +130,7 @@ typedef struct nb_rtn_params {
     const nb_rtn_keep *keep;  /* first match wins */
     int n_keep;               /* 0 .. NB_RTN_MAX_KEEP */
     bool pure;                /* no recipe: every 2-D weight gets scheme.base (llama-quantize --pure) */
-    int n_threads;            /* <= 0: one per core */
+    int n_threads;            /* <= 0: one per CPU the process may use */
     /* Calibrated quantization (imatrix, GPTQ, AWQ, SmoothQuant; quant/calib.h):
      * tensor_fn is called for every tensor before it is converted; when it
      * sets *handled it has written dst (nbytes of r->type) and *rel_rms
