@@ -3,7 +3,8 @@
  * thread that is slow on purpose (the others must take its chunks); a
  * worker late three times in a row is benched from chunked jobs (not from
  * nb_pool_run's) and tried again later; one or two late jobs alone bench no
- * one. */
+ * one; the default size is the CPUs of the affinity mask. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -143,8 +144,29 @@ static void test_benching(void **state) {
     nb_pool_free(j.pool);
 }
 
+/* nb_pool_create(0): one thread per CPU this process may run on (taskset,
+ * cpusets), not per online CPU. */
+static void test_default_size(void **state) {
+    (void)state;
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) != 0) skip();
+    nb_pool *p;
+    assert_int_equal(nb_pool_create(0, &p), NB_OK);
+    assert_int_equal(nb_pool_size(p), CPU_COUNT(&all));
+    nb_pool_free(p);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) { CPU_SET(c, &one); break; }
+    if (sched_setaffinity(0, sizeof one, &one) != 0) skip();
+    nb_status st = nb_pool_create(0, &p);
+    int size = st == NB_OK ? nb_pool_size(p) : -1;
+    if (st == NB_OK) nb_pool_free(p);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_int_equal(size, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_chunks), cmocka_unit_test(test_stealing),
-                                       cmocka_unit_test(test_benching)};
+                                       cmocka_unit_test(test_benching), cmocka_unit_test(test_default_size)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
