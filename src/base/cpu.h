@@ -35,4 +35,13 @@ const char *nb_cpu_name(void);
 /* The ISA named "scalar", "avx2", "avx512" or "amx"; false for other names. */
 bool nb_isa_parse(const char *name, nb_isa *out);
 
+/* CPUs' worth of time this process's cgroup CFS quota allows (the smallest
+ * over its cgroup and their ancestors: v2 cpu.max, v1 cpu.cfs_quota_us /
+ * cpu.cfs_period_us), rounded up; 0 when none is set or none can be read.
+ * base/cpuquota.c; the thread pool's default size takes it into account. */
+int nb_cpu_quota(void);
+/* The parsers, for tests: "150000 100000" -> 2, "max 100000" -> 0; quota -1 -> 0. */
+int nb_cpu_quota_v2(const char *cpu_max);
+int nb_cpu_quota_v1(long long quota_us, long long period_us);
+
 #endif

@@ -2,6 +2,8 @@
  * for a bounded time, then sleep on a futex (see threadpool.h). */
 #include "base/threadpool.h"
 
+#include "base/cpu.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -201,14 +203,20 @@ static void *worker(void *v) {
 }
 
 /* The CPUs this process may run on (its affinity mask: taskset, cgroup
- * cpusets), else the online ones. */
+ * cpusets; else the online ones), no more than its cgroup's CPU quota
+ * allows (nb_cpu_quota). */
 static int usable_cpus(void) {
+    int n = 0;
 #if defined(__linux__)
     cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) n = CPU_COUNT(&allowed);
 #endif
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (int)c : 1;
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    int q = nb_cpu_quota();
+    return q > 0 && q < n ? q : n;
 }
 
 nb_status nb_pool_create(int n_threads, nb_pool **out) {

@@ -25,7 +25,7 @@ typedef struct nb_pool nb_pool;
 typedef void (*nb_pool_fn)(void *arg, int ith, int nth);
 
 /* n_threads <= 0 means one per CPU the process may run on (its affinity
- * mask), else per online core. */
+ * mask, else the online CPUs), at most its cgroup CPU quota (nb_cpu_quota). */
 nb_status nb_pool_create(int n_threads, nb_pool **out) __attribute__((warn_unused_result));
 void nb_pool_free(nb_pool *p);
 int nb_pool_size(const nb_pool *p);
