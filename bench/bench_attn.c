@@ -3,7 +3,8 @@
  * shape: head_dim 64) against a context of D keys in a paged pool of
  * 16-slot blocks through a shuffled block table, for each KV type and each
  * kernel this CPU has (f32 products; the bf16-dot and int8-dot kernels on
- * their own pool types, the AMX one on bf16 pools). The kernels run interleaved, rep by rep, one
+ * their own pool types, the AMX one on bf16 pools, the AMX split-bf16 one
+ * on every pool type). The kernels run interleaved, rep by rep, one
  * thread; prints the median and best time per tile and the rate in
  * multiply-adds (Q K^T and P V, causal: T*8 rows x about D keys x head_dim
  * x 2).
@@ -92,16 +93,18 @@ int main(int argc, char **argv) {
               reps = argc > 3 ? atoi(argv[3]) : 7;
     if (depth < nt || nt < 1 || reps < 1) { fprintf(stderr, "usage: bench_attn [DEPTH>=TOKENS] [TOKENS] [REPS]\n"); return 2; }
     static const char *tname[] = {"f32", "f16", "bf16", "int8", "fp8"};
-    variant v[16];
+    variant v[24];
     int nv = 0;
     nb_attn_fn f2 = nb_attn_avx2(), f5 = nb_attn_avx512(), fb = nb_attn_avx512_bf16(), fi = nb_attn_avx512_int8(),
-               fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL;
+               fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL,
+               fs = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_split() : NULL;
     for (int t = 0; t < NB_KV_TYPES; t++) {
         if (f5) v[nv++] = (variant){"avx512", f5, (nb_kv_type)t};
         if (f2) v[nv++] = (variant){"avx2", f2, (nb_kv_type)t};
     }
     if (fb) v[nv++] = (variant){"avx512 bf16 dots", fb, NB_KVT_BF16};
     if (fx) v[nv++] = (variant){"amx bf16", fx, NB_KVT_BF16};
+    for (int t = 0; t < NB_KV_TYPES && fs; t++) v[nv++] = (variant){"amx split bf16", fs, (nb_kv_type)t};
     if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};
     if (fa) v[nv++] = (variant){"avx2 int8 dots", fa, NB_KVT_INT8};
     pool pools[NB_KV_TYPES];

@@ -46,9 +46,11 @@ float nb_attn_elem(nb_kv_type t, const uint8_t *row, int32_t i) {
  * decode tiles' layout is in attn_avx512.c (tile_dec). */
 size_t nb_attn_scratch_floats(int head_dim, int nq, int nt) {
     size_t rb = ((size_t)nq * (size_t)nt + 15) / 16;
-    /* the frame (attn_tile.h), then the AMX kernel's 32 score vectors and
-     * 16 of probability pairs */
-    size_t tile = rb * 16 * (2 * (size_t)head_dim + 3) + 2 * NB_ATTN_KC * (size_t)head_dim + 48 * 16 + 64;
+    /* the frame (attn_tile.h), then the AMX kernels' extra: the split
+     * kernel's V^T hi and lo (head_dim x 16 words each), 2 x 32 slot
+     * scales, 32 score vectors and 2 x 16 of probability pairs */
+    size_t tile = rb * 16 * (2 * (size_t)head_dim + 3) + 2 * NB_ATTN_KC * (size_t)head_dim +
+                  2 * 16 * (size_t)head_dim + 64 + 64 * 16 + 64;
     /* the AVX-512 decode tiles (<= 8 rows): Q^T and O^T (head_dim x 16
      * each), a chunk of K and V interleaved (NB_ATTN_KC_DECODE x head_dim
      * each) and a row of zeros */

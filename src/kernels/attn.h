@@ -97,6 +97,18 @@ nb_attn_fn nb_attn_avx512_bf16(void);
  * multiple of 32; anything else goes to nb_attn_avx512_bf16. NULL when not
  * compiled or the CPU (or the OS) does not grant AMX-BF16. */
 nb_attn_fn nb_attn_amx_bf16(void);
+/* Any pool type's prompt tiles on the AMX tile unit in split bf16: every
+ * f32 value the products take (Q times the scale, K and V of f32 / f16
+ * pools, the probabilities times the V scales) as hi = bf16(x) plus lo =
+ * bf16(x - hi), the products as hi.hi + hi.lo + lo.hi (about 16
+ * significant bits where f32 has 24: each product within about 2^-15 of
+ * its f32 value, far below f16 / fp8 storage's own rounding; bf16, int8
+ * and fp8 values are exact in bf16 and take no lo half). Tiles of more
+ * than 8 rows and head sizes that are a multiple of 32 up to
+ * NB_ATTN_AMX_SPLIT_MAX_HD; anything else goes to nb_attn_avx512. NULL when
+ * not compiled or the CPU (or the OS) does not grant AMX-BF16. */
+nb_attn_fn nb_attn_amx_split(void);
+#define NB_ATTN_AMX_SPLIT_MAX_HD 256
 /* For int8 KV pools (tiles of more than 8 rows, head sizes that are a
  * multiple of 16; anything else falls back to nb_attn_avx512): the
  * products in int8 with vpdpbusd, about a quarter of the f32 kernel's

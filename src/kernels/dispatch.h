@@ -65,9 +65,11 @@ typedef struct nb_kernel_opts {
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default 32; NIBBLE_SGEMM_MAX) */
-    nb_choice attn_bf16_dots; /* bf16 KV pools: attention with bf16 dot products where the CPU has them
-                                (kernels/attn.h nb_attn_amx_bf16 where AMX-BF16 is granted, unless OFF;
-                                else nb_attn_avx512_bf16); default AUTO = nb_attn_bf16_dots_for_cpu;
+    nb_choice attn_bf16_dots; /* attention with bf16 dot products where the CPU has them. Where AMX-BF16
+                                is granted, unless OFF: bf16 pools take nb_attn_amx_bf16 and every other
+                                pool type's prompt tiles nb_attn_amx_split (split bf16, f32-like
+                                accuracy; int8 pools only without attn_int8_dots). Else bf16 pools take
+                                nb_attn_avx512_bf16 where AUTO = nb_attn_bf16_dots_for_cpu or ON; 
                                 NIBBLE_ATTN_BF16_DOTS=0|1|auto, --attn-bf16-dots off|on|auto */
     bool attn_int8_dots;     /* int8 KV pools: attention with int8 dot products where the CPU has AVX512_VNNI
                                 (kernels/attn.h nb_attn_avx512_int8; default true, NIBBLE_ATTN_INT8_DOTS=0) */
@@ -113,8 +115,10 @@ typedef struct nb_dispatch {
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
     nb_attn_fn attn_kv[NB_KV_TYPES]; /* the one for each KV pool type: attn, or the bf16-dot kernel
-                                        (bf16 pools), the int8-dot kernel (int8 pools) */
-    bool attn_bf16_amx; /* bf16 pools take the AMX kernel (kernels/attn.h nb_attn_amx_bf16) */
+                                        (bf16 pools), the int8-dot kernel (int8 pools), the AMX
+                                        split-bf16 kernel (the others, where AMX is used) */
+    bool attn_bf16_amx; /* bf16 pools take the AMX kernel (kernels/attn.h nb_attn_amx_bf16), the
+                           other pool types the AMX split-bf16 one (nb_attn_amx_split) */
     char desc[384];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;

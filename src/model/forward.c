@@ -29,6 +29,11 @@ struct nb_fwd {
 static float *alloc_f(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) & ~63)); }
 
 nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_t max_tokens, nb_fwd **out) {
+    return nb_fwd_create_with(m, kv, n_threads, max_tokens, nb_dispatch_default(), out);
+}
+
+nb_status nb_fwd_create_with(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_t max_tokens,
+                             const struct nb_dispatch *d, nb_fwd **out) {
     *out = NULL;
     if (max_tokens < 1 || max_tokens > 1 << 20)
         return nb_fail(NB_ERR_RANGE, "max tokens per step %d outside 1..1048576", max_tokens);
@@ -37,7 +42,7 @@ nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_
     f->m = m;
     f->kv = kv;
     f->max_tokens = max_tokens;
-    nb_status st = nb_kctx_init(&f->k, n_threads);
+    nb_status st = nb_kctx_init_with(&f->k, n_threads, d);
     if (st != NB_OK) { free(f); return st; }
     if ((st = nb_attn_batch_init(&f->attn, &m->hp, f->k.d, nb_pool_size(f->k.pool), kv->block_size)) !=
         NB_OK) {

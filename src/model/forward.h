@@ -35,6 +35,11 @@ typedef struct nb_fwd nb_fwd;
 /* max_tokens: the most tokens one call may carry (scratch is sized once). */
 nb_status nb_fwd_create(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_t max_tokens, nb_fwd **out)
     __attribute__((warn_unused_result));
+/* The same with a kernel dispatch table of the caller's (kernels/dispatch.h;
+ * it must outlive the forward): tests and benchmarks that set kernels side
+ * by side. nb_fwd_create takes the process's (nb_dispatch_default). */
+nb_status nb_fwd_create_with(const nb_model *m, nb_kv_pool *kv, int n_threads, int32_t max_tokens,
+                             const struct nb_dispatch *d, nb_fwd **out) __attribute__((warn_unused_result));
 void nb_fwd_free(nb_fwd *f);
 int nb_fwd_threads(const nb_fwd *f);
 /* Times the forward pass's thread pool benched a late worker (threadpool.h). */

@@ -1,34 +1,45 @@
-/* AMX flash attention for bf16 KV pools (attn.h nb_attn_amx_bf16): the
+/* AMX flash attention (attn.h nb_attn_amx_bf16, nb_attn_amx_split): the
  * products on the tile unit (TDPBF16PS, 16 x 16 f32 sums of 32 bf16 pairs
  * per instruction), the online softmax on AVX-512, rows in the lanes as in
  * the other kernels.
  *
- * Why: a bf16 pool's prefill attention on AVX-512 runs at about 60% of
- * the FMA units' peak and still costs nearly as much per token as the
- * matmuls at 8k context; the tile unit does 16x the multiply-adds per
- * instruction (docs/speed.md, session 19).
+ * Why: prefill attention on AVX-512 runs at about 60% of the FMA units'
+ * peak and still costs nearly as much per token as the matmuls at 8k
+ * context; the tile unit does 16x the multiply-adds per instruction
+ * (docs/speed.md, sessions 19 and 24).
  *
- * Numerics: those of the bf16-dot kernel (attn_avx512.c tile16_bf16): K
- * and V as stored, Q (times the scale) and the probabilities rounded to
- * bf16 to nearest even, sums, softmax and output in f32; only the order
- * of the sums inside a tile differs.
+ * Numerics, two kinds from one kernel (tile_amx_t):
+ * - bf16 pools (nb_attn_amx_bf16): those of the bf16-dot kernel
+ *   (attn_avx512.c tile16_bf16): K and V as stored, Q (times the scale)
+ *   and the probabilities rounded to bf16 to nearest even, sums, softmax
+ *   and output in f32; only the order of the sums inside a tile differs.
+ * - any pool (nb_attn_amx_split, split bf16): an f32 x is hi = bf16(x) to
+ *   nearest even plus lo = bf16(x - hi), x - hi - lo below 2^-16 |x|; a
+ *   product a.b is ah.bh + ah.bl + al.bh (the al.bl term, below 2^-16
+ *   |a.b|, is dropped), each pass exact in its f32 sum. Q and P always
+ *   split; K and V of f32 and f16 pools too, while bf16 values and the
+ *   int8 / fp8 codes are exact in bf16 (their per-slot scales go onto the
+ *   scores and into P). Three passes for f32 / f16 pools, two for the
+ *   others; against the scalar reference within the f32 kernels' own
+ *   tolerance (test_attn_long: 3.4e-6 relative at worst).
  *
  * Per chunk of KA = 32 keys (a paged block table read through
  * attn_chunk_rows), for each block of 16 query rows:
  *   S^T (32 keys x 16 rows) = K (keys x head dims) . Q^T
- *       A = the chunk's K rows (KB[32][hd]), B = Q^T as bf16 pairs of head
- *       elements (the QT area, converted in place as tile16_bf16 does),
- *       two C tiles of 16 keys each;
+ *       A = the chunk's K rows (KH[32][hd], KL), B = Q^T as bf16 pairs of
+ *       head elements (the QT area, converted in place), two C tiles of 16
+ *       keys each, issued before the previous block's softmax;
  *   the causal mask and online softmax per lane (row) on the 32 score
  *   vectors, O^T rescaled in memory when a row's max grew, P as bf16 pairs
- *   of keys (one B tile: 16 key pairs x 16 rows);
- *   O^T (head dims x 16 rows) += V^T . P, A = V^T (VT[hd][32 keys], built
- *       once per chunk by a 32-bit transpose of V's key pairs), C = O^T in
- *       the frame's OT layout, 16 head dims per tile.
- * Head sizes that are multiples of 32 (64, 128); other sizes, scaled or
- * other pools, and tiles of <= 8 rows (decode) over fewer than
- * AMX_DECODE_MIN_KEYS keys take the bf16-dot kernel
- * (which itself passes non-bf16 pools to the f32 one). */
+ *   of keys (one B tile: 16 key pairs x 16 rows; split: two);
+ *   O^T (head dims x 16 rows) += V^T . P, A = V^T (VH[hd][32 keys], VL,
+ *       built once per chunk by a 32-bit transpose of V's key pairs),
+ *       C = O^T in the frame's OT layout, 16 head dims per tile.
+ * Head sizes that are multiples of 32 (64, 128); other sizes, and tiles of
+ * <= 8 rows (decode; the bf16 kernel's only below AMX_DECODE_MIN_KEYS
+ * keys), take the fallback: for bf16 pools the bf16-dot kernel (which
+ * itself passes non-bf16 pools to the f32 one), for the split kernel the
+ * f32 one. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -49,20 +60,22 @@ typedef struct {
     uint8_t rows[16];
 } tile_config;
 
-/* Tiles: C of the scores (keys 0-15, 16-31) and later of O^T; A of K and
- * later of V^T; B of Q^T; B of P. */
+/* Tiles: C of O^T; A of K and of V^T; B of Q^T (hi) and of P (lo), B of
+ * Q^T (lo) and of P (hi); C of the scores (keys 0-15, 16-31). */
 #define T_C0 0
 #define T_C1 1
 #define T_A0 2
 #define T_A1 3
 #define T_Q 4
 #define T_P 5
+#define T_S0 6
+#define T_S1 7
 
 static void tiles_begin(void) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         c.colsb[i] = 64;
         c.rows[i] = 16;
     }
@@ -92,37 +105,155 @@ static inline void transpose16(__m512i r[16]) {
     }
 }
 
-/* 16 bf16 of a V row from element j as the low halves of 32-bit words (0 without a row). */
-static inline __m512i v16(const uint8_t *row, int j) {
-    return row ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)))
-               : _mm512_setzero_si512();
+/* x rounded to bf16 (to nearest even), back as f32. */
+static inline __m512 bf16_round(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)), 16));
 }
 
-/* The chunk's keys k0 .. k0+KA-1 (zeros past the last): K rows into KB,
- * V^T as key pairs into VT[j][kp] (32-bit words: keys 2kp, 2kp+1). */
-static void chunk_load(const nb_attn_tile *t, int hd, int32_t k0, uint16_t *KB, uint32_t *VT) {
+/* The hi pairs of (a, b) (bf16_pairs) into *hi, the lo pairs returned: the
+ * hi halves back as f32 are the pairs' words shifted and masked. */
+static inline __m512i split_pairs(__m512 a, __m512 b, __m512i idx, __m512i *hi) {
+    const __m512i h = bf16_pairs(a, b, idx);
+    *hi = h;
+    const __m512 ah = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)),
+                 bh = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32((int)0xffff0000u)));
+    return bf16_pairs(_mm512_sub_ps(a, ah), _mm512_sub_ps(b, bh), idx);
+}
+
+/* 16 elements of a row of type t from element j, as f32 (codes unscaled). */
+static inline __attribute__((always_inline)) __m512 load16(nb_kv_type t, const uint8_t *row, int j,
+                                                           const float *lut) {
+    switch (t) {
+    case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
+    case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
+    case NB_KVT_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
+    case NB_KVT_INT8:
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))));
+    default:
+        return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))),
+                                   lut, 4);
+    }
+}
+
+/* The hi (part 0) or lo (part 1) bf16 of 16 elements of a row as the low
+ * halves of 32-bit words (0 without a row). */
+static inline __attribute__((always_inline)) __m512i part16(nb_kv_type t, const uint8_t *row, int j, int part,
+                                                            const float *lut) {
+    if (!row) return _mm512_setzero_si512();
+    const __m512 x = load16(t, row, j, lut);
+    const __m512 y = part ? _mm512_sub_ps(x, bf16_round(x)) : x;
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(y));
+}
+
+/* Whether a type's values need a lo half (are not exact in bf16). */
+static inline bool needs_lo(nb_kv_type t) { return t == NB_KVT_F32 || t == NB_KVT_F16; }
+
+/* The chunk's keys k0 .. k0+KA-1 (zeros past the last): K rows as bf16 hi
+ * (and lo where the type needs one) into KH (KL), V^T as key pairs into
+ * VH (VL), VT[j][kp] holding keys 2kp, 2kp+1 of head element j (a 32-bit
+ * transpose of V's key pairs); the slots' scales into ksc / vsc (1 for
+ * unscaled pools, 0 past the last key). */
+static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile *t, nb_kv_type type, int hd,
+                                                             int32_t k0, uint16_t *KH, uint16_t *KL, uint32_t *VH,
+                                                             uint32_t *VL, float *ksc, float *vsc) {
+    const nb_attn_kv *kv = t->kv;
+    const float *lut = nb_attn_fp8_table();
     const uint8_t *kr[KA], *vr[KA];
     int64_t idx[KA];
     const int nk = attn_chunk_rows(t, hd, k0, KA, kr, vr, idx);
+    const int lo = needs_lo(type);
     for (int c = 0; c < KA; c++) {
-        if (c < nk) memcpy(KB + (size_t)c * hd, kr[c], (size_t)hd * 2);
-        else memset(KB + (size_t)c * hd, 0, (size_t)hd * 2);
-        if (c >= nk) vr[c] = NULL;
+        if (c >= nk) {
+            memset(KH + (size_t)c * hd, 0, (size_t)hd * 2);
+            if (lo) memset(KL + (size_t)c * hd, 0, (size_t)hd * 2);
+            vr[c] = NULL;
+            ksc[c] = vsc[c] = 0;
+            continue;
+        }
+        ksc[c] = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+        vsc[c] = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+        if (type == NB_KVT_BF16) {
+            memcpy(KH + (size_t)c * hd, kr[c], (size_t)hd * 2);
+            continue;
+        }
+        for (int j = 0; j < hd; j += 16) {
+            const __m512 x = load16(type, kr[c], j, lut);
+            _mm256_storeu_si256((__m256i *)(void *)(KH + (size_t)c * hd + j), (__m256i)_mm512_cvtneps_pbh(x));
+            if (lo)
+                _mm256_storeu_si256((__m256i *)(void *)(KL + (size_t)c * hd + j),
+                                    (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, bf16_round(x))));
+        }
     }
-    for (int j = 0; j < hd; j += 16) {
-        __m512i r[16];
-        for (int kp = 0; kp < 16; kp++)
-            r[kp] = _mm512_or_si512(v16(vr[2 * kp], j), _mm512_slli_epi32(v16(vr[2 * kp + 1], j), 16));
-        transpose16(r);
-        for (int i = 0; i < 16; i++) _mm512_storeu_si512(VT + (size_t)(j + i) * 16, r[i]);
+    for (int part = 0; part <= lo; part++) {
+        uint32_t *VT = part ? VL : VH;
+        for (int j = 0; j < hd; j += 16) {
+            __m512i r[16];
+            for (int kp = 0; kp < 16; kp++)
+                r[kp] = _mm512_or_si512(part16(type, vr[2 * kp], j, part, lut),
+                                        _mm512_slli_epi32(part16(type, vr[2 * kp + 1], j, part, lut), 16));
+            transpose16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(VT + (size_t)(j + i) * 16, r[i]);
+        }
+    }
+}
+
+/* The frame's Q^T blocks (f32, [hd][16]) as bf16 pairs of head elements,
+ * hi pairs in the block's first hd/2 rows, lo pairs in the rest. */
+static void qt_split_pairs(const attn_frame *f, __m512i idx) {
+    const int hd = f->hd;
+    uint32_t tmp[NB_ATTN_AMX_SPLIT_MAX_HD * 16] __attribute__((aligned(64)));
+    for (int rb = 0; rb < f->RB; rb++) {
+        float *qt = f->QT + (size_t)rb * hd * 16;
+        for (int j2 = 0; j2 < hd / 2; j2++) {
+            __m512i h;
+            const __m512i l =
+                split_pairs(_mm512_loadu_ps(qt + 2 * j2 * 16), _mm512_loadu_ps(qt + (2 * j2 + 1) * 16), idx, &h);
+            _mm512_store_si512(tmp + j2 * 16, h);
+            _mm512_store_si512(tmp + (hd / 2 + j2) * 16, l);
+        }
+        memcpy(qt, tmp, (size_t)hd * 16 * sizeof *tmp);
+    }
+}
+
+/* The scores of a block of rows into T_S0 / T_S1 (keys 0-15, 16-31):
+ * K . Q^T from the hi halves, plus K hi . Q^T lo (split) and K lo . Q^T
+ * hi (klo). qp: the block's Q^T hi pairs (lo pairs hd / 2 rows on). */
+static inline __attribute__((always_inline)) void scores_issue(const float *qp, const uint16_t *KH,
+                                                               const uint16_t *KL, int hd, int split, int klo) {
+    const size_t kstride = (size_t)hd * 2;
+    _tile_zero(T_S0);
+    _tile_zero(T_S1);
+    for (int d = 0; d < hd; d += 32) { /* 32 head elements: 16 pairs of Q^T, one K-tile row */
+        _tile_loadd(T_Q, qp + (size_t)d / 2 * W, 64);
+        _tile_loadd(T_A0, KH + d, kstride);
+        _tile_loadd(T_A1, KH + (size_t)16 * hd + d, kstride);
+        _tile_dpbf16ps(T_S0, T_A0, T_Q);
+        _tile_dpbf16ps(T_S1, T_A1, T_Q);
+        if (split) {
+            _tile_loadd(T_P, qp + (size_t)(hd + d) / 2 * W, 64);
+            _tile_dpbf16ps(T_S0, T_A0, T_P);
+            _tile_dpbf16ps(T_S1, T_A1, T_P);
+        }
+        if (klo) {
+            _tile_loadd(T_A0, KL + d, kstride);
+            _tile_loadd(T_A1, KL + (size_t)16 * hd + d, kstride);
+            _tile_dpbf16ps(T_S0, T_A0, T_Q);
+            _tile_dpbf16ps(T_S1, T_A1, T_Q);
+        }
     }
 }
 
 /* The causal mask (on the diagonal chunk), the online softmax of one
- * block's 32 score vectors S[c] (rows in lanes), P as bf16 key pairs; the
- * factor O^T must be rescaled by is returned. */
-static inline __attribute__((always_inline)) __m512 softmax32(const float *S, uint32_t *P, const int32_t *PS, int rb,
-                                                              int32_t k0, float *M, float *L, __m512i idx) {
+ * block's 32 score vectors S[c] (rows in lanes; scaled: times the slots'
+ * K scales first), P (times the slots' V scales when scaled) as bf16 key
+ * pairs into PH (split: and the lo pairs into PL); L is summed from the
+ * unscaled probabilities. The factor O^T must be rescaled by is returned. */
+static inline __attribute__((always_inline)) __m512 softmax32(const float *S, uint32_t *PH, uint32_t *PL,
+                                                              const float *ksc, const float *vsc, const int32_t *PS,
+                                                              int rb, int32_t k0, float *M, float *L, __m512i idx,
+                                                              int scaled, int split) {
     const __m512i pv = _mm512_loadu_si512(PS + rb * W);
     const bool edge = k0 + KA - 1 > PS[rb * W];
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -131,6 +262,7 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
 #pragma GCC unroll 32
     for (int c = 0; c < KA; c++) {
         s[c] = _mm512_load_ps(S + c * W);
+        if (scaled) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(ksc[c]));
         if (edge)
             s[c] = _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(_mm512_set1_epi32(k0 + c), pv, _MM_CMPINT_LE), ninf, s[c]);
         mx = _mm512_max_ps(mx, s[c]);
@@ -141,57 +273,83 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int kp = 0; kp < KA / 2; kp++) {
-        const __m512 e0 = nb_exp16(_mm512_sub_ps(s[2 * kp], mn)), e1 = nb_exp16(_mm512_sub_ps(s[2 * kp + 1], mn));
+        __m512 e0 = nb_exp16(_mm512_sub_ps(s[2 * kp], mn)), e1 = nb_exp16(_mm512_sub_ps(s[2 * kp + 1], mn));
         sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
-        _mm512_store_si512(P + kp * W, bf16_pairs(e0, e1, idx));
+        if (scaled) {
+            e0 = _mm512_mul_ps(e0, _mm512_set1_ps(vsc[2 * kp]));
+            e1 = _mm512_mul_ps(e1, _mm512_set1_ps(vsc[2 * kp + 1]));
+        }
+        if (split) {
+            __m512i h;
+            _mm512_store_si512(PL + kp * W, split_pairs(e0, e1, idx, &h));
+            _mm512_store_si512(PH + kp * W, h);
+        } else {
+            _mm512_store_si512(PH + kp * W, bf16_pairs(e0, e1, idx));
+        }
     }
     _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
     return corr;
 }
 
-static void tile_amx(const nb_attn_tile *t) {
+/* One tile on the tile unit. split: Q and P in hi + lo (nb_attn_amx_split),
+ * else rounded to bf16 (nb_attn_amx_bf16, bf16 pools). Per chunk of KA
+ * keys, for each active block of 16 rows: the block's scores were issued
+ * to T_S0 / T_S1 before the previous block's softmax (so the tile unit
+ * computes them while the vector units run it); they are stored, the next
+ * block's scores issued, then this block's softmax, O^T rescaled in memory
+ * when a row's max grew, and O^T (head dims x 16 rows) += V^T . P with
+ * C = O^T in the frame's OT layout, 16 head dims per tile. */
+static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile *t, nb_kv_type type, int split) {
     attn_frame f;
     attn_frame_begin(t, t->kv->head_dim, W, &f);
-    const int hd = f.hd, RB = f.RB;
+    const int hd = f.hd, RB = f.RB, klo = split && needs_lo(type), vlo = klo, scaled = t->kv->ks != NULL;
     const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
-    attn_qt_bf16_pairs(&f, idx);
-    /* KB (KA x hd bf16) in Kf, VT (hd x KA bf16) in Vf, the scores and P after them */
-    uint16_t *KB = (uint16_t *)(void *)f.Kf;
-    uint32_t *VT = (uint32_t *)(void *)f.Vf;
-    float *S = f.extra;                          /* [KA][W], 64-byte aligned */
-    uint32_t *P = (uint32_t *)(void *)(S + KA * W); /* [KA / 2][W] */
-    const size_t kstride = (size_t)hd * 2;
+    if (split) qt_split_pairs(&f, idx);
+    else attn_qt_bf16_pairs(&f, idx);
+    /* KH, KL (KA x hd bf16 each) in Kf and Vf; after them V^T hi and lo
+     * (hd x KA bf16 each), the slots' scales, the scores and P hi / lo */
+    uint16_t *KH = (uint16_t *)(void *)f.Kf, *KL = (uint16_t *)(void *)f.Vf;
+    uint32_t *VH = (uint32_t *)(void *)f.extra, *VL = VH + (size_t)hd * 16;
+    float *ksc = (float *)(void *)(VL + (size_t)hd * 16), *vsc = ksc + KA;
+    float *S = vsc + KA;                                   /* [KA][W], 64-byte aligned */
+    uint32_t *PH = (uint32_t *)(void *)(S + KA * W), *PL = PH + KA / 2 * W;
+    const size_t qstride = (size_t)hd * W;                 /* floats from one block's Q^T to the next */
     tiles_begin();
     for (int32_t k0 = 0; k0 <= f.last; k0 += KA) {
-        chunk_load(t, hd, k0, KB, VT);
-        for (int rb = 0; rb < RB; rb++) {
-            if (PS[rb * W + W - 1] < k0) continue; /* these rows' keys ended in an earlier chunk */
-            const float *qp = f.QT + (size_t)rb * hd * W;
+        chunk_load(t, type, hd, k0, KH, KL, VH, VL, ksc, vsc);
+        int rb = 0; /* blocks whose rows' keys ended in an earlier chunk come first (positions grow with rows) */
+        while (rb < RB && PS[rb * W + W - 1] < k0) rb++;
+        if (rb < RB) scores_issue(f.QT + rb * qstride, KH, KL, hd, split, klo);
+        for (; rb < RB; rb++) {
             float *ot = OT + (size_t)rb * hd * W;
-            _tile_zero(T_C0);
-            _tile_zero(T_C1);
-            for (int d = 0; d < hd; d += 32) { /* 32 head elements: 16 pairs of Q^T, one K-tile row */
-                _tile_loadd(T_Q, qp + (size_t)d / 2 * W, 64);
-                _tile_loadd(T_A0, KB + d, kstride);
-                _tile_loadd(T_A1, KB + (size_t)16 * hd + d, kstride);
-                _tile_dpbf16ps(T_C0, T_A0, T_Q);
-                _tile_dpbf16ps(T_C1, T_A1, T_Q);
-            }
-            _tile_stored(T_C0, S, 64);
-            _tile_stored(T_C1, S + 16 * W, 64);
-            const __m512 corr = softmax32(S, P, PS, rb, k0, M, L, idx);
+            _tile_stored(T_S0, S, 64);
+            _tile_stored(T_S1, S + 16 * W, 64);
+            if (rb + 1 < RB) scores_issue(f.QT + (rb + 1) * qstride, KH, KL, hd, split, klo);
+            const __m512 corr = scaled ? softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 1, split)
+                                       : softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 0, split);
             if (_mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ))
                 for (int j = 0; j < hd; j++) _mm512_storeu_ps(ot + j * W, _mm512_mul_ps(_mm512_loadu_ps(ot + j * W), corr));
-            _tile_loadd(T_P, P, 64);
+            _tile_loadd(T_P, PH, 64);
+            if (split) _tile_loadd(T_Q, PL, 64);
             for (int j = 0; j < hd; j += 32) { /* 16 head elements per C tile */
                 _tile_loadd(T_C0, ot + (size_t)j * W, 64);
-                _tile_loadd(T_A0, VT + (size_t)j * 16, 64);
                 _tile_loadd(T_C1, ot + (size_t)(j + 16) * W, 64);
-                _tile_loadd(T_A1, VT + (size_t)(j + 16) * 16, 64);
+                _tile_loadd(T_A0, VH + (size_t)j * 16, 64);
+                _tile_loadd(T_A1, VH + (size_t)(j + 16) * 16, 64);
                 _tile_dpbf16ps(T_C0, T_A0, T_P);
                 _tile_dpbf16ps(T_C1, T_A1, T_P);
+                if (split) {
+                    _tile_dpbf16ps(T_C0, T_A0, T_Q);
+                    _tile_dpbf16ps(T_C1, T_A1, T_Q);
+                }
+                if (vlo) {
+                    _tile_loadd(T_A0, VL + (size_t)j * 16, 64);
+                    _tile_loadd(T_A1, VL + (size_t)(j + 16) * 16, 64);
+                    _tile_dpbf16ps(T_C0, T_A0, T_P);
+                    _tile_dpbf16ps(T_C1, T_A1, T_P);
+                }
                 _tile_stored(T_C0, ot + (size_t)j * W, 64);
                 _tile_stored(T_C1, ot + (size_t)(j + 16) * W, 64);
             }
@@ -201,7 +359,21 @@ static void tile_amx(const nb_attn_tile *t) {
     attn_frame_end(t, &f, W, 0);
 }
 
-static nb_attn_fn fallback;
+/* One instance per pool type (and numerics), so the element loads compile
+ * to one loop each. */
+static __attribute__((noinline)) void tile_amx_bf16(const nb_attn_tile *t) { tile_amx_t(t, NB_KVT_BF16, 0); }
+
+static __attribute__((noinline)) void tile_amx_split(const nb_attn_tile *t) {
+    switch (t->kv->type) {
+    case NB_KVT_F32: tile_amx_t(t, NB_KVT_F32, 1); break;
+    case NB_KVT_F16: tile_amx_t(t, NB_KVT_F16, 1); break;
+    case NB_KVT_BF16: tile_amx_t(t, NB_KVT_BF16, 1); break;
+    case NB_KVT_INT8: tile_amx_t(t, NB_KVT_INT8, 1); break;
+    case NB_KVT_FP8: tile_amx_t(t, NB_KVT_FP8, 1); break;
+    }
+}
+
+static nb_attn_fn fallback, split_fallback;
 
 /* Decode tiles (<= 8 rows: one token's GQA group) fill half a tile or less,
  * and the tile setup costs about 2 us a call: below this many keys the
@@ -218,7 +390,22 @@ static void attn_amx_bf16(const nb_attn_tile *t) {
         (decode && t->pos0 + t->nt < AMX_DECODE_MIN_KEYS))
         fallback(t);
     else
-        tile_amx(t);
+        tile_amx_bf16(t);
+}
+
+/* Prompt tiles (more than 8 rows) of a head size that is a multiple of 32
+ * up to NB_ATTN_AMX_SPLIT_MAX_HD; decode tiles (memory-bound, the f32
+ * kernel's own lanes) and other sizes take the f32 AVX-512 kernel. */
+static void attn_amx_split(const nb_attn_tile *t) {
+    const int hd = t->kv->head_dim;
+    if (t->nt * t->nq <= 8 || hd % 32 || hd > NB_ATTN_AMX_SPLIT_MAX_HD) split_fallback(t);
+    else tile_amx_split(t);
+}
+
+nb_attn_fn nb_attn_amx_split(void) {
+    const nb_cpu *c = nb_cpu_get();
+    if (!c->amx_bf16 || !(split_fallback = nb_attn_avx512())) return NULL;
+    return attn_amx_split;
 }
 
 nb_attn_fn nb_attn_amx_bf16(void) {

@@ -61,12 +61,12 @@ static float *run(const nb_model *m, nb_kv_type t) {
 /* The same logits from one batch of the whole sequence (prefill-like: a
  * tile of many rows, where the int8 pool takes the int8-dot attention on
  * CPUs with AVX512_VNNI unless NIBBLE_ATTN_INT8_DOTS=0). */
-static float *run_prefill(const nb_model *m, nb_kv_type t) {
+static float *run_prefill_with(const nb_model *m, nb_kv_type t, const nb_dispatch *d) {
     nb_kv_pool kv;
     int32_t nb = (n_seq + 15) / 16;
     assert_int_equal(nb_kv_pool_init_type(&kv, &m->hp, 16, nb, t), NB_OK);
     nb_fwd *f;
-    assert_int_equal(nb_fwd_create(m, &kv, 2, n_seq, &f), NB_OK);
+    assert_int_equal(nb_fwd_create_with(m, &kv, 2, n_seq, d, &f), NB_OK);
     int32_t V = m->hp.n_vocab, blocks[64], pos[256], sq[256];
     bool want[256];
     for (int i = 0; i < nb; i++) blocks[i] = nb - 1 - i;
@@ -83,6 +83,8 @@ static float *run_prefill(const nb_model *m, nb_kv_type t) {
     nb_kv_pool_free(&kv);
     return lg;
 }
+
+static float *run_prefill(const nb_model *m, nb_kv_type t) { return run_prefill_with(m, t, nb_dispatch_default()); }
 
 static qres compare(const float *a, const float *b, int32_t V) {
     qres r = {0, 0, 0};
@@ -129,11 +131,30 @@ static void measure(const char *model_rel, const char *ref_rel, double f16_tol) 
         free(lg);
     }
     free(base);
-    /* prefill: int8 and bf16 against f32, all from one batch (the
-     * int8-dot and the bf16-dot kernels, on the AMX tile unit where it is
-     * granted, take such tiles where the CPU has them) */
-    base = run_prefill(m, NB_KVT_F32);
+    /* prefill: the f32 pool with f32 products (--attn-bf16-dots off) is
+     * the base; the default's f32 pool (split bf16 on the AMX tile unit
+     * where it is granted and the head size is a multiple of 32) must stay
+     * within a tenth of the f16 pool's bound of it */
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    o.attn_bf16_dots = NB_CHOICE_OFF;
+    nb_dispatch exact;
+    assert_int_equal(nb_dispatch_build(&o, &exact), NB_OK);
+    base = run_prefill_with(m, NB_KVT_F32, &exact);
     const nb_dispatch *d = nb_dispatch_default();
+    {
+        float *lg = run_prefill(m, NB_KVT_F32);
+        qres r = compare(base, lg, m->hp.n_vocab);
+        const bool split = d->attn_bf16_amx && m->hp.head_dim % 32 == 0;
+        printf("%s KV f32, one batch (attention %s, head_dim %d): max |logit diff| %.5f, mean KL %.2e nats, top-1 "
+               "%.1f%% over %d positions\n", model_rel, split ? "split bf16 on amx tiles" : "f32 products",
+               m->hp.head_dim, r.max_diff, r.mean_kl, 100 * r.top1, n_seq);
+        assert_true(r.max_diff < f16_tol / 10);
+        free(lg);
+    }
+    /* int8 and bf16 against it, all from one batch (the int8-dot and the
+     * bf16-dot kernels, on the AMX tile unit where it is granted, take
+     * such tiles where the CPU has them) */
     const nb_kv_type pts[] = {NB_KVT_INT8, NB_KVT_BF16};
     for (int i = 0; i < 2; i++) {
         float *lg = run_prefill(m, pts[i]);

@@ -36,6 +36,9 @@
  * (steps of 1/127 of the row's largest element) and the probabilities to
  * u8 per chunk; 2.5x the largest error it showed here (7.8e-3). */
 #define INT8_DOTS_TOL 2e-2f
+/* The AMX split-bf16 kernel: the f32 kernels' tolerance (its largest
+ * error here was 3.4e-6: products within about 2^-15, sums in f32). */
+#define AMX_SPLIT_TOL 2e-5f
 
 static float frand(unsigned *s) {
     *s = *s * 1103515245u + 12345u;
@@ -274,6 +277,40 @@ static void test_amx_bf16_long(void **state) {
     check_lowp(fn, nb_attn_avx512(), "amx bf16", NB_KVT_BF16, true, 4e-3f, 0);
 }
 
+/* The AMX split-bf16 kernel on every pool type: products within about
+ * 2^-15 of f32 (attn.h), so against the reference within AMX_SPLIT_TOL;
+ * its prompt tiles must not be the f32 kernel's (some element differs)
+ * and its decode tiles must be (bit for bit). */
+static void test_amx_split_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_split() : NULL;
+    if (!fn) NB_TEST_SKIP("no AMX-BF16 granted on this CPU (or NIBBLE_ISA below amx)");
+    const float worst = check_cases(fn, nb_attn_ref, "amx split", -1, false, AMX_SPLIT_TOL);
+    fprintf(stderr, "  amx split: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
+    const int hd = 64, nq = 8;
+    float *q = malloc((size_t)MAXNT * nq * hd * sizeof(float)), *a = malloc((size_t)MAXNT * nq * hd * sizeof(float)),
+          *b = malloc((size_t)MAXNT * nq * hd * sizeof(float));
+    assert_non_null(q);
+    assert_non_null(a);
+    assert_non_null(b);
+    unsigned s = 5;
+    for (int i = 0; i < MAXNT * nq * hd; i++) q[i] = frand(&s);
+    const int hot[] = {300};
+    pool p;
+    pool_fill(&p, NB_KVT_F32, hd, 16, 9, q, hot, 1);
+    for (int nt = 1; nt <= MAXNT; nt += MAXNT - 1) {
+        run_tile(fn, &p, q, a, NULL, 1, nq, nt, NPOS - nt);
+        run_tile(nb_attn_avx512(), &p, q, b, NULL, 1, nq, nt, NPOS - nt);
+        const bool same = !memcmp(a, b, (size_t)nt * nq * hd * sizeof(float));
+        if (same != (nt * nq <= 8)) fail_msg("amx split, %d rows: %s the f32 kernel's output", nt * nq,
+                                             same ? "equal to" : "differs from");
+    }
+    pool_free(&p);
+    free(q);
+    free(a);
+    free(b);
+}
+
 static void test_avx512_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
@@ -364,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_amx_bf16_long),
+        cmocka_unit_test(test_amx_split_long),
         cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_avx2_int8_long),
         cmocka_unit_test(test_int8_dots_widths),

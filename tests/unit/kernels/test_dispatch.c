@@ -133,7 +133,12 @@ static void test_options(void **state) {
     const bool amx = nb_cpu_isa() >= NB_ISA_AMX && nb_cpu_get()->amx_bf16;
     assert_true(d.attn_bf16_amx == amx);
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (amx || (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get()))));
-    assert_true((strstr(d.desc, "bf16 dots on amx tiles") != NULL) == amx);
+    assert_true((strstr(d.desc, "bf16 dots on amx tiles, other KV: split bf16") != NULL) == amx);
+    /* there every other pool type takes the split-bf16 kernel (int8 pools
+     * the int8-dot one where the CPU has it) */
+    if (amx)
+        for (int t = 0; t < NB_KV_TYPES; t++)
+            if (t != NB_KVT_BF16 && t != NB_KVT_INT8) assert_ptr_equal(d.attn_kv[t], nb_attn_amx_split());
     o.attn_bf16_dots = NB_CHOICE_ON; /* on forces it wherever the CPU has the instructions */
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == bf16_cpu);
@@ -149,9 +154,9 @@ static void test_options(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
-    assert_ptr_equal(d.attn_kv[NB_KVT_F32], d.attn);
-    assert_ptr_equal(d.attn_kv[NB_KVT_F16], d.attn);
-    assert_ptr_equal(d.attn_kv[NB_KVT_FP8], d.attn);
+    for (int t = 0; t < NB_KV_TYPES; t++)
+        if (t != NB_KVT_BF16 && t != NB_KVT_INT8)
+            assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
     assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (d.attn_kv[NB_KVT_INT8] != d.attn));
     o.attn_bf16_dots = NB_CHOICE_OFF;
     o.attn_int8_dots = false;
