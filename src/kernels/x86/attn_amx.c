@@ -120,29 +120,12 @@ static inline __m512i split_pairs(__m512 a, __m512 b, __m512i idx, __m512i *hi) 
     return bf16_pairs(_mm512_sub_ps(a, ah), _mm512_sub_ps(b, bh), idx);
 }
 
-/* 16 elements of a row of type t from element j, as f32 (codes unscaled). */
-static inline __attribute__((always_inline)) __m512 load16(nb_kv_type t, const uint8_t *row, int j,
-                                                           const float *lut) {
-    switch (t) {
-    case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
-    case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
-    case NB_KVT_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
-    case NB_KVT_INT8:
-        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))));
-    default:
-        return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))),
-                                   lut, 4);
-    }
-}
-
 /* The hi (part 0) or lo (part 1) bf16 of 16 elements of a row as the low
  * halves of 32-bit words (0 without a row). */
 static inline __attribute__((always_inline)) __m512i part16(nb_kv_type t, const uint8_t *row, int j, int part,
                                                             const float *lut) {
     if (!row) return _mm512_setzero_si512();
-    const __m512 x = load16(t, row, j, lut);
+    const __m512 x = attn_load16(t, row, j, lut);
     const __m512 y = part ? _mm512_sub_ps(x, bf16_round(x)) : x;
     return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(y));
 }
@@ -179,7 +162,7 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
             continue;
         }
         for (int j = 0; j < hd; j += 16) {
-            const __m512 x = load16(type, kr[c], j, lut);
+            const __m512 x = attn_load16(type, kr[c], j, lut);
             _mm256_storeu_si256((__m256i *)(void *)(KH + (size_t)c * hd + j), (__m256i)_mm512_cvtneps_pbh(x));
             if (lo)
                 _mm256_storeu_si256((__m256i *)(void *)(KL + (size_t)c * hd + j),

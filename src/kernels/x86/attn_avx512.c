@@ -210,21 +210,8 @@ static inline __attribute__((always_inline)) void interleave(__m512 *v, const in
  * 8-bit pools' slot scale; the others have none). */
 static inline __attribute__((always_inline)) __m512 load16(const uint8_t *row, int j, float sc, const nb_kv_type T,
                                                            const float *lut) {
-    switch (T) {
-    case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
-    case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
-    case NB_KVT_BF16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
-    case NB_KVT_INT8:
-        return _mm512_mul_ps(
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j)))),
-            _mm512_set1_ps(sc));
-    default:
-        return _mm512_mul_ps(
-            _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))), lut, 4),
-            _mm512_set1_ps(sc));
-    }
+    const __m512 x = attn_load16(T, row, j, lut);
+    return T == NB_KVT_INT8 || T == NB_KVT_FP8 ? _mm512_mul_ps(x, _mm512_set1_ps(sc)) : x;
 }
 
 /* G floats at p repeated over the vector. */

@@ -135,6 +135,29 @@ static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_t
     }
 }
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+/* 16 elements of a row of type t from element j, as f32 (the 8-bit
+ * pools' codes unscaled; lut: nb_attn_fp8_table). */
+static inline __attribute__((always_inline)) __m512 attn_load16(nb_kv_type t, const uint8_t *row, int j,
+                                                                const float *lut) {
+    switch (t) {
+    case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
+    case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
+    case NB_KVT_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
+    case NB_KVT_INT8:
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))));
+    default:
+        return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))),
+                                   lut, 4);
+    }
+}
+
+#endif
+
 #ifdef __AVX512BF16__
 #include <immintrin.h>
 
