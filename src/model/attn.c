@@ -17,7 +17,7 @@ nb_status nb_attn_batch_init(nb_attn_batch *a, const nb_arch_desc *hp, const nb_
     a->n_head_kv = hp->n_head_kv;
     a->head_dim = hp->head_dim;
     a->group = hp->n_head / hp->n_head_kv;
-    a->tile_tokens = NB_MAX(1, NB_ATTN_TILE_ROWS / a->group);
+    a->tile_tokens = NB_MAX(1, (d->attn_bf16_amx ? NB_ATTN_TILE_ROWS_AMX : NB_ATTN_TILE_ROWS) / a->group);
     a->tile_tokens_min = NB_MAX(1, NB_ATTN_TILE_ROWS_MIN / a->group);
     a->n_threads = n_threads < 1 ? 1 : n_threads;
     a->split_keys = block_size < 1 ? 0 : (NB_ATTN_SPLIT_KEYS + block_size - 1) / block_size * block_size;
