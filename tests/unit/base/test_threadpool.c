@@ -88,60 +88,88 @@ static void spin_ms(long ms, job *j) { /* the caller busy, running chunked jobs 
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 }
 
-static void test_benching(void **state) {
-    (void)state;
+/* One run of the benching scenario on a fresh pool: false (and why, on
+ * stderr) at the first thread count that differs from the rule's. */
+#define EXPECT(got, want)                                                                                    \
+    do {                                                                                                     \
+        const int g_ = (got), w_ = (want);                                                                   \
+        if (g_ != w_) {                                                                                      \
+            fprintf(stderr, "  benching attempt: line %d: %s gave %d, the rule says %d\n", __LINE__, #got, g_, \
+                    w_);                                                                                     \
+            nb_pool_free(j.pool);                                                                            \
+            return false;                                                                                    \
+        }                                                                                                    \
+    } while (0)
+
+static bool benching_attempt(void) {
     job j = {.slow = -1, .late = -1};
     assert_int_equal(nb_pool_create(2, &j.pool), NB_OK);
     /* the first job waits for the worker to start (late, on a busy
      * machine): an nb_pool_run job, which lateness does not count in */
     nb_pool_run(j.pool, count_threads, &j);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     /* one or two late jobs: a burst, nobody benched. (The first job after
      * a sleep may be late too, waiting for the worker to wake up, so the
      * check right after two late ones comes before any sleep.) */
-    assert_int_equal(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
     sleep_ms(60);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     sleep_ms(60);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     sleep_ms(60);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     sleep_ms(60);
     /* late three times in a row: the worker sits out the next chunked jobs ... */
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, -1), 1);
-    assert_int_equal(atomic_load(&j.by_thread[1]), 0);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, -1), 1);
+    EXPECT(atomic_load(&j.by_thread[1]), 0);
     /* ... but not nb_pool_run's, whose callers split work by thread */
     atomic_store(&j.by_thread[0], 0);
     nb_pool_run(j.pool, count_threads, &j);
-    assert_int_equal(atomic_load(&j.nth), 2);
-    assert_int_equal(atomic_load(&j.by_thread[0]), 1);
-    assert_int_equal(atomic_load(&j.by_thread[1]), 1);
-    assert_int_equal(chunk_job(&j, -1), 1);
+    EXPECT(atomic_load(&j.nth), 2);
+    EXPECT(atomic_load(&j.by_thread[0]), 1);
+    EXPECT(atomic_load(&j.by_thread[1]), 1);
+    EXPECT(chunk_job(&j, -1), 1);
     /* a caller that then gets little CPU (here: it sleeps) gained no core:
      * 20 ms in, every thread is back, and lateness benches no one for a while */
     sleep_ms(30);
     chunk_job(&j, -1);
-    assert_int_equal(chunk_job(&j, -1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     /* after the hold, benched again; whether the caller keeps its core or
      * not, 60 busy ms later the worker is back (tried again, or unbenched) */
     sleep_ms(450);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, 1), 2);
-    assert_int_equal(chunk_job(&j, -1), 1);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, 1), 2);
+    EXPECT(chunk_job(&j, -1), 1);
     spin_ms(60, &j);
     chunk_job(&j, -1);
-    assert_int_equal(chunk_job(&j, -1), 2);
+    EXPECT(chunk_job(&j, -1), 2);
     nb_pool_free(j.pool);
+    return true;
+}
+#undef EXPECT
+
+/* Lateness is a matter of time: on a loaded machine (the sanitizer runs,
+ * tests in parallel on 2 cores) a job meant to be on time can be late by
+ * accident, which makes one more late job than the scenario planned. So
+ * the scenario runs up to 5 times on fresh pools and must hold once: a
+ * wrong rule fails every attempt the same way. */
+static void test_benching(void **state) {
+    (void)state;
+    for (int attempt = 1; attempt <= 5; attempt++) {
+        if (benching_attempt()) return;
+        fprintf(stderr, "  benching attempt %d of 5 did not hold (see above)\n", attempt);
+    }
+    fail_msg("the benching scenario did not hold in 5 attempts");
 }
 
 /* nb_pool_create(0): one thread per CPU this process may run on (taskset,
