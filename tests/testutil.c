@@ -1,6 +1,7 @@
 /* Test helpers: shared/ lookup with visible skips. */
 #include "testutil.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +46,29 @@ const char *nb_test_bin(void) {
     return b ? b : "./nibble";
 }
 
+static char tmpdir[256];
+static pid_t tmpdir_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Runs at exit of the process that made the folder (a forked child that
+ * exits must not take it from its parent). NB_TEST_KEEP=1 keeps it for a
+ * post-mortem. */
+static void remove_tmpdir(void) {
+    if (getpid() != tmpdir_owner || getenv("NB_TEST_KEEP")) return;
+    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *nb_test_tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/nibble-test-XXXXXX");
-        if (!mkdtemp(dir)) return "/tmp";
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/nibble-test-XXXXXX");
+        if (!mkdtemp(tmpdir)) return "/tmp";
+        tmpdir_owner = getpid();
+        atexit(remove_tmpdir);
     }
-    return dir;
+    return tmpdir;
 }
