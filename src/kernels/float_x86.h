@@ -21,41 +21,37 @@
  * (kernels.h: a dispatch choice per CPU), as measured in
  * docs/performance.md (at 8 lanes of 2-byte weights one of them repeats the
  * previous step's second: kept as measured). */
-#define DOT_BODY(LOAD, SCALAR, ES)                                                               \
-    const int pf = nb_prefetch_bytes;                                                             \
-    VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                   \
-    int64_t i = 0;                                                                                \
-    for (; i + 4 * VW <= n; i += 4 * VW) {                                                        \
-        _mm_prefetch((const char *)(a + i) + pf, _MM_HINT_T0);                                    \
-        _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);                               \
-        if (4 * VW * ES > 128) {                                                                  \
-            _mm_prefetch((const char *)(a + i) + pf + 128, _MM_HINT_T0);                          \
-            _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);                          \
-        }                                                                                         \
-        a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                 \
-        a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                       \
-        a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                               \
-        a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                               \
-    }                                                                                             \
-    for (; i + VW <= n; i += VW) a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                        \
-    float s = VHSUM(VADD(VADD(a0, a1), VADD(a2, a3)));                                            \
-    for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                  \
-    return s;
+#define DOT_ROWS(NAME, ETYPE, LOAD, SCALAR, ES)                                                          \
+    static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
+        const int pf = nb_prefetch_bytes;                                                                     \
+        for (int64_t r = 0; r < rows; r++) {                                                                  \
+            const ETYPE *a = (const ETYPE *)((const uint8_t *)w + (size_t)r * row_bytes);                     \
+            VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                       \
+            int64_t i = 0;                                                                                    \
+            for (; i + 4 * VW <= n; i += 4 * VW) {                                                            \
+                _mm_prefetch((const char *)(a + i) + pf, _MM_HINT_T0);                                        \
+                _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);                                   \
+                if (4 * VW * ES > 128) {                                                                      \
+                    _mm_prefetch((const char *)(a + i) + pf + 128, _MM_HINT_T0);                              \
+                    _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);                              \
+                }                                                                                             \
+                a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                     \
+                a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                           \
+                a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                                   \
+                a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                                   \
+            }                                                                                                 \
+            for (; i + VW <= n; i += VW) a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                            \
+            float s = VHSUM(VADD(VADD(a0, a1), VADD(a2, a3)));                                                \
+            for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                      \
+            y[r] = s;                                                                                         \
+        }                                                                                                     \
+    }
 
 #define ID(v) (v)
 
-static float dot_f32(int64_t n, const void *w, const float *x) {
-    const float *a = w;
-    DOT_BODY(VLOAD, ID, 4)
-}
-static float dot_f16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(VLOAD_F16, nb_fp16_to_fp32, 2)
-}
-static float dot_bf16(int64_t n, const void *w, const float *x) {
-    const uint16_t *a = w;
-    DOT_BODY(VLOAD_BF16, nb_bf16_to_fp32, 2)
-}
+DOT_ROWS(dot_f32, float, VLOAD, ID, 4)
+DOT_ROWS(dot_f16, uint16_t, VLOAD_F16, nb_fp16_to_fp32, 2)
+DOT_ROWS(dot_bf16, uint16_t, VLOAD_BF16, nb_bf16_to_fp32, 2)
 
 static void f16_to_f32(int64_t n, const void *src, float *dst) {
     const uint16_t *a = src;

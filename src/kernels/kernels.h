@@ -16,8 +16,11 @@
 #include "base/threadpool.h"
 #include "formats/tensor.h"
 
-/* dot of one weight row (n elements of the row's float-ish type) with x. */
-typedef float (*nb_dot_fn)(int64_t n, const void *w, const float *x);
+/* y[r] = dot of weight row r (n elements of the row's float type, at
+ * w + r * row_bytes) with x, for r < rows: decode's float matmul, a run of
+ * consecutive rows per call (one call per row cost F16 decode 2-7% of its
+ * stream, docs/speed.md "Session 25"). */
+typedef void (*nb_dot_fn)(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y);
 /* Convert n elements to float. */
 typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 

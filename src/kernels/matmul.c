@@ -383,7 +383,7 @@ static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64
             continue;
         }
         if (g->fdot) {
-            for (int64_t r = r0; r < r1; r++) g->Y[r] = g->fdot(j->K, g->w + (uint64_t)r * g->row_bytes, j->X);
+            g->fdot(j->K, r1 - r0, g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, j->X, g->Y + r0);
             continue;
         }
         if (g->dot_rows) {

@@ -6,7 +6,7 @@
 #include "base/half.h"
 #include "kernels/kernels.h"
 
-static float dot_f32(int64_t n, const void *w, const float *x) {
+static float dot1_f32(int64_t n, const void *w, const float *x) {
     const float *a = w;
     float s[8] = {0};
     int64_t i = 0;
@@ -17,7 +17,7 @@ static float dot_f32(int64_t n, const void *w, const float *x) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
 }
 
-static float dot_f16(int64_t n, const void *w, const float *x) {
+static float dot1_f16(int64_t n, const void *w, const float *x) {
     const uint16_t *a = w;
     float s[8] = {0};
     int64_t i = 0;
@@ -28,7 +28,7 @@ static float dot_f16(int64_t n, const void *w, const float *x) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
 }
 
-static float dot_bf16(int64_t n, const void *w, const float *x) {
+static float dot1_bf16(int64_t n, const void *w, const float *x) {
     const uint16_t *a = w;
     float s[8] = {0};
     int64_t i = 0;
@@ -38,6 +38,14 @@ static float dot_bf16(int64_t n, const void *w, const float *x) {
     for (; i < n; i++) t += nb_bf16_to_fp32(a[i]) * x[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
 }
+
+#define ROWS_OF(NAME, ONE)                                                                                     \
+    static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {     \
+        for (int64_t r = 0; r < rows; r++) y[r] = ONE(n, (const uint8_t *)w + (size_t)r * row_bytes, x);      \
+    }
+ROWS_OF(dot_f32, dot1_f32)
+ROWS_OF(dot_f16, dot1_f16)
+ROWS_OF(dot_bf16, dot1_bf16)
 
 static void f16_to_f32(int64_t n, const void *src, float *dst) {
     const uint16_t *a = src;

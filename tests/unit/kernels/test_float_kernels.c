@@ -37,6 +37,41 @@ static int setup(void **state) {
     return 0;
 }
 
+static float dot1(nb_dot_fn f, int64_t n, const void *w, const float *x) {
+    float y;
+    f(n, 1, w, 0, x, &y);
+    return y;
+}
+
+/* A run of rows in one call: each row's result is that of a call for the
+ * row alone, bit for bit (same operations in the same order), rows a
+ * padded stride apart, the row after the run untouched. */
+static void test_dot_rows(void **state) {
+    (void)state;
+    enum { ROWS = 5 };
+    static const int64_t lens[] = {1, 17, 64, 65, 2048, 2051};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int64_t n = lens[li];
+        size_t stride = (size_t)n * 4 + 36; /* not a multiple of any vector */
+        uint8_t *w = malloc(stride * ROWS);
+        float *x = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) x[i] = frand();
+        for (size_t i = 0; i < stride * ROWS / 2; i++) ((uint16_t *)w)[i] = nb_fp32_to_fp16(frand());
+        for (int k = 0; k < n_isas; k++) {
+            const nb_dot_fn fs[3] = {isas[k]->dot_f32, isas[k]->dot_f16, isas[k]->dot_bf16};
+            for (int f = 0; f < 3; f++) {
+                float y[ROWS + 1];
+                y[ROWS - 1] = -7.0f;
+                fs[f](n, ROWS - 1, w, stride, x, y);
+                assert_true(y[ROWS - 1] == -7.0f);
+                for (int r = 0; r < ROWS - 1; r++) assert_true(y[r] == dot1(fs[f], n, w + (size_t)r * stride, x));
+            }
+        }
+        free(w);
+        free(x);
+    }
+}
+
 static void test_dots(void **state) {
     (void)state;
     static const int64_t lens[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 255, 256, 1000, 4097};
@@ -51,20 +86,20 @@ static void test_dots(void **state) {
             mag += fabs((double)w[i] * x[i]);
         }
         const nb_float_kernels *r = isas[0];
-        float e32 = r->dot_f32(n, w, x), e16 = r->dot_f16(n, h, x), eb = r->dot_bf16(n, b, x);
+        float e32 = dot1(r->dot_f32, n, w, x), e16 = dot1(r->dot_f16, n, h, x), eb = dot1(r->dot_bf16, n, b, x);
         for (int k = 1; k < n_isas; k++) {
-            assert_true(fabs(isas[k]->dot_f32(n, w, x) - e32) <= 1e-5 * mag + 1e-7);
-            assert_true(fabs(isas[k]->dot_f16(n, h, x) - e16) <= 1e-5 * mag + 1e-7);
-            assert_true(fabs(isas[k]->dot_bf16(n, b, x) - eb) <= 1e-5 * mag + 1e-7);
+            assert_true(fabs(dot1(isas[k]->dot_f32, n, w, x) - e32) <= 1e-5 * mag + 1e-7);
+            assert_true(fabs(dot1(isas[k]->dot_f16, n, h, x) - e16) <= 1e-5 * mag + 1e-7);
+            assert_true(fabs(dot1(isas[k]->dot_bf16, n, b, x) - eb) <= 1e-5 * mag + 1e-7);
             /* every prefetch distance computes the same sums in the same order */
             static const int pfs[] = {0, 64, 1024, 8192, NB_PREFETCH_MAX};
-            const float e32k = isas[k]->dot_f32(n, w, x), e16k = isas[k]->dot_f16(n, h, x),
-                        ebk = isas[k]->dot_bf16(n, b, x);
+            const float e32k = dot1(isas[k]->dot_f32, n, w, x), e16k = dot1(isas[k]->dot_f16, n, h, x),
+                        ebk = dot1(isas[k]->dot_bf16, n, b, x);
             for (size_t v = 0; v < sizeof pfs / sizeof *pfs; v++) {
                 nb_prefetch_bytes = pfs[v];
-                assert_true(isas[k]->dot_f32(n, w, x) == e32k);
-                assert_true(isas[k]->dot_f16(n, h, x) == e16k);
-                assert_true(isas[k]->dot_bf16(n, b, x) == ebk);
+                assert_true(dot1(isas[k]->dot_f32, n, w, x) == e32k);
+                assert_true(dot1(isas[k]->dot_f16, n, h, x) == e16k);
+                assert_true(dot1(isas[k]->dot_bf16, n, b, x) == ebk);
             }
             nb_prefetch_bytes = NB_PREFETCH_DEFAULT;
             isas[k]->f16_to_f32(n, h, c);
@@ -310,6 +345,7 @@ static void test_matmul_quant_gemm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dots),
+        cmocka_unit_test(test_dot_rows),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_rmsnorm_add),
         cmocka_unit_test(test_gemm_kernel),
