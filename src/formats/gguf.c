@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "base/file.h"
+#include "base/hugemem.h"
 #include "base/nameset.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
@@ -23,35 +23,25 @@
  * are mapped directly and advised as huge pages (2 MiB faults), smaller
  * ones come from calloc. Zero-filled either way. */
 #define BIG_MIN (4u << 20)
-#define HUGE_PAGE (2u << 20)
 
 typedef struct big_block {
-    void *base;     /* the mapping, or the calloc'ed block */
+    void *base;     /* the mapping (base/hugemem.h), or the calloc'ed block */
     size_t len;     /* mapped length; 0 for calloc */
 } big_block;
 
 static void *big_zalloc(big_block *b, size_t n) {
-    b->base = NULL;
     b->len = 0;
     if (n < BIG_MIN) return b->base = nb_calloc(n ? n : 1, 1);
-    size_t len = (n + 2 * (size_t)HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        nb_fail(NB_ERR_NOMEM, "out of memory (mapping %zu bytes)", len);
+    if (!(b->base = nb_map_anon(n, true))) {
+        nb_fail(NB_ERR_NOMEM, "out of memory (mapping %zu bytes)", n);
         return NULL;
     }
-    b->base = p;
-    b->len = len;
-    /* the usable part starts at the first 2 MiB boundary of the mapping */
-    uint8_t *a = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~((uintptr_t)HUGE_PAGE - 1));
-#ifdef MADV_HUGEPAGE
-    (void)madvise(a, (size_t)((uint8_t *)p + len - a) & ~((size_t)HUGE_PAGE - 1), MADV_HUGEPAGE);
-#endif
-    return a;
+    b->len = n;
+    return b->base;
 }
 
 static void big_free(big_block *b) {
-    if (b->len) munmap(b->base, b->len);
+    if (b->len) nb_unmap_anon(b->base, b->len);
     else free(b->base);
     b->base = NULL;
     b->len = 0;

@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
+
+#include "base/hugemem.h"
 
 /* The portable loop: 16-byte vectors (SSE2 on x86-64, NEON on arm64). */
 typedef uint64_t v2u64 __attribute__((vector_size(16)));
@@ -77,19 +78,8 @@ static long huge_kb(const void *p) {
 }
 
 static char *map_buffer(size_t bytes, bool huge) {
-    /* 2 MiB alignment, so the huge-page buffer can be backed by whole huge pages */
-    size_t align = (size_t)2 << 20;
-    char *m = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    char *a = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
-    if (a > m) munmap(m, (size_t)(a - m));
-    size_t tail = (size_t)(m + bytes + align - (a + bytes));
-    if (tail) munmap(a + bytes, tail);
-#ifdef MADV_HUGEPAGE
-    madvise(a, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-#else
-    (void)huge;
-#endif
+    char *a = nb_map_anon(bytes, huge);
+    if (!a) return NULL;
     uint64_t *w = (uint64_t *)a;
     for (size_t i = 0; i < bytes / 8; i++) w[i] = i; /* touch every page */
     return a;
@@ -149,7 +139,7 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
     char *buf[2] = {NULL, NULL};
     for (int h = 0; h < 2; h++)
         if (need[h] && !(buf[h] = map_buffer(bytes, h))) {
-            if (buf[0]) munmap(buf[0], bytes);
+            nb_unmap_anon(buf[0], bytes);
             return nb_fail(NB_ERR_NOMEM, "bandwidth probe: cannot map %zu bytes", bytes);
         }
     if (buf[1]) out->huge_granted = huge_kb(buf[1]) > 0;
@@ -179,7 +169,7 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
     volatile uint64_t sink = j.sums[0];
     (void)sink;
     for (int h = 0; h < 2; h++)
-        if (buf[h]) munmap(buf[h], bytes);
+        nb_unmap_anon(buf[h], bytes);
     return NB_OK;
 }
 

@@ -28,7 +28,8 @@ typedef struct nb_kv_pool {
     int64_t n_blocks;
     nb_kv_type type;
     int32_t elem;          /* bytes per element */
-    uint8_t *k, *v;        /* [layer][block][slot][kv_dim] */
+    uint8_t *k, *v;        /* [layer][block][slot][kv_dim], bytes each (base/hugemem.h) */
+    size_t bytes;
     float *ks, *vs;        /* [layer][block][slot][n_head_kv], INT8 / FP8 only */
 } nb_kv_pool;
 

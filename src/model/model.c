@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "base/half.h"
+#include "base/hugemem.h"
 #include "base/log.h"
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
@@ -224,12 +224,11 @@ static nb_status make_resident(nb_model *m) {
     size_t len = (total + huge - 1) & ~(huge - 1);
     copy_piece *pieces = nb_malloc((size_t)n_pieces * sizeof *pieces);
     if (!pieces) return NB_ERR_NOMEM;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    void *p = nb_map_anon(len, true);
+    if (!p) {
         free(pieces);
         return nb_fail(NB_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights (try --mmap)", m->src.path, len);
     }
-    madvise(p, len, MADV_HUGEPAGE);
     uint8_t *w = p;
     int64_t k = 0;
     for (int64_t i = 0; i < m->src.n_tensors; i++) {
@@ -297,7 +296,7 @@ nb_status nb_model_load_ex(const char *path, const nb_model_params *p, nb_model 
 void nb_model_free(nb_model *m) {
     if (!m) return;
     nb_source_close(&m->src);
-    if (m->resident) munmap(m->resident, m->resident_bytes);
+    nb_unmap_anon(m->resident, m->resident_bytes);
     free(m->layers);
     free(m->owned);
     free(m->rope_freq_factors);
