@@ -146,7 +146,7 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
     const float *lut = nb_attn_fp8_table();
     const uint8_t *kr[KA], *vr[KA];
     int64_t idx[KA];
-    const int nk = attn_chunk_rows(t, hd, k0, KA, kr, vr, idx);
+    const int nk = attn_chunk_rows(t, hd, k0, KA, kr, vr, idx, NULL);
     const int lo = needs_lo(type);
     for (int c = 0; c < KA; c++) {
         if (c >= nk) {

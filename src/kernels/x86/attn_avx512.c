@@ -308,7 +308,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
     for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
         const uint8_t *kr[KC], *vr[KC];
         int64_t sl[KC];
-        const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, sl);
+        const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, sl, NULL);
         for (int c = 0; c < KC; c++) {
             if (c < nk) memcpy(Kb + c * hd, kr[c], (size_t)hd * 2);
             else memset(Kb + c * hd, 0, (size_t)hd * 2);
@@ -382,7 +382,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
         const uint8_t *kr[DKC], *vr[DKC];
         int64_t sl[DKC];
-        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl);
+        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl, NULL);
         for (int c = nk; c < DKC; c++) kr[c] = vr[c] = (const uint8_t *)(const void *)zero;
         for (int g = 0; g < NG; g++) { /* K: the rows' pairs, interleaved by group */
             for (int j0 = 0; j0 < hpv; j0 += 16) {

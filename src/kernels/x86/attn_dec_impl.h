@@ -76,15 +76,18 @@ static inline __attribute__((always_inline)) void dec_interleave(const uint8_t *
 static inline __attribute__((always_inline)) void dec_chunk(const float *QD, float *OD, const float *Kg,
                                                             const float *Vg, int hd, const int G, const int NG,
                                                             int32_t k0, bool edge, const int32_t *PL, float *Mv,
-                                                            float *Lv) {
+                                                            float *Lv, attn_pf *pf) {
     const int JS = NG >= 8 ? 1 : 8 / NG; /* j-chains, so >= 8 sums run at once */
+    const int steps = (hd + JS - 1) / JS, lines = pf->n * ((pf->bytes + 63) / 64);
+    const int pf_per = (lines + steps - 1) / steps; /* the next chunk's lines, spread over the j steps */
     /* S = Q K^T: lanes (row, key within the group) */
     DV s[8][DEC_KC / 2];
 #pragma GCC unroll 16
     for (int js = 0; js < JS; js++)
 #pragma GCC unroll 16
         for (int g = 0; g < NG; g++) s[js][g] = DV_ZERO();
-    for (int j = 0; j < hd; j += JS)
+    for (int j = 0; j < hd; j += JS) {
+        attn_pf_step(pf, pf_per);
 #pragma GCC unroll 16
         for (int js = 0; js < JS; js++) {
             if (JS > 1 && j + js >= hd) break;
@@ -93,6 +96,7 @@ static inline __attribute__((always_inline)) void dec_chunk(const float *QD, flo
             for (int g = 0; g < NG; g++)
                 s[js][g] = DV_FMA(DV_BCAST(Kg + ((size_t)g * hd + j + js) * G, G), qv, s[js][g]);
         }
+    }
     float P[DEC_KC / 2 * W] __attribute__((aligned(64)));
 #pragma GCC unroll 16
     for (int g = 0; g < NG; g++) {
@@ -154,7 +158,8 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
     for (int32_t k0 = 0; k0 <= last; k0 += DEC_KC) {
         const uint8_t *kr[DEC_KC], *vr[DEC_KC];
         int64_t idx[DEC_KC];
-        const int nk = attn_chunk_rows(t, hd, k0, DEC_KC, kr, vr, idx);
+        attn_pf pf;
+        const int nk = attn_chunk_rows(t, hd, k0, DEC_KC, kr, vr, idx, &pf);
         const uint8_t *zero = (const uint8_t *)(const void *)Kc; /* keys past the last: a row of zeros */
         float ks[DEC_KC], vs[DEC_KC];
         for (int c = 0; c < DEC_KC; c++) {
@@ -176,8 +181,9 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
         default: dec_interleave(kr, vr, ks, vs, Kg, Vg, hd, NB_KVT_FP8, G, ng, lut); break;
         }
         const bool edge = k0 + ng * G - 1 > pmin; /* the causal edge, or keys past the last */
-        if (ng == NG) dec_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv);
-        else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv);
+        if (ng == NG) dec_chunk(QD, OD, Kg, Vg, hd, G, NG, k0, edge, PL, Mv, Lv, &pf);
+        else dec_chunk(QD, OD, Kg, Vg, hd, G, NG / 2, k0, edge, PL, Mv, Lv, &pf);
+        attn_pf_step(&pf, INT32_MAX); /* what the steps left (none: they cover the plan) */
     }
 
     dec_tile_end(t, hd, W, G, OD, Mv, Lv);

@@ -90,7 +90,7 @@ static inline __attribute__((always_inline)) float ix_chunk(const nb_attn_tile *
     const int h4 = hd / 4;
     const uint8_t *kr[IKC], *vr[IKC];
     int64_t sl[IKC];
-    const int nk = attn_chunk_rows(t, hd, k0, IKC, kr, vr, sl);
+    const int nk = attn_chunk_rows(t, hd, k0, IKC, kr, vr, sl, NULL);
     float vmax = 0;
     for (int c = 0; c < IKC; c++) {
         if (c < nk) {

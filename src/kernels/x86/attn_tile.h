@@ -61,27 +61,54 @@ static inline __attribute__((always_inline)) void attn_frame_begin(const nb_attn
     }
 }
 
+/* The next chunk's K and V rows, for the decode tiles to prefetch a few
+ * lines at a time while they compute the current chunk. Asked for all at
+ * once (as the prefill tiles do, whose chunks carry many more rows of
+ * arithmetic) they filled the line fill buffers and the chunk's
+ * arithmetic waited behind them: at d4096 decode attention took about the
+ * sum of its memory and its arithmetic time (docs/speed.md, session 25). */
+typedef struct {
+    const uint8_t *row[2 * NB_ATTN_KC_DECODE]; /* K, V, K, V, ... */
+    int n, bytes;                               /* rows, bytes per row */
+    int r, off;                                 /* the next line: row r, offset off */
+} attn_pf;
+
+/* The next `count` lines of the plan into the cache. */
+static inline __attribute__((always_inline)) void attn_pf_step(attn_pf *p, int count) {
+    for (int c = 0; c < count && p->r < p->n; c++) {
+        __builtin_prefetch(p->row[p->r] + p->off);
+        if ((p->off += 64) >= p->bytes) p->off = 0, p->r++;
+    }
+}
+
 /* The rows of keys k0 .. k0+n-1 of the tile's head: kr / vr (and the slot
  * indices of the scales, idx) for the first nk (up to the tile's last key),
- * the count returned. */
+ * the count returned. The next n keys' rows go into the cache now, or,
+ * with `spread` (n <= NB_ATTN_KC_DECODE), into its plan. */
 static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_tile *t, int hd, int32_t k0, int n,
                                                                  const uint8_t **kr, const uint8_t **vr,
-                                                                 int64_t *idx) {
+                                                                 int64_t *idx, attn_pf *spread) {
     const nb_attn_kv *kv = t->kv;
     const int32_t bs = kv->block_size, last = t->pos0 + t->nt - 1;
     const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
     const int nk = last - k0 + 1 < n ? last - k0 + 1 : n;
-    /* the next chunk's rows into the cache while this one is computed: at
-     * long contexts K/V of a head no longer fit in L2, and the block table
-     * breaks the hardware prefetcher's stride every block_size keys */
+    /* the next chunk's rows: at long contexts K/V of a head no longer fit
+     * in L2, and the block table breaks the hardware prefetcher's stride
+     * every block_size keys */
     const int nn = last - (k0 + n) + 1 < n ? last - (k0 + n) + 1 : n;
     const int64_t bytes = (int64_t)hd * kv->elem;
     int32_t b = (k0 + n) / bs, o = (k0 + n) % bs; /* block and slot of the key, stepped (no division per key) */
+    if (spread) *spread = (attn_pf){.n = 2 * (nn > 0 ? nn : 0), .bytes = (int)bytes};
     for (int c = 0; c < nn; c++) {
         const int64_t off = ((int64_t)t->blocks[b] * bs + o) * kv->row + head_off;
-        for (int64_t i = 0; i < bytes; i += 64) {
-            __builtin_prefetch(kv->k + off + i);
-            __builtin_prefetch(kv->v + off + i);
+        if (spread) {
+            spread->row[2 * c] = kv->k + off;
+            spread->row[2 * c + 1] = kv->v + off;
+        } else {
+            for (int64_t i = 0; i < bytes; i += 64) {
+                __builtin_prefetch(kv->k + off + i);
+                __builtin_prefetch(kv->v + off + i);
+            }
         }
         if (++o == bs) o = 0, b++;
     }
@@ -103,7 +130,7 @@ static inline __attribute__((always_inline)) void attn_frame_chunk(const nb_attn
     const float *lut = nb_attn_fp8_table();
     const uint8_t *kr[KC], *vr[KC];
     int64_t idx[KC];
-    const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, idx);
+    const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, idx, NULL);
     for (int c = 0; c < KC; c++) {
         if (c < nk) {
             const float ks = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
