@@ -5,7 +5,8 @@
  * default), malloc'd memory stays in 4 KiB pages: a decode token walking
  * a 4k-context KV pool of them missed the TLB on nearly every key
  * (docs/speed.md, session 25). Zero-filled; the pages are committed as
- * they are first touched. */
+ * they are first touched. Under AddressSanitizer the memory comes from
+ * calloc instead, so its bounds checks still cover these buffers. */
 #ifndef NB_BASE_HUGEMEM_H
 #define NB_BASE_HUGEMEM_H
 
