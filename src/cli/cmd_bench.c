@@ -68,7 +68,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nibble bench model [MODEL] [-p 512] [-n 128] [-d 0] [-t N] [-r 3] [-b 512] [--mmap] [--no-bw] [--json]\n"
                "  pp: P prompt tokens in batches of B; tg: N tokens one at a time after a 1-token prompt.\n"
                "  -d D (--n-depth, as llama-bench's): both tests start from a D-token context (not timed),\n"
-               "  printed as 'pp512 @ d4096'; decode then reads the KV cache of that context too.\n"
+               "  printed as 'pp512 @ d4096'; decode then reads the KV cache of that context too. Past the\n"
+               "  model's trained context it runs anyway (as llama-bench) and warns on stderr.\n"
                "  Prints mean +/- sd tok/s over R repetitions (after one warm-up), the weight and KV bytes read\n"
                "  per decoded token, the bandwidth decode achieves and the machine's measured read bandwidth\n"
                "  (the best of the probe's access patterns, each printed; see 'nibble bench bw --help'). The\n"
@@ -414,6 +415,11 @@ int nb_cmd_bench(int argc, char **argv) {
     nb_session *s;
     st = nb_session_open(&sp, &s);
     if (st != NB_OK) { nb_cli_error(CMD); return nb_cli_exit_code(st); }
+    const int32_t trained = s->model->hp.n_ctx_train;
+    if (trained > 0 && sp.n_ctx > trained) /* runs anyway, as llama-bench does; the numbers are still speed */
+        fprintf(stderr, "nibble bench: warning: -d %lld plus the test needs a context of %d tokens, past the %d "
+                "the model was trained for (positions beyond it are extrapolated)\n", (long long)depth, sp.n_ctx,
+                trained);
     int32_t n_tok = (int32_t)(depth + NB_MAX(pp, 1));
     int32_t *ids = malloc((size_t)n_tok * sizeof *ids);
     float *logits = malloc((size_t)s->n_vocab * sizeof(float));

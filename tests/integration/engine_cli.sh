@@ -74,6 +74,9 @@ assert isinstance(d["pool_benchings"], int) and d["pool_benchings"] >= 0, d
 PY'
 "$BIN" bench model "$M" -p 8 -n 8 -d 100 -r 1 --no-bw -t 2 >"$tmp/d" 2>"$tmp/e"
 check "bench model -d labels the tests as llama-bench does" 'grep -q "^| pp8 @ d100 |" "$tmp/d" && grep -q "^| tg8 @ d100 |" "$tmp/d"'
+check "bench model within the trained context (128) warns of nothing" '! grep -q "warning" "$tmp/e"'
+"$BIN" bench model "$M" -p 0 -n 8 -d 200 -r 1 --no-bw -t 2 >"$tmp/d" 2>"$tmp/e"; rc=$?
+check "bench model past the trained context runs, and says so" '[ $rc -eq 0 ] && grep -q "^| tg8 @ d200 |" "$tmp/d" && grep -q "context of 209 tokens, past the 128 the model was trained for" "$tmp/e"'
 # the bandwidth re-measured after each decode run, and decode's share of it
 "$BIN" bench model "$M" -p 0 -n 16 -r 2 --json -t 2 >"$tmp/w" 2>"$tmp/e"; rc=$?
 check "bench model re-measures the bandwidth after each tg run" '[ $rc -eq 0 ] && python3 - "$tmp/w" <<PY
