@@ -255,6 +255,35 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
     return st;
 }
 
+
+/* The decode prefetch distance and how it was chosen (kernels/tune.c). */
+static void print_prefetch(const nb_fwd *f) {
+    const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
+    printf("decode prefetch: %d bytes", nb_fwd_prefetch(f));
+    if (t->n) {
+        printf(" (%s;", t->why);
+        for (int i = 0; i < t->n; i++) printf(" %d: %.1f GB/s%s", t->bytes[i], t->gbps[i], i + 1 < t->n ? "," : ")");
+    } else if (t->why[0]) {
+        printf(" (the CPU's default; %s)", t->why);
+    } else {
+        printf(" (%s)", nb_dispatch_default()->opts.decode_prefetch_set ? "--decode-prefetch"
+                        : "the CPU's default, measured on this kind of CPU");
+    }
+    putchar('\n');
+}
+
+static json_t *prefetch_json(const nb_fwd *f) {
+    const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
+    json_t *o = json_pack("{s:i, s:b}", "bytes", nb_fwd_prefetch(f), "tuned", t->n > 0);
+    if (t->why[0]) json_object_set_new(o, "why", json_string(t->why));
+    if (t->n) {
+        json_t *a = json_array();
+        for (int i = 0; i < t->n; i++) json_array_append_new(a, json_pack("{s:i, s:f}", "bytes", t->bytes[i], "gb_s", t->gbps[i]));
+        json_object_set_new(o, "measured", a);
+    }
+    return o;
+}
+
 static int bench_concurrency(const char *model, const char *levels, int n_threads, int64_t in_len, int64_t out_len,
                              int64_t prefix_len, const nb_engine_config *base, bool json) {
     int lv[16], nl = 0, maxn = 1;
@@ -512,6 +541,7 @@ int nb_cmd_bench(int argc, char **argv) {
         json_object_set_new(o, "pool_benchings", json_integer((json_int_t)nb_fwd_pool_benchings(s->fwd)));
         json_object_set_new(o, "cpu", json_string(nb_cpu_name()));
         json_object_set_new(o, "kernels", json_string(nb_dispatch_default()->desc));
+        json_object_set_new(o, "decode_prefetch", prefetch_json(s->fwd));
         if (bwr.n) {
             json_object_set_new(o, "read_bandwidth_pattern", json_string(bw_best));
             json_object_set_new(o, "read_bandwidth_patterns", nb_bench_bw_json(&bwr));
@@ -523,8 +553,9 @@ int nb_cmd_bench(int argc, char **argv) {
         printf("cpu: %s\nmodel: %s\nthreads: %d  isa: %s  params: %.3f B  weights: %.2f GB\n\n", nb_cpu_name(), s->model_path,
                nb_fwd_threads(s->fwd), nb_fwd_isa(s->fwd), (double)s->model->n_params / 1e9,
                (double)s->model->weight_bytes / 1e9);
-        printf("kernels: %s\n\n", nb_dispatch_default()->desc);
-        printf("| test | t/s |\n|---|---|\n");
+        printf("kernels: %s\n", nb_dispatch_default()->desc);
+        print_prefetch(s->fwd);
+        printf("\n| test | t/s |\n|---|---|\n");
         char at[32] = "";
         if (depth > 0) snprintf(at, sizeof at, " @ d%lld", (long long)depth);
         if (pp > 0) printf("| pp%lld%s | %.2f +/- %.2f |\n", (long long)pp, at, pp_m, pp_sd);

@@ -106,6 +106,16 @@ bool nb_choice_parse(const char *s, nb_choice *out) {
 
 int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 25 ? 8192 : NB_PREFETCH_DEFAULT; }
 
+/* Measured: Intel's AVX-512 + AMX server parts (Sapphire Rapids and the
+ * guests reporting family 6 model 167 with AMX: 2 KiB best of 0-16 KiB,
+ * bench/bench_decode.c) and AMD family 26 (8 KiB, docs/speed.md session 7).
+ * Zen 4 (family 25) takes 8 KiB by analogy and client CPUs 2 KiB by
+ * default, neither measured: there the loader measures (kernels/tune.c). */
+bool nb_prefetch_measured_for_cpu(const nb_cpu *c) {
+    return (c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile) ||
+           (c->vendor == NB_CPU_AMD && c->family == 26);
+}
+
 /* Every row of a job passes one slab of packed activations before the next
  * slab (matmul.c), so a slab should stay in the core's L2 next to the
  * weights streaming through. Half the L2 at first: on the Zen 5-class EPYC guest of
@@ -148,6 +158,9 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     d->dot_bf16 = pick->dot_bf16;
     d->decode_dot = pick->isa;
     d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
+    d->decode_prefetch_tune = !o->decode_prefetch_set &&
+                              (o->decode_prefetch_tune == NB_CHOICE_ON ||
+                               (o->decode_prefetch_tune == NB_CHOICE_AUTO && !nb_prefetch_measured_for_cpu(c)));
 }
 
 static void actpack_avx512(nb_actpack *ap, const float *X, int64_t g, void *row) {
@@ -234,8 +247,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
-             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, o->repack && rp ? "on" : "off",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
+             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"

@@ -58,6 +58,10 @@ typedef struct nb_kernel_opts {
     bool decode_prefetch_set; /* false (default): the distance is chosen per CPU */
     int decode_prefetch;     /* else: bytes the streaming kernels prefetch ahead (kernels.h
                                 nb_prefetch_bytes), a multiple of 64 in 0..NB_PREFETCH_MAX */
+    nb_choice decode_prefetch_tune; /* unless decode_prefetch_set: measure the distance on the model's
+                                weights at load (nb_kctx_tune_prefetch). AUTO (default): on CPUs whose
+                                distance was not measured (nb_prefetch_measured_for_cpu); ON: always;
+                                OFF: never. --decode-prefetch auto|tune|BYTES */
     int64_t rows_min, rows_max; /* batches of rows_min .. rows_max tokens go through the kernels'
                                    rows-in-lanes form (kernels/qdot.h vec_dot_rows) where every weight of
                                    the job has one, before the other paths (default 8 .. 24; rows_max 0 =
@@ -105,6 +109,7 @@ typedef struct nb_dispatch {
     nb_dot_fn dot_f32, dot_f16, dot_bf16; /* one-token float dots (decode) */
     const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
     int decode_prefetch;    /* bytes ahead the streaming kernels prefetch (nb_prefetch_for_cpu, or the option) */
+    bool decode_prefetch_tune; /* a model's forward pass measures its own distance at load (opts) */
     /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
     const nb_qdot *qdot[NB_DISPATCH_SLOTS];
     const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
@@ -129,6 +134,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *out) __attribu
 /* The streaming kernels' prefetch distance the table takes on this CPU
  * unless the options set one (dispatch.c says what it rests on). */
 int nb_prefetch_for_cpu(const nb_cpu *c);
+/* Whether that distance was measured on this kind of CPU (else the model
+ * loader measures it, decode_prefetch_tune AUTO). */
+bool nb_prefetch_measured_for_cpu(const nb_cpu *c);
 /* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
  * the options leave it to the table (dispatch.c says what it rests on). */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);

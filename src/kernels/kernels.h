@@ -96,6 +96,8 @@ typedef struct nb_kctx {
     size_t scratch_size;
     uint8_t *act;            /* quantized / round-tripped activations, same policy */
     size_t act_size;
+    int prefetch;            /* bytes the streaming kernels prefetch ahead (nb_prefetch_bytes): the
+                                table's decode_prefetch, or what nb_kctx_tune_prefetch chose */
 } nb_kctx;
 
 /* With the process's table (nb_dispatch_default), or the given one. */
@@ -105,6 +107,31 @@ void nb_kctx_free(nb_kctx *k);
 /* Ensures at least `bytes` of scratch (allocates only when it must grow). */
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
 nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
+
+/* The prefetch distance, measured on the weights at hand (kernels/tune.c):
+ * one-token matmuls over `count` weights, taken in order from where the
+ * last trial stopped, about NB_TUNE_TRIAL_BYTES per trial, each candidate
+ * distance (NB_TUNE_CANDIDATES and the table's) in turn, NB_TUNE_REPS
+ * rounds; the fastest median wins when it beats the table's by
+ * NB_TUNE_MARGIN, else the table's stays. Weights under min_bytes are not
+ * measured (they would be read from the cache, not memory): the table's
+ * stays and `why` says so. Sets k->prefetch; results of every kernel are
+ * the same at any distance, only the speed differs. */
+#define NB_TUNE_MAX 8
+#define NB_TUNE_TRIAL_BYTES ((size_t)64 << 20)
+#define NB_TUNE_REPS 5
+#define NB_TUNE_MARGIN 1.03
+#define NB_TUNE_MIN_BYTES ((size_t)256 << 20) /* the default min_bytes: above the LLCs of the CPUs met */
+typedef struct nb_prefetch_tune {
+    int n;                      /* candidates measured; 0 when not tuned */
+    int bytes[NB_TUNE_MAX];     /* each candidate distance, ascending */
+    double gbps[NB_TUNE_MAX];   /* its median GB/s of weights over the reps */
+    int table, chosen;          /* the table's distance; the one kept */
+    double ms;                  /* how long the tune took */
+    char why[128];              /* one line: what was done and why */
+} nb_prefetch_tune;
+nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes,
+                                nb_prefetch_tune *out) __attribute__((warn_unused_result));
 
 /* Y[n][R] = X[n][K] * W^T. Supports F32, F16, BF16 and every quantized
  * type the quant registry and qdot dispatch know. */

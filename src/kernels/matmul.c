@@ -43,6 +43,7 @@ nb_status nb_kctx_init_with(nb_kctx *k, int n_threads, const nb_dispatch *d) {
     k->d = d;
     k->isa = d->isa;
     k->fk = d->fk;
+    k->prefetch = d->decode_prefetch;
     return NB_OK;
 }
 
@@ -321,7 +322,7 @@ typedef struct {
     nb_actpack_group_fn pack;
     int64_t slab_groups, slabs;
     uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
-    int prefetch;     /* the table's decode_prefetch */
+    int prefetch;     /* the context's (nb_kctx.prefetch) */
 } quant_job;
 
 /* The way a set of weights sharing their activations is computed: all must
@@ -445,7 +446,7 @@ static nb_status row_length_error(const nb_tensor *W, nb_dtype t) {
 static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_tensor *const *W, const float *X,
                               int64_t n, float *const *Y) {
     const int64_t K = W[0]->ne[0];
-    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->d->decode_prefetch};
+    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->prefetch};
     uint64_t max_rb = 0;
     for (int i = 0; i < count; i++) {
         mm_seg *g = &j.seg[i];

@@ -10,6 +10,8 @@
 
 #include "model/attn.h"
 
+#include "base/log.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,29 @@ struct nb_fwd {
     int32_t *out_rows;
     nb_fwd_capture_fn cap;  /* calibration hook (NULL: none) */
     void *cap_ud;
+    nb_prefetch_tune tune;  /* the decode prefetch distance measured at creation (n 0: not measured) */
 };
+
+/* The decode prefetch distance measured on the weights a token streams, in
+ * the order it streams them, where the dispatch table asks for it. */
+static nb_status tune_prefetch(nb_fwd *f) {
+    const nb_model *m = f->m;
+    enum { PER_LAYER = 7 };
+    const nb_tensor **W = nb_malloc((size_t)(m->hp.n_layer * PER_LAYER + 1) * sizeof *W);
+    if (!W) return NB_ERR_NOMEM;
+    int n = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const nb_layer *L = &m->layers[l];
+        const nb_tensor *ws[PER_LAYER] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
+        for (int i = 0; i < PER_LAYER; i++)
+            if (ws[i]) W[n++] = ws[i];
+    }
+    if (m->output) W[n++] = m->output;
+    nb_status st = nb_kctx_tune_prefetch(&f->k, W, n, NB_TUNE_MIN_BYTES, &f->tune);
+    free(W);
+    if (st == NB_OK) NB_INFO("decode prefetch %d bytes: %s", f->k.prefetch, f->tune.why);
+    return st;
+}
 
 static float *alloc_f(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) & ~63)); }
 
@@ -72,6 +96,10 @@ nb_status nb_fwd_create_with(const nb_model *m, nb_kv_pool *kv, int n_threads, i
         nb_fwd_free(f);
         return nb_fail(NB_ERR_NOMEM, "out of memory for forward buffers of %d tokens", max_tokens);
     }
+    if (f->k.d->decode_prefetch_tune && (st = tune_prefetch(f)) != NB_OK) {
+        nb_fwd_free(f);
+        return st;
+    }
     *out = f;
     return NB_OK;
 }
@@ -89,6 +117,8 @@ int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
 int64_t nb_fwd_pool_benchings(const nb_fwd *f) { return nb_pool_benchings(f->k.pool); }
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
 const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }
+int nb_fwd_prefetch(const nb_fwd *f) { return f->k.prefetch; }
+const nb_prefetch_tune *nb_fwd_prefetch_tune(const nb_fwd *f) { return &f->tune; }
 
 
 /* cos/sin for every token's position: rope[t][2i] = cos, [2i+1] = sin. */

@@ -111,6 +111,24 @@ static void test_options(void **state) {
         o.decode_prefetch_set = false;
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_int_equal(d.decode_prefetch, nb_prefetch_for_cpu(nb_cpu_get()));
+        /* measured at load: AUTO where this kind of CPU was not measured,
+         * ON always, OFF never, and never over a distance the user set */
+        assert_int_equal(d.decode_prefetch_tune, !nb_prefetch_measured_for_cpu(nb_cpu_get()));
+        assert_non_null(strstr(d.desc, d.decode_prefetch_tune ? "tuned at load" : "prefetch"));
+        o.decode_prefetch_tune = NB_CHOICE_ON;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_true(d.decode_prefetch_tune);
+        assert_non_null(strstr(d.desc, "tuned at load"));
+        o.decode_prefetch_tune = NB_CHOICE_OFF;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_false(d.decode_prefetch_tune);
+        assert_null(strstr(d.desc, "tuned at load"));
+        o.decode_prefetch_tune = NB_CHOICE_ON;
+        o.decode_prefetch_set = true;
+        o.decode_prefetch = 4096;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_false(d.decode_prefetch_tune);
+        assert_int_equal(d.decode_prefetch, 4096);
     }
     if (nb_cpu_isa() >= NB_ISA_AVX512) {
         nb_kernel_opts_defaults(&o);

@@ -1,0 +1,115 @@
+/* nb_kctx_tune_prefetch (kernels.h): the decode kernels' prefetch distance,
+ * measured on the model's own weights where the dispatch table has no
+ * measured value for this CPU (kernels/dispatch.c nb_prefetch_measured_for_cpu).
+ *
+ * How far ahead a memory stream must be requested depends on the memory
+ * system: 2 KiB is best on Sapphire Rapids, 8 KiB on a Zen 5-class EPYC
+ * (decode 92-95 -> 119 tok/s there), and a CPU nobody measured may want
+ * either or neither. One-token matmuls are what decode streams, so the
+ * trials are exactly those, through nb_matmul on this context's pool: the
+ * candidates take turns (a shared host's bandwidth moves between minutes,
+ * alike for all of them), each trial continues through the weights where
+ * the last one stopped (so no trial reads what the cache kept of the one
+ * before), and the median of each candidate's trials decides. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+
+static const int candidates[] = {1024, 2048, 4096, 8192};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The weights from *next on until about NB_TUNE_TRIAL_BYTES are read, one
+ * token each; returns the bytes read. */
+static nb_status trial(nb_kctx *k, const nb_tensor *const *W, int count, int *next, const float *x, float *y,
+                       size_t *bytes) {
+    *bytes = 0;
+    while (*bytes < NB_TUNE_TRIAL_BYTES) {
+        const nb_tensor *w = W[*next];
+        *next = (*next + 1) % count;
+        NB_TRY(nb_matmul(k, w, x, 1, y));
+        *bytes += (size_t)w->nbytes;
+    }
+    return NB_OK;
+}
+
+nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes,
+                                nb_prefetch_tune *out) {
+    memset(out, 0, sizeof *out);
+    out->table = out->chosen = k->prefetch;
+    size_t total = 0;
+    int64_t max_k = 0, max_r = 0;
+    for (int i = 0; i < count; i++) {
+        total += (size_t)W[i]->nbytes;
+        max_k = NB_MAX(max_k, W[i]->ne[0]);
+        max_r = NB_MAX(max_r, nb_tensor_rows(W[i]));
+    }
+    if (count < 1 || total < min_bytes) {
+        snprintf(out->why, sizeof out->why, "not measured: %zu MiB of weights, under the %zu MiB that leave the cache",
+                 total >> 20, min_bytes >> 20);
+        return NB_OK;
+    }
+    int n = 0;
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) out->bytes[n++] = candidates[i];
+    bool have = false;
+    for (int i = 0; i < n; i++) have |= out->bytes[i] == out->table;
+    if (!have) out->bytes[n++] = out->table;
+    qsort(out->bytes, (size_t)n, sizeof *out->bytes, cmp_int);
+    out->n = n;
+
+    float *x = malloc((size_t)max_k * sizeof *x), *y = malloc((size_t)max_r * sizeof *y);
+    double *g = malloc((size_t)(n * NB_TUNE_REPS) * sizeof *g);
+    if (!x || !y || !g) {
+        free(x); free(y); free(g);
+        return nb_fail(NB_ERR_NOMEM, "out of memory tuning the prefetch distance");
+    }
+    for (int64_t i = 0; i < max_k; i++) x[i] = (float)(i % 17) * 0.01f - 0.08f; /* any values: only time counts */
+    int next = 0;
+    size_t bytes;
+    int64_t t_start = now_ns();
+    nb_status st = trial(k, W, count, &next, x, y, &bytes); /* warm-up: wakes the pool, faults nothing in */
+    for (int r = 0; r < NB_TUNE_REPS && st == NB_OK; r++)
+        for (int c = 0; c < n && st == NB_OK; c++) {
+            int ci = (c + r) % n; /* a different candidate first each round */
+            k->prefetch = out->bytes[ci];
+            int64_t t0 = now_ns();
+            st = trial(k, W, count, &next, x, y, &bytes);
+            g[ci * NB_TUNE_REPS + r] = (double)bytes / (double)NB_MAX(now_ns() - t0, 1);
+        }
+    out->ms = (double)(now_ns() - t_start) / 1e6;
+    int best = 0, table_i = 0;
+    for (int c = 0; st == NB_OK && c < n; c++) {
+        qsort(g + c * NB_TUNE_REPS, NB_TUNE_REPS, sizeof *g, cmp_double);
+        out->gbps[c] = g[c * NB_TUNE_REPS + NB_TUNE_REPS / 2];
+        if (out->gbps[c] > out->gbps[best]) best = c;
+        if (out->bytes[c] == out->table) table_i = c;
+    }
+    free(x); free(y); free(g);
+    if (st != NB_OK) {
+        k->prefetch = out->table;
+        out->n = 0;
+        return st;
+    }
+    bool wins = out->gbps[best] >= NB_TUNE_MARGIN * out->gbps[table_i];
+    out->chosen = k->prefetch = wins ? out->bytes[best] : out->table;
+    snprintf(out->why, sizeof out->why, "measured at load (%d x %d trials of %zu MiB, %.0f ms): %s", n, NB_TUNE_REPS,
+             NB_TUNE_TRIAL_BYTES >> 20, out->ms,
+             wins && out->chosen != out->table ? "faster than the CPU's default by 3% or more"
+                                               : "the CPU's default, no other 3% faster");
+    return NB_OK;
+}

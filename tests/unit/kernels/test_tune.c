@@ -1,0 +1,111 @@
+/* nb_kctx_tune_prefetch (kernels/tune.c): measures every candidate
+ * distance and the table's, reports each one's median, keeps the table's
+ * unless another is NB_TUNE_MARGIN faster, sets the context's distance to
+ * what it chose, leaves results unchanged (the same bits as a context at
+ * the table's distance), and does not measure weights under min_bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+#include "kernels/repack.h"
+#include "quant/qtypes.h"
+#include "testutil.h"
+
+enum { K = 1024, R = 512, NW = 12 };
+
+/* NW repacked Q4_0 weights of R x K (about 0.6 MiB each). */
+static void make_weights(nb_tensor *W, void **mem) {
+    const nb_qtype *qt = nb_qtype_get(NB_Q4_0);
+    nb_dtype to = nb_repack_target(NB_Q4_0);
+    uint64_t rb, prb;
+    assert_true(nb_dtype_row_bytes(NB_Q4_0, K, &rb) && nb_dtype_row_bytes(to, K, &prb));
+    float *row = malloc(K * sizeof *row);
+    uint8_t *q = malloc(rb * R);
+    for (int m = 0; m < NW; m++) {
+        for (int64_t r = 0; r < R; r++) {
+            for (int i = 0; i < K; i++) row[i] = (float)(((m * R + r) * K + i) * 2654435761u % 1000) / 1000.0f - 0.5f;
+            qt->from_float(row, q + (uint64_t)r * rb, K);
+        }
+        uint8_t *p = malloc(prb * R);
+        if (to != NB_Q4_0) nb_repack_rows(NB_Q4_0, q, p, R, K);
+        else memcpy(p, q, rb * R);
+        mem[m] = p;
+        W[m] = (nb_tensor){.name = "w", .type = to, .n_dims = 2, .ne = {K, R, 1, 1}, .data = p, .nbytes = prb * R};
+    }
+    free(row);
+    free(q);
+}
+
+static void test_tune(void **state) {
+    (void)state;
+    nb_tensor W[NW];
+    void *mem[NW];
+    make_weights(W, mem);
+    const nb_tensor *wp[NW];
+    size_t total = 0;
+    for (int m = 0; m < NW; m++) {
+        wp[m] = &W[m];
+        total += W[m].nbytes;
+    }
+    nb_kctx k, ref;
+    assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
+    assert_int_equal(nb_kctx_init(&ref, 2), NB_OK);
+    const int table = k.prefetch;
+    assert_int_equal(table, nb_dispatch_default()->decode_prefetch);
+
+    nb_prefetch_tune t;
+    /* under min_bytes: not measured, the table's distance stays */
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total + 1, &t), NB_OK);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(k.prefetch, table);
+    assert_int_equal(t.chosen, table);
+    assert_non_null(strstr(t.why, "not measured"));
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, 0, 0, &t), NB_OK);
+    assert_int_equal(t.n, 0);
+
+    /* measured (from the cache here: the test checks the bookkeeping, not the speed) */
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total / 2, &t), NB_OK);
+    assert_true(t.n >= 4 && t.n <= NB_TUNE_MAX);
+    bool has_table = false, has_chosen = false;
+    double best = 0, at_table = 0;
+    for (int i = 0; i < t.n; i++) {
+        if (i) assert_true(t.bytes[i] > t.bytes[i - 1]);
+        assert_true(t.bytes[i] % 64 == 0 && t.bytes[i] <= NB_PREFETCH_MAX);
+        assert_true(t.gbps[i] > 0);
+        if (t.bytes[i] == table) { has_table = true; at_table = t.gbps[i]; }
+        if (t.bytes[i] == t.chosen) has_chosen = true;
+        if (t.gbps[i] > best) best = t.gbps[i];
+    }
+    assert_true(has_table && has_chosen);
+    assert_int_equal(t.table, table);
+    assert_int_equal(k.prefetch, t.chosen);
+    /* the rule: the fastest when it beats the table's by the margin, else the table's */
+    if (t.chosen != table) {
+        for (int i = 0; i < t.n; i++)
+            if (t.bytes[i] == t.chosen) assert_true(t.gbps[i] == best && best >= NB_TUNE_MARGIN * at_table);
+    } else {
+        assert_true(best < NB_TUNE_MARGIN * at_table || best == at_table);
+    }
+    assert_true(t.ms > 0);
+    assert_non_null(strstr(t.why, "measured at load"));
+
+    /* any distance computes the same bits */
+    k.prefetch = t.bytes[t.n - 1] == table ? t.bytes[0] : t.bytes[t.n - 1];
+    float *x = malloc(K * sizeof *x), *y = malloc(R * sizeof *y), *yr = malloc(R * sizeof *yr);
+    for (int i = 0; i < K; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
+    for (int m = 0; m < NW; m++) {
+        assert_int_equal(nb_matmul(&k, wp[m], x, 1, y), NB_OK);
+        assert_int_equal(nb_matmul(&ref, wp[m], x, 1, yr), NB_OK);
+        assert_memory_equal(y, yr, R * sizeof *y);
+    }
+    free(x); free(y); free(yr);
+    nb_kctx_free(&k);
+    nb_kctx_free(&ref);
+    for (int m = 0; m < NW; m++) free(mem[m]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_tune)};
+    return nb_test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
