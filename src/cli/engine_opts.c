@@ -234,7 +234,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   4, 8 KiB, 5 rounds of 64 MiB trials; kept when 3% faster than\n"
               "                                   the CPU's value). Default auto: per CPU (2048 on Intel AVX-512 +\n"
               "                                   AMX servers, 8192 on AMD family 26, measured), tuned at load\n"
-              "                                   elsewhere when the weights pass 256 MiB\n"
+              "                                   elsewhere when the weights pass 256 MiB (not with --mmap)\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
               "                                   row passes (64..65536; default per CPU: a quarter of the L2;\n"
               "                                   env NIBBLE_GEMM_SLAB_KIB)\n",

@@ -13,6 +13,7 @@
 #include "base/log.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,11 @@ struct nb_fwd {
  * the order it streams them, where the dispatch table asks for it. */
 static nb_status tune_prefetch(nb_fwd *f) {
     const nb_model *m = f->m;
+    if (!m->resident) { /* a file mapping (--mmap): pages still on disk would time the disk, not memory */
+        snprintf(f->tune.why, sizeof f->tune.why, "not measured: the weights are computed from the file mapping (--mmap)");
+        f->tune.table = f->tune.chosen = f->k.prefetch;
+        return NB_OK;
+    }
     enum { PER_LAYER = 7 };
     const nb_tensor **W = nb_malloc((size_t)(m->hp.n_layer * PER_LAYER + 1) * sizeof *W);
     if (!W) return NB_ERR_NOMEM;
@@ -46,8 +52,14 @@ static nb_status tune_prefetch(nb_fwd *f) {
     if (m->output) W[n++] = m->output;
     nb_status st = nb_kctx_tune_prefetch(&f->k, W, n, NB_TUNE_MIN_BYTES, &f->tune);
     free(W);
-    if (st == NB_OK) NB_INFO("decode prefetch %d bytes: %s", f->k.prefetch, f->tune.why);
-    return st;
+    if (st == NB_ERR_NOMEM) return st;
+    if (st != NB_OK) { /* a measurement is not worth a failed load: the CPU's distance stays */
+        NB_WARN("decode prefetch: not measured (%s); keeping %d bytes", nb_errmsg(), f->k.prefetch);
+        snprintf(f->tune.why, sizeof f->tune.why, "not measured: %s", nb_errmsg());
+        return NB_OK;
+    }
+    NB_INFO("decode prefetch %d bytes: %s", f->k.prefetch, f->tune.why);
+    return NB_OK;
 }
 
 static float *alloc_f(int64_t n) { return aligned_alloc(64, (size_t)((n * 4 + 63) & ~63)); }
