@@ -17,10 +17,14 @@
  * 4 KiB: 13.3-13.8); docs/performance.md. */
 #include "base/half.h"
 
-/* Each step of 4*VW elements prefetches two lines nb_prefetch_bytes ahead
+/* Each step of 4*VW elements prefetches its lines nb_prefetch_bytes ahead
  * (kernels.h: a dispatch choice per CPU), as measured in
  * docs/performance.md (at 8 lanes of 2-byte weights one of them repeats the
- * previous step's second: kept as measured). */
+ * previous step's second: kept as measured), half of them before the
+ * step's first loads and half before its last: F16 decode 14.29-14.87 ->
+ * 14.49-15.04 tok/s over 7 interleaved pairs with all of them first (the
+ * probe's loop read up to 18% less with a burst of prefetches; docs/
+ * speed.md, session 26). */
 #define DOT_ROWS(NAME, ETYPE, LOAD, SCALAR, ES)                                                          \
     static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
         const int pf = nb_prefetch_bytes;                                                                     \
@@ -30,13 +34,11 @@
             int64_t i = 0;                                                                                    \
             for (; i + 4 * VW <= n; i += 4 * VW) {                                                            \
                 _mm_prefetch((const char *)(a + i) + pf, _MM_HINT_T0);                                        \
-                _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);                                   \
-                if (4 * VW * ES > 128) {                                                                      \
-                    _mm_prefetch((const char *)(a + i) + pf + 128, _MM_HINT_T0);                              \
-                    _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);                              \
-                }                                                                                             \
+                if (4 * VW * ES > 128) _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);            \
                 a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                     \
                 a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                           \
+                _mm_prefetch((const char *)(a + i) + pf + (4 * VW * ES > 128 ? 128 : 64), _MM_HINT_T0);       \
+                if (4 * VW * ES > 128) _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);           \
                 a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                                   \
                 a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                                   \
             }                                                                                                 \
