@@ -2,8 +2,9 @@
  * 256 MiB of TinyLlama-shaped 5632 x 2048 weights of one quantized type
  * (repacked as at model load), multiplied with n = 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128
  * tokens per step through nb_matmul with three dispatch tables:
- *   old   the defaults without the small-batch int8 GEMMs (sgemm_max 0)
- *   new   small-batch int8 GEMMs for every batch of rgemm_min (8) or more
+ *   old   the defaults at isa avx512: the AVX-512 VNNI small-batch int8
+ *         GEMMs (without the AMX GEMMs of kernels/x86/gemm_amx.c)
+ *   new   the defaults: on an AMX CPU the AMX GEMMs for Q4_0R / Q8_0R
  *   low   the same from 2 tokens (rgemm_min 2) instead of the multi-token dots
  *   prev  (built with -DSB_PREV only) "new" with the small-batch GEMM of this
  *         type replaced by prev_sgemm, another build of
@@ -87,7 +88,7 @@ int main(int argc, char **argv) {
     for (int v = 0; v < NV; v++) {
         nb_kernel_opts o;
         nb_kernel_opts_defaults(&o);
-        o.sgemm_max = v == 0 ? 0 : NMAX;
+        if (v == 0) o.max_isa = NB_ISA_AVX512;
         if (v == 2) o.rgemm_min = 2;
         if (nb_dispatch_build(&o, &d[v]) != NB_OK) return 1;
 #ifdef SB_PREV

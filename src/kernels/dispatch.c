@@ -14,6 +14,7 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->max_isa = NB_ISA_AMX;
     o->repack = true;
     o->int8_gemm = true;
+    o->amx_gemm = true;
     o->small_batch = true;
     o->attn_int8_dots = true;
     o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
@@ -66,6 +67,10 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     if (e) o->attn_int8_dots = !strcmp(e, "1");
     e = getenv("NIBBLE_NO_INT8_GEMM");
     if (e && *e && strcmp(e, "0") != 0) o->int8_gemm = false;
+    e = getenv("NIBBLE_AMX_GEMM");
+    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+        return nb_fail(NB_ERR_INVALID, "environment NIBBLE_AMX_GEMM='%s': expected 0 or 1", e);
+    if (e) o->amx_gemm = !strcmp(e, "1");
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
     NB_TRY(env_int("NIBBLE_SGEMM_MAX", 0, (int64_t)1 << 40, &o->sgemm_max));
     NB_TRY(env_int("NIBBLE_GEMM_SLAB_KIB", NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB, &o->gemm_slab_kib));
@@ -227,6 +232,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     /* AVX2 CPUs (and AVX-512 ones without VNNI) repack too: kernels/x86/repack_avx2_impl.h */
     bool rp = vnni512 || isa >= NB_ISA_AVX2;
     if (isa == NB_ISA_AVX2) d->actpack_group = actpack_avx2;
+    const nb_isa gemm_isa = o->amx_gemm || isa < NB_ISA_AMX ? isa : NB_ISA_AVX512;
+    const bool amx_gemm = o->int8_gemm && nb_repack_gemm(NB_Q4_0R, gemm_isa) == nb_repack_gemm_amx(NB_Q4_0R) &&
+                          nb_repack_gemm_amx(NB_Q4_0R);
     for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
         int s = nb_dispatch_slot((nb_dtype)v);
         if (s < 0) continue;
@@ -239,8 +247,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
             f = qt ? qt->to_float : NULL;
         }
         d->to_float[s] = f;
-        d->rgemm[s] = o->int8_gemm ? nb_repack_gemm(t, isa) : NULL;
-        d->sgemm[s] = d->rgemm[s] ? nb_sbatch_gemm(t, isa) : NULL;
+        d->rgemm[s] = o->int8_gemm ? nb_repack_gemm(t, gemm_isa) : NULL;
+        d->sgemm[s] = d->rgemm[s] ? nb_sbatch_gemm(t, gemm_isa) : NULL; /* NULL beside an AMX GEMM */
         nb_dtype to = nb_repack_layout(t);
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
@@ -249,7 +257,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", o->repack && rp ? "on" : "off",
-             o->int8_gemm && rp ? (vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
+             o->int8_gemm && rp ? (amx_gemm ? "on (amx: q4_0, q8_0; avx512 vnni)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
              : d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",

@@ -448,6 +448,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
     const int64_t K = W[0]->ne[0];
     quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->prefetch};
     uint64_t max_rb = 0;
+    int tile_rows = 4;
     for (int i = 0; i < count; i++) {
         mm_seg *g = &j.seg[i];
         if (W[i]->ne[0] != K)
@@ -462,7 +463,9 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         max_rb = NB_MAX(max_rb, g->row_bytes);
         if (path == PATH_INT8_GEMM) {
             nb_repack_gemm_fn sg = nb_dispatch_sgemm(k->d, W[i]->type, n); /* 8-token units (kernels/sbatch.h) */
-            g->gemm = sg ? sg : nb_dispatch_rgemm(k->d, W[i]->type)->run;
+            const nb_rgemm *rg = nb_dispatch_rgemm(k->d, W[i]->type);
+            g->gemm = sg ? sg : rg->run;
+            if (!sg) tile_rows = NB_MAX(tile_rows, rg->tile_rows);
         }
         else if (path == PATH_FLOAT_DOTS) g->fdot = float_dot(k, W[i]->type);
         else if (path == PATH_ROWS) g->dot_rows = qdot_for(k, W[i]->type)->vec_dot_rows;
@@ -485,7 +488,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
          * 12 / 4 took pp512 from 364-369 to 390-392 tok/s (Q4_0), 335-341 to
          * 418-420 (Q8_0), 358-369 to 389-390 (Q4_K_M); AVX2 unchanged
          * within the noise (docs/speed.md, session 10) */
-        chunk = NB_MAX(4, (chunk / 2) & ~(int64_t)3);
+        chunk = NB_MAX(tile_rows, chunk / 2 / tile_rows * tile_rows); /* the AMX GEMMs: 16-row tiles */
         /* slabs whose packed activations stay in a core's L2 while all the rows
          * pass (nb_gemm_slab_for_cpu); whole 4-group tiles of the AVX-512
          * kernels where a slab holds four groups or more */

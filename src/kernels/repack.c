@@ -457,15 +457,15 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     nb_dispatch_default()->actpack_group(ap, X, g, row);
 }
 
-static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P};
-static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P};
-static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K};
-static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K};
+static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P, 4};
+static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P, 4};
+static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K, 4};
+static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K, 4};
 
-static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P}, {nb_q8_0r_gemm_avx2, NB_Q8_0P},
-                                      {nb_q4_kr_gemm_avx2, NB_Q8_K}, {nb_q6_kr_gemm_avx2, NB_Q8_K}};
-static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P},
-                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K}};
+static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P, 4}, {nb_q8_0r_gemm_avx2, NB_Q8_0P, 4},
+                                      {nb_q4_kr_gemm_avx2, NB_Q8_K, 4}, {nb_q6_kr_gemm_avx2, NB_Q8_K, 4}};
+static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P, 4}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P, 4},
+                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K, 4}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K, 4}};
 
 const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
     if (variant < 1 || !variant_ok(variant)) return NULL;
@@ -477,5 +477,14 @@ const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
     return g512[k];
 }
 
+const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
+    static const nb_rgemm amx[2] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16}};
+    if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
+    return t == NB_Q4_0R ? &amx[0] : t == NB_Q8_0R ? &amx[1] : NULL;
+}
+
 /* NULL below AVX2 (the scalar path has no int8 GEMM). */
-const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) { return nb_repack_gemm_variant(t, repack_variant(max_isa)); }
+const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa) {
+    const nb_rgemm *g = max_isa >= NB_ISA_AMX ? nb_repack_gemm_amx(t) : NULL;
+    return g ? g : nb_repack_gemm_variant(t, repack_variant(max_isa));
+}

@@ -48,6 +48,7 @@
 
 #include "base/cpu.h"
 #include "kernels/x86/attn_tile.h"
+#include "kernels/x86/transpose16.h"
 #include "kernels/x86/vexp.h"
 
 #define W 16
@@ -81,29 +82,6 @@ static void tiles_begin(void) {
         c.rows[i] = 16;
     }
     _tile_loadconfig(&c);
-}
-
-/* r[c] = column c of the 16 x 16 matrix of 32-bit words whose rows were r. */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* 128-bit lane k of u[i + m]: rows i..i+3, word 4k + m */
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512i p = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), q = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44);
-        const __m512i p2 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xee), q2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xee);
-        r[m] = _mm512_shuffle_i32x4(p, q, 0x88);
-        r[4 + m] = _mm512_shuffle_i32x4(p, q, 0xdd);
-        r[8 + m] = _mm512_shuffle_i32x4(p2, q2, 0x88);
-        r[12 + m] = _mm512_shuffle_i32x4(p2, q2, 0xdd);
-    }
 }
 
 /* x rounded to bf16 (to nearest even), back as f32. */
@@ -177,7 +155,7 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
             for (int kp = 0; kp < 16; kp++)
                 r[kp] = _mm512_or_si512(part16(type, vr[2 * kp], j, part, lut),
                                         _mm512_slli_epi32(part16(type, vr[2 * kp + 1], j, part, lut), 16));
-            transpose16(r);
+            nb_transpose16(r, r);
             for (int i = 0; i < 16; i++) _mm512_storeu_si512(VT + (size_t)(j + i) * 16, r[i]);
         }
     }

@@ -38,6 +38,7 @@
 #include "base/blocks.h"
 #include "kernels/repack.h"
 #include "kernels/x86/dpbusd_bcast.h"
+#include "kernels/x86/transpose16.h"
 
 #define AI static inline __attribute__((always_inline))
 /* rows per panel, tokens per pass, units (Q4_0R groups, Q4_KR super-blocks)
@@ -47,33 +48,6 @@
  * the load phase; 4 gave decode of 8 / 16 / 24 sequences 14% / 8% / 4% more
  * tok/s on TinyLlama Q4_0 (docs/speed.md, session 10). */
 enum { RL = 16, TT = 8, SEG = 4 };
-
-/* out[s] lane i = in[i] word s (16 x 16 32-bit words): unpack 32 and 64
- * bits within 128-bit lanes, then a 4 x 4 transpose of the 128-bit lanes. */
-AI void transpose16(const __m512i in[16], __m512i out[16]) {
-    __m512i t[16], u[16];
-    #pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
-    }
-    #pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 4) { /* u[4q + c], 128-bit lane L: rows 4q..4q+3 of word 4L + c */
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    #pragma GCC unroll 16
-    for (int c = 0; c < 4; c++) {
-        __m512i x0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
-        __m512i y0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), y1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-        out[c] = _mm512_shuffle_i32x4(x0, y0, 0x88);
-        out[4 + c] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
-        out[8 + c] = _mm512_shuffle_i32x4(x1, y1, 0x88);
-        out[12 + c] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
-    }
-}
 
 /* One transposed 4-block group: 16 word vectors, then the 16 rows' scales
  * of its 4 blocks as floats. */
@@ -92,7 +66,7 @@ AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, i
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         r[i] = i < nr ? _mm512_loadu_si512((const void *)(p + (size_t)i * stride)) : _mm512_setzero_si512();
-    transpose16(r, o->v);
+    nb_transpose16(r, o->v);
     const __m512i ix = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)stride));
     const __mmask8 m0 = (__mmask8)(nr >= 8 ? 0xff : (1u << nr) - 1), m1 = (__mmask8)(nr >= 16 ? 0xff : nr > 8 ? (1u << (nr - 8)) - 1 : 0);
     const uint8_t *sp = dw + 8 * g;
@@ -199,7 +173,7 @@ AI void load_super(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper *o
         for (int i = 0; i < 16; i++)
             r[i] = i < nr ? _mm512_loadu_si512((const void *)(b + (size_t)i * stride + offsetof(nb_block_q4_kr, qs) + 64 * h))
                           : _mm512_setzero_si512();
-        transpose16(r, o->v + 16 * h);
+        nb_transpose16(r, o->v + 16 * h);
     }
     const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
     const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -280,7 +254,7 @@ AI void load_super6(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper6 
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++)
             r[i] = i < nr ? _mm512_loadu_si512((const void *)(b + (size_t)i * stride + part[h])) : _mm512_setzero_si512();
-        transpose16(r, h == 0 ? o->l0 : h == 1 ? o->l1 : o->h);
+        nb_transpose16(r, h == 0 ? o->l0 : h == 1 ? o->l1 : o->h);
     }
     const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
     const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),

@@ -1,0 +1,232 @@
+/* Int8 GEMMs for Q4_0R / Q8_0R weights on the AMX tile unit (the
+ * nb_repack_gemm_fn contract of kernels/repack.h: y[t*ldy + r] for rows
+ * r < nr and every token of the pack).
+ *
+ * Why: at 32 sequences and in prefill the AVX-512 VNNI GEMMs
+ * (sbatch_avx512.c) are where the time goes, at about a third of the VNNI
+ * units' peak; one TDPBSSD does the 16 x 16 x 32 products of a block that
+ * take those kernels 128 vpdpbusd (docs/speed.md, session 27).
+ *
+ * Per tile of 16 weight rows and chunk of KC blocks:
+ *   - the rows' quants are unpacked once into A (16 rows of KC*32 signed
+ *     bytes: Q4_0R's nibbles minus 8, Q8_0R's q+128 back to q), so no
+ *     offset through the tokens' sums is needed: sum (q-8)*a is the
+ *     integer the VNNI kernels reach as sum q*a - 8 sum a, exactly;
+ *   - the 16 rows' scales of each block are gathered into one vector;
+ *   - per token group (16 tokens: the pack's B layout is already TDPBSSD's,
+ *     4 consecutive k of each token per 32-bit word) and block: C = A . B
+ *     on the tile unit, stored, and on AVX-512, per row,
+ *     f = fma(float(C[row]), d_tokens * d_row, f) - the operations and
+ *     order of the VNNI kernels' lanes, so the results are bit-identical to
+ *     theirs (tests/unit/kernels/test_gemm_amx.c). Four C tiles rotate,
+ *     so the tile unit works three blocks ahead of AVX-512's scaling.
+ * The f accumulators of a group (16 rows x 16 tokens) live in registers
+ * across a chunk; rows past the last whole tile of 16 go to the AVX-512
+ * small-batch GEMM. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/sbatch.h"
+#include "kernels/x86/transpose16.h"
+
+#define AI static inline __attribute__((always_inline))
+
+enum {
+    TM = 16, /* weight rows per tile */
+    KC = 64, /* blocks per chunk of A */
+    GB = 16, /* token groups per pass over a chunk */
+    /* bytes from one row of A to the next: +64 keeps a tile's 16 rows out of
+     * each other's L1 sets */
+    AROW = KC * 32 + 64,
+};
+
+/* Tiles: four C (16 rows x 16 int32) for the blocks in flight, A (16 rows
+ * x 32 bytes) and B (8 rows x 64 bytes) alternating between two each. */
+#define T_C0 0
+#define T_C1 1
+#define T_C2 2
+#define T_C3 3
+#define T_A0 4
+#define T_A1 5
+#define T_B0 6
+#define T_B1 7
+
+typedef struct {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static void tiles_begin(void) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 4; i++) {
+        c.colsb[T_C0 + i] = 64;
+        c.rows[T_C0 + i] = 16;
+    }
+    for (int i = 0; i < 2; i++) {
+        c.colsb[T_A0 + i] = 32;
+        c.rows[T_A0 + i] = 16;
+        c.colsb[T_B0 + i] = 64;
+        c.rows[T_B0 + i] = 8;
+    }
+    /* GCC 12 does not see that ldtilecfg reads c, and drops the stores above */
+    __asm__ volatile("" : : "r"(&c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+/* Blocks b0 .. b0+kc-1 of rows w .. w+15 (row_bytes apart, nb blocks):
+ * signed quants into A (row i at a + i*AROW, block b - b0 at 32 (b - b0)),
+ * the rows' scales as floats into sc[b - b0][16]. */
+AI void load_tile(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, int64_t kc, int8_t *a, float *sc,
+                  const int four) {
+    const __m512i m4 = _mm512_set1_epi8(15), e8 = _mm512_set1_epi8(8), x80 = _mm512_set1_epi8((char)0x80);
+    const int64_t nb4 = nb / 4 * 4, end = b0 + kc;
+    for (int i = 0; i < TM; i++) {
+        const uint8_t *q = w + (uint64_t)i * row_bytes + nb * 2;
+        int8_t *dst = a + i * AROW - b0 * 32;
+        int64_t b = b0;
+        if (four) {
+            for (; b + 4 <= end && b < nb4; b += 4) { /* 4 blocks: low nibbles are blocks 0-1, high ones 2-3 */
+                _mm_prefetch((const char *)q + b * 16 + nb_prefetch_bytes, _MM_HINT_T0);
+                const __m512i v = _mm512_loadu_si512((const void *)(q + b * 16));
+                _mm512_storeu_si512((void *)(dst + b * 32), _mm512_sub_epi8(_mm512_and_si512(v, m4), e8));
+                _mm512_storeu_si512((void *)(dst + b * 32 + 64),
+                                    _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), e8));
+            }
+            for (; b < end; b++) { /* the tail in Q4_0's order: low nibbles weights 0-15, high 16-31 */
+                const __m128i v = _mm_loadu_si128((const __m128i *)(q + b * 16));
+                const __m128i lo = _mm_and_si128(v, _mm512_castsi512_si128(m4));
+                const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm512_castsi512_si128(m4));
+                _mm256_storeu_si256((__m256i *)(void *)(dst + b * 32),
+                                    _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm512_castsi512_si256(e8)));
+            }
+        } else {
+            for (; b + 2 <= end; b += 2) {
+                _mm_prefetch((const char *)q + b * 32 + nb_prefetch_bytes, _MM_HINT_T0);
+                _mm512_storeu_si512((void *)(dst + b * 32),
+                                    _mm512_xor_si512(_mm512_loadu_si512((const void *)(q + b * 32)), x80));
+            }
+            if (b < end)
+                _mm256_storeu_si256((__m256i *)(void *)(dst + b * 32),
+                                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q + b * 32)),
+                                                     _mm512_castsi512_si256(x80)));
+        }
+    }
+    /* row i's fp16 scale of block b at w + i*row_bytes + 2b; the 32-bit
+     * gather reads 2 bytes past it, inside the row (its quants follow) */
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)row_bytes));
+    for (int64_t b = b0; b < end; b++) {
+        const __m512i h = _mm512_i32gather_epi32(rows, (const void *)(w + b * 2), 1);
+        _mm512_store_ps(sc + (b - b0) * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+    }
+}
+
+/* C = A . B for block kb of the chunk into C tile S (A and B tiles S & 1),
+ * stored at cb[S]. A tile store reaches memory only after it retires, and
+ * the loads that read it back wait for that: block kb is issued three
+ * blocks before it is scaled (with one block of lead, 60% of the time went
+ * to those loads' waits). */
+#define ISSUE(S, AB, kb)                                                                                     \
+    do {                                                                                                     \
+        if ((kb) < kc) {                                                                                     \
+            _tile_zero(T_C##S);                                                                              \
+            _tile_loadd(T_A##AB, a + (kb) * 32, AROW);                                                       \
+            _tile_loadd(T_B##AB, q + (kb) * 512, 64);                                                        \
+            _tile_dpbssd(T_C##S, T_A##AB, T_B##AB);                                                          \
+            _tile_stored(T_C##S, cb[S], 64);                                                                 \
+        }                                                                                                    \
+    } while (0)
+#define SCALE(S, kb)                                                                                         \
+    do {                                                                                                     \
+        if ((kb) < kc) scale_block(cb[S], d + (kb) * 16, sc + (kb) * 16, f);                                 \
+    } while (0)
+
+/* f[r] += float(C row r) * (d_tokens * d_row r), one block. */
+AI void scale_block(const int32_t *c, const float *dtok, const float *sc, __m512 f[TM]) {
+    const __m512 da = _mm512_load_ps(dtok);
+#pragma GCC unroll 16
+    for (int r = 0; r < TM; r++)
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * r))),
+                               _mm512_mul_ps(da, _mm512_set1_ps(sc[r])), f[r]);
+}
+
+/* Group g's tokens against the chunk in A (blocks b0 .. b0+kc-1): acc
+ * (16 rows x 16 tokens) += the chunk's products, from zero when first. */
+static void group_chunk(const int8_t *a, const float *sc, const nb_actpack *ap, int64_t g, int64_t b0, int64_t kc,
+                        float *acc, int first) {
+    const int8_t *q = ap->q + (g * ap->nb + b0) * 512;
+    const float *d = ap->d + (g * ap->nb + b0) * 16;
+    _Alignas(64) int32_t cb[4][TM * 16];
+    __m512 f[TM];
+#pragma GCC unroll 16
+    for (int r = 0; r < TM; r++) f[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * r);
+    ISSUE(0, 0, 0);
+    ISSUE(1, 1, 1);
+    ISSUE(2, 0, 2);
+    for (int64_t kb = 0; kb < kc; kb += 4) {
+        ISSUE(3, 1, kb + 3);
+        SCALE(0, kb);
+        ISSUE(0, 0, kb + 4);
+        SCALE(1, kb + 1);
+        ISSUE(1, 1, kb + 5);
+        SCALE(2, kb + 2);
+        ISSUE(2, 0, kb + 6);
+        SCALE(3, kb + 3);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < TM; r++) _mm512_store_ps(acc + 16 * r, f[r]);
+}
+
+/* acc (16 rows x 16 tokens) of group g into y: token t's 16 rows at y[t*ldy]. */
+static void store_group(const float *acc, const nb_actpack *ap, int64_t g, float *y, int64_t ldy) {
+    __m512i v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) v[r] = _mm512_load_si512((const void *)(acc + 16 * r));
+    nb_transpose16(v, v);
+    const int64_t t0 = g * 16, nt = ap->n - t0 < 16 ? ap->n - t0 : 16;
+    for (int64_t t = 0; t < nt; t++) _mm512_storeu_si512((void *)(y + (t0 + t) * ldy), v[t]);
+}
+
+AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy,
+                 const int four) {
+    const int64_t nb = ap->nb, whole = nr / TM * TM;
+    if (whole) {
+        _Alignas(64) int8_t a[TM * AROW];
+        _Alignas(64) float sc[KC * 16];
+        _Alignas(64) float acc[GB][TM * 16];
+        tiles_begin();
+        for (int64_t r = 0; r < whole; r += TM) {
+            const uint8_t *wr = w + (uint64_t)r * row_bytes;
+            for (int64_t g0 = 0; g0 < ap->ng; g0 += GB) {
+                const int64_t gn = ap->ng - g0 < GB ? ap->ng - g0 : GB;
+                for (int64_t b0 = 0; b0 < nb; b0 += KC) {
+                    const int64_t kc = nb - b0 < KC ? nb - b0 : KC;
+                    load_tile(wr, row_bytes, nb, b0, kc, a, sc, four);
+                    for (int64_t gi = 0; gi < gn; gi++) group_chunk(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                }
+                for (int64_t gi = 0; gi < gn; gi++) store_group(acc[gi], ap, g0 + gi, y + r, ldy);
+            }
+        }
+        _tile_release();
+    }
+    if (nr > whole) {
+        if (four) nb_q4_0r_sgemm_avx512(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
+        else nb_q8_0r_sgemm_avx512(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
+    }
+}
+
+void nb_q4_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                       int64_t ldy) {
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, 1);
+}
+
+void nb_q8_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                       int64_t ldy) {
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, 0);
+}
