@@ -213,7 +213,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --repack on|off              repack Q4_0/Q8_0/Q4_K/Q6_K at load for the AVX2/AVX-512 kernels (default on;\n"
               "                                   env NIBBLE_REPACK=0)\n"
               "      --no-int8-gemm               no int8 GEMM for batches of repacked weights (env NIBBLE_NO_INT8_GEMM=1)\n"
-              "      --no-amx-gemm                Q4_0/Q8_0 batches on AVX-512 VNNI, not the AMX tile unit where it is\n"
+              "      --no-amx-gemm                int8 GEMMs on AVX-512 VNNI, not the AMX tile unit where it is\n"
               "                                   granted (env NIBBLE_AMX_GEMM=0)\n"
               "      --int8-gemm-min N            batch size from which the int8 GEMM is used (default 8)\n"
               "      --sgemm-max N                batches up to N tokens take the small-batch int8 GEMMs (default:\n"

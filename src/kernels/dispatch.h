@@ -49,7 +49,7 @@ typedef struct nb_kernel_opts {
     nb_isa max_isa;          /* highest ISA the kernels may use (default NB_ISA_AMX: no cap) */
     bool repack;             /* repack Q4_0/Q8_0/Q4_K/Q6_K at load where kernels exist (default true) */
     bool int8_gemm;          /* int8 GEMM for batches of repacked weights (default true) */
-    bool amx_gemm;           /* Q4_0R / Q8_0R batches on the AMX tile unit where the OS grants it
+    bool amx_gemm;           /* int8 GEMMs (the repacked types) on the AMX tile unit where the OS grants it
                                 (kernels/x86/gemm_amx.c; default true; --no-amx-gemm, NIBBLE_AMX_GEMM=0) */
     int64_t qgemm_min;       /* tokens from which quantized weights without an int8 GEMM are
                                 dequantized into the float GEMM (default 16, >= 2) */

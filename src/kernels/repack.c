@@ -478,9 +478,11 @@ const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
 }
 
 const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
-    static const nb_rgemm amx[2] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16}};
+    static const nb_rgemm amx[4] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16},
+                                    {nb_q4_kr_gemm_amx, NB_Q8_K, 16}, {nb_q6_kr_gemm_amx, NB_Q8_K, 16}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
-    return t == NB_Q4_0R ? &amx[0] : t == NB_Q8_0R ? &amx[1] : NULL;
+    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    return k < 0 ? NULL : &amx[k];
 }
 
 /* NULL below AVX2 (the scalar path has no int8 GEMM). */

@@ -33,6 +33,13 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* The weight types, as the kernels' constant `kind`. */
+enum { Q4_0R, Q8_0R, Q4_KR, Q6_KR };
+/* Q6_KR's scales are per 16 weights: its steps are half-blocks, each an A
+ * row of 32 bytes holding one half's weights and zeros in the other half,
+ * against the whole block's B (the same tile shapes as the other types). */
+#define HALVES(kind) ((kind) == Q6_KR)
+
 enum {
     TM = 16, /* weight rows per tile */
     KC = 64, /* blocks per chunk of A */
@@ -82,8 +89,8 @@ static void tiles_begin(void) {
 /* Blocks b0 .. b0+kc-1 of rows w .. w+15 (row_bytes apart, nb blocks):
  * signed quants into A (row i at a + i*AROW, block b - b0 at 32 (b - b0)),
  * the rows' scales as floats into sc[b - b0][16]. */
-AI void load_tile(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, int64_t kc, int8_t *a, float *sc,
-                  const int four) {
+AI void load_tile_q0(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, int64_t kc, int8_t *a, float *sc,
+                     const int four) {
     const __m512i m4 = _mm512_set1_epi8(15), e8 = _mm512_set1_epi8(8), x80 = _mm512_set1_epi8((char)0x80);
     const int64_t nb4 = nb / 4 * 4, end = b0 + kc;
     for (int i = 0; i < TM; i++) {
@@ -127,6 +134,74 @@ AI void load_tile(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, 
     }
 }
 
+/* The same for the K types: steps b0 .. b0+kc-1 (Q4_KR: 32-weight blocks,
+ * Q6_KR: their 16-weight halves) cover whole super-blocks, whose quants go
+ * from lane order (kernels/repack.h: position 64k + 4l + c holds weight
+ * 16l + 4k + c) back to the weights' order, the pack's. Q4_KR: a
+ * sub-block is 32 consecutive bytes of A (unsigned 0..15, the min coming
+ * off through the tokens' sums as in the VNNI kernel); sc[step - b0][16]
+ * gets d*sc[sub-block] of each row, mn[step - b0][16] dmin*m[sub-block].
+ * Q6_KR: q - 32, each half in its own zero-padded 32-byte step; sc gets
+ * d*sc[half]. */
+AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc, int8_t *a, float *sc, float *mn,
+                    const int kind) {
+    const int six = kind == Q6_KR, steps = six ? 16 : 8; /* per super-block */
+    const uint64_t bs = six ? sizeof(nb_block_q6_kr) : sizeof(nb_block_q4_kr);
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), e32 = _mm512_set1_epi8(32);
+    for (int i = 0; i < TM; i++) {
+        for (int64_t s = b0 / steps; s < (b0 + kc) / steps; s++) {
+            const uint8_t *blk = w + (uint64_t)i * row_bytes + (uint64_t)s * bs;
+            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + nb_prefetch_bytes + l, _MM_HINT_T0);
+            __m512i u0, u1, u2, u3;
+            _Alignas(64) float f[16];
+            if (six) { /* as sbatch_avx512.c unpack_k */
+                const nb_block_q6_kr *b = (const nb_block_q6_kr *)blk;
+                const __m512i lo0 = _mm512_loadu_si512((const void *)b->ql), lo1 = _mm512_loadu_si512((const void *)(b->ql + 64));
+                const __m512i h = _mm512_loadu_si512((const void *)b->qh);
+                u0 = _mm512_or_si512(_mm512_and_si512(lo0, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+                u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+                u2 = _mm512_or_si512(_mm512_and_si512(lo1, m4), _mm512_and_si512(h, m30));
+                u3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+                const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
+                _mm512_store_ps(f, _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d))));
+            } else { /* d*sc[0..7], dmin*m[0..7] as the VNNI kernel computes them */
+                const nb_block_q4_kr *b = (const nb_block_q4_kr *)blk;
+                const __m512i v0 = _mm512_loadu_si512((const void *)b->qs), v1 = _mm512_loadu_si512((const void *)(b->qs + 64));
+                u0 = _mm512_and_si512(v0, m4);
+                u1 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+                u2 = _mm512_and_si512(v1, m4);
+                u3 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+                const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc)));
+                const __m512 dm = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->dmin)), 1);
+                _mm512_store_ps(f, _mm512_mul_ps(v, dm));
+            }
+            /* 128-bit lane j of r_i: the words of l = 4j + i for k = 0..3, i.e. weights 64j + 16i .. +15 */
+            const __m512i t0 = _mm512_unpacklo_epi32(u0, u1), t1 = _mm512_unpackhi_epi32(u0, u1);
+            const __m512i t2 = _mm512_unpacklo_epi32(u2, u3), t3 = _mm512_unpackhi_epi32(u2, u3);
+            const __m512i r0 = _mm512_unpacklo_epi64(t0, t2), r1 = _mm512_unpackhi_epi64(t0, t2);
+            const __m512i r2 = _mm512_unpacklo_epi64(t1, t3), r3 = _mm512_unpackhi_epi64(t1, t3);
+            const __m512i x0 = _mm512_shuffle_i32x4(r0, r1, 0x44), x1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
+            const __m512i x2 = _mm512_shuffle_i32x4(r0, r1, 0xee), x3 = _mm512_shuffle_i32x4(r2, r3, 0xee);
+            const __m512i n[4] = {_mm512_shuffle_i32x4(x0, x1, 0x88), _mm512_shuffle_i32x4(x0, x1, 0xdd),
+                                  _mm512_shuffle_i32x4(x2, x3, 0x88), _mm512_shuffle_i32x4(x2, x3, 0xdd)};
+            int8_t *dst = a + i * AROW + (s * steps - b0) * 32;
+            for (int j = 0; j < 4; j++) {
+                if (six) { /* weights 64j.. as halves 4j..4j+3: [h0 0 | 0 h1], [h2 0 | 0 h3] */
+                    const __m512i v = _mm512_sub_epi8(n[j], e32);
+                    _mm512_storeu_si512((void *)(dst + 128 * j), _mm512_maskz_shuffle_i32x4(0xF00F, v, v, 0x40));
+                    _mm512_storeu_si512((void *)(dst + 128 * j + 64), _mm512_maskz_shuffle_i32x4(0xF00F, v, v, 0xC2));
+                } else {
+                    _mm512_storeu_si512((void *)(dst + 64 * j), n[j]);
+                }
+            }
+            for (int jb = 0; jb < steps; jb++) {
+                sc[(s * steps - b0 + jb) * 16 + i] = f[jb];
+                if (!six) mn[(s * steps - b0 + jb) * 16 + i] = f[8 + jb];
+            }
+        }
+    }
+}
+
 /* C = A . B for block kb of the chunk into C tile S (A and B tiles S & 1),
  * stored at cb[S]. A tile store reaches memory only after it retires, and
  * the loads that read it back wait for that: block kb is issued three
@@ -137,35 +212,72 @@ AI void load_tile(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, 
         if ((kb) < kc) {                                                                                     \
             _tile_zero(T_C##S);                                                                              \
             _tile_loadd(T_A##AB, a + (kb) * 32, AROW);                                                       \
-            _tile_loadd(T_B##AB, q + (kb) * 512, 64);                                                        \
+            _tile_loadd(T_B##AB, q + ((kb) >> HALVES(kind)) * 512, 64);                                      \
             _tile_dpbssd(T_C##S, T_A##AB, T_B##AB);                                                          \
             _tile_stored(T_C##S, cb[S], 64);                                                                 \
         }                                                                                                    \
     } while (0)
 #define SCALE(S, kb)                                                                                         \
     do {                                                                                                     \
-        if ((kb) < kc) scale_block(cb[S], d + (kb) * 16, sc + (kb) * 16, f);                                 \
+        if ((kb) < kc) scale_block(cb[S], ap, g, b0 + (kb), sc + (kb) * 16, mn + (kb) * 16, f, acc, kind);   \
     } while (0)
 
-/* f[r] += float(C row r) * (d_tokens * d_row r), one block. */
-AI void scale_block(const int32_t *c, const float *dtok, const float *sc, __m512 f[TM]) {
-    const __m512 da = _mm512_load_ps(dtok);
+/* Step b's products C (16 rows x 16 tokens of group g) into f, with the
+ * operations of the VNNI kernels' lanes:
+ *   Q4_0R / Q8_0R: f += float(C) * (d_tokens * d_row);
+ *   Q4_KR: f = f + float(C) * d*sc_row - fsum_tokens * dmin*m_row,
+ *   Q6_KR: f += float(C) * d*sc_row,
+ *   and for both at the end of a super-block acc += f * d_tokens, f = 0. */
+AI void scale_block(const int32_t *c, const nb_actpack *ap, int64_t g, int64_t b, const float *sc, const float *mn,
+                    __m512 f[TM], float *acc, const int kind) {
+    const int64_t lane = (g * ap->nb + (b >> HALVES(kind))) * 16;
+    if (kind == Q4_0R || kind == Q8_0R) {
+        const __m512 da = _mm512_load_ps(ap->d + lane);
 #pragma GCC unroll 16
-    for (int r = 0; r < TM; r++)
-        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * r))),
-                               _mm512_mul_ps(da, _mm512_set1_ps(sc[r])), f[r]);
+        for (int r = 0; r < TM; r++)
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * r))),
+                                   _mm512_mul_ps(da, _mm512_set1_ps(sc[r])), f[r]);
+        return;
+    }
+    if (kind == Q4_KR) {
+        const __m512 fs = _mm512_load_ps(ap->fsum + lane);
+#pragma GCC unroll 16
+        for (int r = 0; r < TM; r++)
+            f[r] = _mm512_fnmadd_ps(fs, _mm512_set1_ps(mn[r]),
+                                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * r))),
+                                                    _mm512_set1_ps(sc[r]), f[r]));
+    } else {
+#pragma GCC unroll 16
+        for (int r = 0; r < TM; r++)
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(c + 16 * r))),
+                                   _mm512_set1_ps(sc[r]), f[r]);
+    }
+    if ((b & (kind == Q6_KR ? 15 : 7)) == (kind == Q6_KR ? 15 : 7)) {
+        const __m512 da = _mm512_load_ps(ap->d + lane);
+#pragma GCC unroll 16
+        for (int r = 0; r < TM; r++) {
+            _mm512_store_ps(acc + 16 * r, _mm512_fmadd_ps(f[r], da, _mm512_load_ps(acc + 16 * r)));
+            f[r] = _mm512_setzero_ps();
+        }
+    }
 }
 
 /* Group g's tokens against the chunk in A (blocks b0 .. b0+kc-1): acc
  * (16 rows x 16 tokens) += the chunk's products, from zero when first. */
-static void group_chunk(const int8_t *a, const float *sc, const nb_actpack *ap, int64_t g, int64_t b0, int64_t kc,
-                        float *acc, int first) {
-    const int8_t *q = ap->q + (g * ap->nb + b0) * 512;
-    const float *d = ap->d + (g * ap->nb + b0) * 16;
+AI void group_chunk(const int8_t *a, const float *sc, const float *mn, const nb_actpack *ap, int64_t g, int64_t b0,
+                    int64_t kc, float *acc, int first, const int kind) {
+    const int8_t *q = ap->q + (g * ap->nb + (b0 >> HALVES(kind))) * 512;
     _Alignas(64) int32_t cb[4][TM * 16];
     __m512 f[TM];
 #pragma GCC unroll 16
-    for (int r = 0; r < TM; r++) f[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * r);
+    for (int r = 0; r < TM; r++) {
+        if (kind == Q4_KR || kind == Q6_KR) { /* acc takes whole super-blocks */
+            f[r] = _mm512_setzero_ps();
+            if (first) _mm512_store_ps(acc + 16 * r, f[r]);
+        } else {
+            f[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * r);
+        }
+    }
     ISSUE(0, 0, 0);
     ISSUE(1, 1, 1);
     ISSUE(2, 0, 2);
@@ -179,8 +291,24 @@ static void group_chunk(const int8_t *a, const float *sc, const nb_actpack *ap, 
         ISSUE(2, 0, kb + 6);
         SCALE(3, kb + 3);
     }
+    if (kind == Q4_0R || kind == Q8_0R)
 #pragma GCC unroll 16
-    for (int r = 0; r < TM; r++) _mm512_store_ps(acc + 16 * r, f[r]);
+        for (int r = 0; r < TM; r++) _mm512_store_ps(acc + 16 * r, f[r]);
+}
+
+/* One instance per kind, so each inner loop compiles once. */
+static __attribute__((noinline)) void group_chunk_q4_0r(const int8_t *a, const float *sc, const nb_actpack *ap,
+                                                         int64_t g, int64_t b0, int64_t kc, float *acc, int first) {
+    group_chunk(a, sc, NULL, ap, g, b0, kc, acc, first, Q4_0R);
+}
+static __attribute__((noinline)) void group_chunk_q4_kr(const int8_t *a, const float *sc, const float *mn,
+                                                         const nb_actpack *ap, int64_t g, int64_t b0, int64_t kc,
+                                                         float *acc, int first) {
+    group_chunk(a, sc, mn, ap, g, b0, kc, acc, first, Q4_KR);
+}
+static __attribute__((noinline)) void group_chunk_q6_kr(const int8_t *a, const float *sc, const nb_actpack *ap,
+                                                         int64_t g, int64_t b0, int64_t kc, float *acc, int first) {
+    group_chunk(a, sc, NULL, ap, g, b0, kc, acc, first, Q6_KR);
 }
 
 /* acc (16 rows x 16 tokens) of group g into y: token t's 16 rows at y[t*ldy]. */
@@ -194,11 +322,11 @@ static void store_group(const float *acc, const nb_actpack *ap, int64_t g, float
 }
 
 AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy,
-                 const int four) {
-    const int64_t nb = ap->nb, whole = nr / TM * TM;
+                 const int kind) {
+    const int64_t nb = ap->nb << HALVES(kind), whole = nr / TM * TM; /* steps per row */
     if (whole) {
         _Alignas(64) int8_t a[TM * AROW];
-        _Alignas(64) float sc[KC * 16];
+        _Alignas(64) float sc[KC * 16], mn[KC * 16];
         _Alignas(64) float acc[GB][TM * 16];
         tiles_begin();
         for (int64_t r = 0; r < whole; r += TM) {
@@ -207,8 +335,14 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
                 const int64_t gn = ap->ng - g0 < GB ? ap->ng - g0 : GB;
                 for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                     const int64_t kc = nb - b0 < KC ? nb - b0 : KC;
-                    load_tile(wr, row_bytes, nb, b0, kc, a, sc, four);
-                    for (int64_t gi = 0; gi < gn; gi++) group_chunk(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                    if (kind == Q4_KR || kind == Q6_KR) load_tile_k(wr, row_bytes, b0, kc, a, sc, mn, kind);
+                    else load_tile_q0(wr, row_bytes, nb, b0, kc, a, sc, kind == Q4_0R);
+                    for (int64_t gi = 0; gi < gn; gi++) {
+                        /* Q8_0R shares Q4_0R's instance: only the loads differ */
+                        if (kind == Q4_KR) group_chunk_q4_kr(a, sc, mn, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                        else if (kind == Q6_KR) group_chunk_q6_kr(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                        else group_chunk_q4_0r(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                    }
                 }
                 for (int64_t gi = 0; gi < gn; gi++) store_group(acc[gi], ap, g0 + gi, y + r, ldy);
             }
@@ -216,17 +350,30 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
         _tile_release();
     }
     if (nr > whole) {
-        if (four) nb_q4_0r_sgemm_avx512(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
-        else nb_q8_0r_sgemm_avx512(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
+        const nb_repack_gemm_fn rest = kind == Q4_0R ? nb_q4_0r_sgemm_avx512
+                                       : kind == Q8_0R ? nb_q8_0r_sgemm_avx512
+                                       : kind == Q4_KR ? nb_q4_kr_sgemm_avx512
+                                                       : nb_q6_kr_sgemm_avx512;
+        rest(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
     }
 }
 
 void nb_q4_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                        int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, 1);
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q4_0R);
 }
 
 void nb_q8_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                        int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, 0);
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q8_0R);
+}
+
+void nb_q4_kr_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                       int64_t ldy) {
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q4_KR);
+}
+
+void nb_q6_kr_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
+                       int64_t ldy) {
+    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q6_KR);
 }

@@ -1,9 +1,10 @@
-/* The AMX int8 GEMMs (kernels/x86/gemm_amx.c) for Q4_0R and Q8_0R: for
+/* The AMX int8 GEMMs (kernels/x86/gemm_amx.c) for Q4_0R, Q8_0R, Q4_KR and Q6_KR: for
  * batches of 1..16 tokens and larger ones (17, 33, 64, and 300: more token
  * groups than one pass over a chunk takes), row counts of whole 16-row
  * tiles, tiles plus the rows the AVX-512 kernel takes, and those rows
  * alone, block counts with and without Q4_0R's 4-block tail and across the
- * 64-block chunks (1, 3, 7, 64, 65, 131), and extreme codes (every weight
+ * 64-block chunks (1, 3, 7, 64, 65, 131; K types: 1, 2, 8, 9, 17 super-blocks),
+ * and extreme codes (every weight
  * at the type's maximum, activations that quantize to +-127), they are
  *   - bit-identical to the AVX-512 VNNI GEMM on the same pack (the same
  *     integer sums, the same float operations in the same order), and
@@ -44,12 +45,15 @@ static void check(nb_dtype gguf, nb_dtype planar) {
     assert_int_equal(amx->tile_rows, 16);
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
-    static const int64_t kbs[] = {1, 3, 7, 64, 65, 131};
+    static const int64_t kb0[] = {1, 3, 7, 64, 65, 131}, kbk[] = {8, 16, 64, 72, 136};
+    const bool k = qt->block == 256;
+    const int64_t *kbs = k ? kbk : kb0;
+    const size_t nkb = k ? 5 : 6;
     static const int64_t toks[] = {1, 2, 3, 5, 7, 8, 9, 12, 15, 16, 17, 33, 64, 300};
     static const int64_t rows[] = {16, 32, 17, 35, 5};
     const int64_t R = 48, nmax = 300;
     int64_t cases = 0;
-    for (size_t ki = 0; ki < sizeof kbs / sizeof kbs[0]; ki++)
+    for (size_t ki = 0; ki < nkb; ki++)
         for (int pattern = 0; pattern < 3; pattern++) {
             const int64_t K = kbs[ki] * 32;
             uint64_t grb, prb, arb;
@@ -111,8 +115,11 @@ static void check(nb_dtype gguf, nb_dtype planar) {
 
 static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R); }
+static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR); }
+static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR); }
 
-/* The table takes the AMX GEMMs at isa amx only, for Q4_0R / Q8_0R only. */
+/* The table takes the AMX GEMMs at isa amx only (for the four repacked
+ * types, no others), and not with amx_gemm off. */
 static void test_dispatch(void **state) {
     (void)state;
     if (!nb_repack_gemm_amx(NB_Q4_0R)) NB_TEST_SKIP("no usable AMX-INT8 on this CPU");
@@ -122,16 +129,33 @@ static void test_dispatch(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q4_0R), nb_repack_gemm_amx(NB_Q4_0R));
     assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q8_0R), nb_repack_gemm_amx(NB_Q8_0R));
-    assert_null(nb_repack_gemm_amx(NB_Q4_KR));
+    assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q4_KR), nb_repack_gemm_amx(NB_Q4_KR));
+    assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q6_KR), nb_repack_gemm_amx(NB_Q6_KR));
+    assert_null(nb_repack_gemm_amx(NB_Q4_0));
     assert_non_null(strstr(d.desc, "amx"));
-    o.max_isa = NB_ISA_AVX512;
-    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
-    assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q4_0R), nb_repack_gemm_variant(NB_Q4_0R, 3));
-    assert_ptr_equal(nb_dispatch_sgemm(&d, NB_Q4_0R, 8), nb_q4_0r_sgemm_avx512);
+    for (int off = 0; off < 2; off++) {
+        nb_kernel_opts_defaults(&o);
+        if (off) o.amx_gemm = false;
+        else o.max_isa = NB_ISA_AVX512;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q4_0R), nb_repack_gemm_variant(NB_Q4_0R, 3));
+        assert_ptr_equal(nb_dispatch_rgemm(&d, NB_Q4_KR), nb_repack_gemm_variant(NB_Q4_KR, 3));
+        assert_ptr_equal(nb_dispatch_sgemm(&d, NB_Q4_0R, 8), nb_q4_0r_sgemm_avx512);
+        assert_null(strstr(d.desc, "int8 GEMM on (amx"));
+    }
+    setenv("NIBBLE_AMX_GEMM", "maybe", 1);
+    nb_kernel_opts_defaults(&o);
+    assert_int_not_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_AMX_GEMM"));
+    setenv("NIBBLE_AMX_GEMM", "0", 1);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_OK);
+    assert_false(o.amx_gemm);
+    unsetenv("NIBBLE_AMX_GEMM");
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0r), cmocka_unit_test(test_q8_0r),
+                                       cmocka_unit_test(test_q4_kr), cmocka_unit_test(test_q6_kr),
                                        cmocka_unit_test(test_dispatch)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
