@@ -35,10 +35,10 @@
 
 /* The weight types, as the kernels' constant `kind`. */
 enum { Q4_0R, Q8_0R, Q4_KR, Q6_KR };
-/* Q6_KR's scales are per 16 weights: its steps are half-blocks, each an A
- * row of 32 bytes holding one half's weights and zeros in the other half,
- * against the whole block's B (the same tile shapes as the other types). */
+/* Q6_KR's scales are per 16 weights: its steps are half-blocks, 16 bytes
+ * of each A row against 4 rows of B (the other types: 32 bytes, 8 rows). */
 #define HALVES(kind) ((kind) == Q6_KR)
+#define STEP_BYTES(kind) (HALVES(kind) ? 16 : 32)
 
 enum {
     TM = 16, /* weight rows per tile */
@@ -67,7 +67,7 @@ typedef struct {
     uint8_t rows[16];
 } tile_config;
 
-static void tiles_begin(void) {
+static void tiles_begin(const int kind) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -76,10 +76,10 @@ static void tiles_begin(void) {
         c.rows[T_C0 + i] = 16;
     }
     for (int i = 0; i < 2; i++) {
-        c.colsb[T_A0 + i] = 32;
+        c.colsb[T_A0 + i] = STEP_BYTES(kind);
         c.rows[T_A0 + i] = 16;
         c.colsb[T_B0 + i] = 64;
-        c.rows[T_B0 + i] = 8;
+        c.rows[T_B0 + i] = STEP_BYTES(kind) / 4;
     }
     /* GCC 12 does not see that ldtilecfg reads c, and drops the stores above */
     __asm__ volatile("" : : "r"(&c) : "memory");
@@ -141,8 +141,7 @@ AI void load_tile_q0(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b
  * sub-block is 32 consecutive bytes of A (unsigned 0..15, the min coming
  * off through the tokens' sums as in the VNNI kernel); sc[step - b0][16]
  * gets d*sc[sub-block] of each row, mn[step - b0][16] dmin*m[sub-block].
- * Q6_KR: q - 32, each half in its own zero-padded 32-byte step; sc gets
- * d*sc[half]. */
+ * Q6_KR: q - 32 (16 bytes a step); sc gets d*sc[half]. */
 AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc, int8_t *a, float *sc, float *mn,
                     const int kind) {
     const int six = kind == Q6_KR, steps = six ? 16 : 8; /* per super-block */
@@ -184,16 +183,8 @@ AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc
             const __m512i x2 = _mm512_shuffle_i32x4(r0, r1, 0xee), x3 = _mm512_shuffle_i32x4(r2, r3, 0xee);
             const __m512i n[4] = {_mm512_shuffle_i32x4(x0, x1, 0x88), _mm512_shuffle_i32x4(x0, x1, 0xdd),
                                   _mm512_shuffle_i32x4(x2, x3, 0x88), _mm512_shuffle_i32x4(x2, x3, 0xdd)};
-            int8_t *dst = a + i * AROW + (s * steps - b0) * 32;
-            for (int j = 0; j < 4; j++) {
-                if (six) { /* weights 64j.. as halves 4j..4j+3: [h0 0 | 0 h1], [h2 0 | 0 h3] */
-                    const __m512i v = _mm512_sub_epi8(n[j], e32);
-                    _mm512_storeu_si512((void *)(dst + 128 * j), _mm512_maskz_shuffle_i32x4(0xF00F, v, v, 0x40));
-                    _mm512_storeu_si512((void *)(dst + 128 * j + 64), _mm512_maskz_shuffle_i32x4(0xF00F, v, v, 0xC2));
-                } else {
-                    _mm512_storeu_si512((void *)(dst + 64 * j), n[j]);
-                }
-            }
+            int8_t *dst = a + i * AROW + (s * steps - b0) * STEP_BYTES(kind);
+            for (int j = 0; j < 4; j++) _mm512_storeu_si512((void *)(dst + 64 * j), six ? _mm512_sub_epi8(n[j], e32) : n[j]);
             for (int jb = 0; jb < steps; jb++) {
                 sc[(s * steps - b0 + jb) * 16 + i] = f[jb];
                 if (!six) mn[(s * steps - b0 + jb) * 16 + i] = f[8 + jb];
@@ -211,8 +202,8 @@ AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc
     do {                                                                                                     \
         if ((kb) < kc) {                                                                                     \
             _tile_zero(T_C##S);                                                                              \
-            _tile_loadd(T_A##AB, a + (kb) * 32, AROW);                                                       \
-            _tile_loadd(T_B##AB, q + ((kb) >> HALVES(kind)) * 512, 64);                                      \
+            _tile_loadd(T_A##AB, a + (kb) * STEP_BYTES(kind), AROW);                                         \
+            _tile_loadd(T_B##AB, q + (kb) * STEP_BYTES(kind) * 16, 64);                                      \
             _tile_dpbssd(T_C##S, T_A##AB, T_B##AB);                                                          \
             _tile_stored(T_C##S, cb[S], 64);                                                                 \
         }                                                                                                    \
@@ -323,12 +314,17 @@ static void store_group(const float *acc, const nb_actpack *ap, int64_t g, float
 
 AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy,
                  const int kind) {
-    const int64_t nb = ap->nb << HALVES(kind), whole = nr / TM * TM; /* steps per row */
+    /* Q6_KR: each 16-row tile's unpack (a transpose per super-block) costs
+     * more than two token groups save: 32 tokens, one thread, 256 MiB of
+     * 5632 x 2048 weights: 93-96 ms against the VNNI GEMM's 90, 64 tokens
+     * 148 against 164 (docs/speed.md, session 27) */
+    const int64_t whole = kind == Q6_KR && ap->ng < 3 ? 0 : nr / TM * TM;
+    const int64_t nb = ap->nb << HALVES(kind); /* steps per row */
     if (whole) {
         _Alignas(64) int8_t a[TM * AROW];
         _Alignas(64) float sc[KC * 16], mn[KC * 16];
         _Alignas(64) float acc[GB][TM * 16];
-        tiles_begin();
+        tiles_begin(kind);
         for (int64_t r = 0; r < whole; r += TM) {
             const uint8_t *wr = w + (uint64_t)r * row_bytes;
             for (int64_t g0 = 0; g0 < ap->ng; g0 += GB) {
