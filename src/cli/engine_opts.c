@@ -240,8 +240,8 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   AMX servers, 8192 on AMD family 26, measured), tuned at load\n"
               "                                   elsewhere when the weights pass 256 MiB (not with --mmap)\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
-              "                                   row passes (64..65536; default per CPU: a quarter of the L2;\n"
-              "                                   env NIBBLE_GEMM_SLAB_KIB)\n",
+              "                                   row passes (64..65536; default per CPU: a quarter of the L2, all\n"
+              "                                   of it with the AMX GEMMs; env NIBBLE_GEMM_SLAB_KIB)\n",
               f);
 }
 

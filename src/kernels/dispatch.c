@@ -131,10 +131,13 @@ bool nb_prefetch_measured_for_cpu(const nb_cpu *c) {
  * 256 KiB 5% slower (docs/speed.md, session 10). With the small-batch
  * GEMMs' tiles at every size (session 11) a quarter is better: pp512 Q4_0
  * 456-463 -> 499-508 tok/s at 256-384 KiB, Q8_0 483-502 -> 515-518, Q4_K_M
- * the same, AVX2 the same. Sapphire Rapids was not measured again: a
- * quarter of its L2 is 512 KiB. */
-size_t nb_gemm_slab_for_cpu(const nb_cpu *c) {
-    long kib = c->l2_bytes > 0 ? (c->l2_bytes >> 10) / 4 : 256;
+ * the same, AVX2 the same. The AMX GEMMs (kernels/x86/gemm_amx.c) unpack
+ * each 16-row tile's weights once per slab and then run every group of the
+ * slab through the tile unit: the whole L2 is better there (Intel guest
+ * with 2 MiB L2, pp512 Q4_0: 383-389 tok/s at 512 KiB, 430-433 at 2 MiB,
+ * 414-416 at 4 MiB; docs/speed.md, session 27). */
+size_t nb_gemm_slab_for_cpu(const nb_cpu *c, bool amx) {
+    long kib = c->l2_bytes > 0 ? (c->l2_bytes >> 10) / (amx ? 1 : 4) : 256;
     return (size_t)NB_MIN(NB_MAX(kib, NB_GEMM_SLAB_MIN_KIB), NB_GEMM_SLAB_MAX_KIB) << 10;
 }
 
@@ -224,7 +227,6 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
     d->sgemm_max = o->sgemm_max < 0 ? 0 : o->sgemm_max;
-    d->gemm_slab_bytes = o->gemm_slab_kib ? (size_t)o->gemm_slab_kib << 10 : nb_gemm_slab_for_cpu(nb_cpu_get());
     d->rows_min = o->rows_min < 1 ? 1 : o->rows_min;
     d->rows_max = o->rows_max < 0 ? 0 : o->rows_max;
     bool vnni512 = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
@@ -235,6 +237,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     const nb_isa gemm_isa = o->amx_gemm || isa < NB_ISA_AMX ? isa : NB_ISA_AVX512;
     const bool amx_gemm = o->int8_gemm && nb_repack_gemm(NB_Q4_0R, gemm_isa) == nb_repack_gemm_amx(NB_Q4_0R) &&
                           nb_repack_gemm_amx(NB_Q4_0R);
+    d->gemm_slab_bytes = o->gemm_slab_kib ? (size_t)o->gemm_slab_kib << 10 : nb_gemm_slab_for_cpu(nb_cpu_get(), amx_gemm);
     for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
         int s = nb_dispatch_slot((nb_dtype)v);
         if (s < 0) continue;

@@ -144,9 +144,10 @@ bool nb_prefetch_measured_for_cpu(const nb_cpu *c);
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);
 /* "auto", "on"/"1", "off"/"0"; false for anything else. */
 bool nb_choice_parse(const char *s, nb_choice *out);
-/* Bytes of packed activations per int8-GEMM slab on this CPU: half its L2
- * (512 KiB when unknown), within NB_GEMM_SLAB_MIN_KIB..NB_GEMM_SLAB_MAX_KIB. */
-size_t nb_gemm_slab_for_cpu(const nb_cpu *c);
+/* Bytes of packed activations per int8-GEMM slab on this CPU: a quarter of
+ * its L2, all of it for the AMX GEMMs (256 KiB when unknown), within
+ * NB_GEMM_SLAB_MIN_KIB..NB_GEMM_SLAB_MAX_KIB. */
+size_t nb_gemm_slab_for_cpu(const nb_cpu *c, bool amx);
 #define NB_GEMM_SLAB_MIN_KIB 64
 #define NB_GEMM_SLAB_MAX_KIB (64 << 10)
 

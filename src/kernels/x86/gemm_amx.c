@@ -43,7 +43,7 @@ enum { Q4_0R, Q8_0R, Q4_KR, Q6_KR };
 enum {
     TM = 16, /* weight rows per tile */
     KC = 64, /* blocks per chunk of A */
-    GB = 16, /* token groups per pass over a chunk */
+    GB = 64, /* token groups per pass over a chunk */
     /* bytes from one row of A to the next: +64 keeps a tile's 16 rows out of
      * each other's L1 sets */
     AROW = KC * 32 + 64,
