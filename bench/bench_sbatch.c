@@ -5,7 +5,8 @@
  *   old   the defaults at isa avx512: the AVX-512 VNNI small-batch int8
  *         GEMMs (without the AMX GEMMs of kernels/x86/gemm_amx.c)
  *   new   the defaults: on an AMX CPU the AMX GEMMs for Q4_0R / Q8_0R
- *   low   the same from 2 tokens (rgemm_min 2) instead of the multi-token dots
+ *   norows  "new" without the rows-in-lanes kernels (rows_max 0): 8-24 tokens
+ *         through the int8 GEMMs too
  *   prev  (built with -DSB_PREV only) "new" with the small-batch GEMM of this
  *         type replaced by prev_sgemm, another build of
  *         src/kernels/x86/sbatch_avx512.c (an older commit, renamed): old vs new
@@ -82,14 +83,14 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < NMAX * K; i++) x[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
     nb_tensor *W = calloc((size_t)nm, sizeof *W);
     for (int m = 0; m < nm; m++) W[m] = (nb_tensor){"w", to, 2, {K, R, 1, 1}, w + (size_t)m * mat, mat, NULL};
-    static const char *names[4] = {"old", "new", "low", "prev"};
+    static const char *names[4] = {"old", "new", "norows", "prev"};
     nb_dispatch d[NV];
     nb_kctx k[NV];
     for (int v = 0; v < NV; v++) {
         nb_kernel_opts o;
         nb_kernel_opts_defaults(&o);
         if (v == 0) o.max_isa = NB_ISA_AVX512;
-        if (v == 2) o.rgemm_min = 2;
+        if (v == 2) o.rows_max = 0;
         if (nb_dispatch_build(&o, &d[v]) != NB_OK) return 1;
 #ifdef SB_PREV
         if (v == 3) {
