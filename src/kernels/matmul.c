@@ -325,6 +325,16 @@ typedef struct {
     int prefetch;     /* the context's (nb_kctx.prefetch) */
 } quant_job;
 
+/* Whether a batch of n tokens of weight type t goes through its
+ * rows-in-lanes kernel: where it has one, n is in the table's range, and
+ * the int8 GEMM is not the faster one at n (the AMX GEMMs from 13 tokens). */
+static bool rows_for(const nb_kctx *k, nb_dtype t, int64_t n) {
+    const nb_qdot *qd = is_float(t) ? NULL : qdot_for(k, t);
+    const nb_rgemm *rg = nb_dispatch_rgemm(k->d, t);
+    return qd && qd->vec_dot_rows && n >= k->d->rows_min && n <= k->d->rows_max &&
+           !(rg && rg->beats_rows_from && n >= rg->beats_rows_from);
+}
+
 /* The way a set of weights sharing their activations is computed: all must
  * take the same activation format; PATH_NONE when they cannot share a job. */
 static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *W, int64_t n) {
@@ -333,12 +343,12 @@ static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *
     if (all_float) return n == 1 ? PATH_FLOAT_DOTS : PATH_NONE;
     const nb_qdot *q0 = NULL;
     const nb_rgemm *g0 = NULL;
-    bool gemm = n >= k->d->rgemm_min, rows = n >= k->d->rows_min && n <= k->d->rows_max;
+    bool gemm = n >= k->d->rgemm_min, rows = true;
     for (int i = 0; i < count; i++) {
         const nb_qdot *qd = qdot_for(k, W[i]->type);
         if (!qd || (q0 && (qd->act_type != q0->act_type || qd->quantize_act != q0->quantize_act))) return PATH_NONE;
         q0 = q0 ? q0 : qd;
-        rows = rows && qd->vec_dot_rows;
+        rows = rows && rows_for(k, W[i]->type, n);
         const nb_rgemm *rg = nb_dispatch_rgemm(k->d, W[i]->type);
         if (!rg || (g0 && rg->act != g0->act)) gemm = false;
         g0 = g0 ? g0 : rg;
@@ -541,11 +551,10 @@ static nb_status matmul_dequant(nb_kctx *k, const nb_tensor *W, const float *X, 
  * having one (Q4_K_M mixes Q4_K and Q6_K in Q/K/V): those go as one job and
  * the others as another, so each keeps its fastest path. */
 static bool split_for_rows(const nb_kctx *k, int count, const nb_tensor *const *W, int64_t n, bool has[MM_MAX]) {
-    if (count < 2 || n < k->d->rows_min || n > k->d->rows_max) return false;
+    if (count < 2) return false;
     int c = 0;
     for (int i = 0; i < count; i++) {
-        const nb_qdot *qd = is_float(W[i]->type) ? NULL : qdot_for(k, W[i]->type);
-        has[i] = qd && qd->vec_dot_rows;
+        has[i] = rows_for(k, W[i]->type, n);
         c += has[i];
     }
     return c > 0 && c < count;

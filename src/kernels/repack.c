@@ -457,15 +457,15 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     nb_dispatch_default()->actpack_group(ap, X, g, row);
 }
 
-static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P, 4};
-static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P, 4};
-static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K, 4};
-static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K, 4};
+static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P, 4, 0};
+static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P, 4, 0};
+static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K, 4, 0};
+static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K, 4, 0};
 
-static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P, 4}, {nb_q8_0r_gemm_avx2, NB_Q8_0P, 4},
-                                      {nb_q4_kr_gemm_avx2, NB_Q8_K, 4}, {nb_q6_kr_gemm_avx2, NB_Q8_K, 4}};
-static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P, 4}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P, 4},
-                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K, 4}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K, 4}};
+static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P, 4, 0}, {nb_q8_0r_gemm_avx2, NB_Q8_0P, 4, 0},
+                                      {nb_q4_kr_gemm_avx2, NB_Q8_K, 4, 0}, {nb_q6_kr_gemm_avx2, NB_Q8_K, 4, 0}};
+static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P, 4, 0}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P, 4, 0},
+                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K, 4, 0}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K, 4, 0}};
 
 const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
     if (variant < 1 || !variant_ok(variant)) return NULL;
@@ -478,8 +478,12 @@ const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
 }
 
 const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
-    static const nb_rgemm amx[4] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16},
-                                    {nb_q4_kr_gemm_amx, NB_Q8_K, 16}, {nb_q6_kr_gemm_amx, NB_Q8_K, 16}};
+    /* Against the rows-in-lanes kernels, one thread, 256 MiB of 5632 x 2048
+     * weights, ms per step (docs/speed.md, session 27): Q4_0R 8 tokens 53 vs
+     * 62 (AMX), 12: 66 vs 64, 16: 79 vs 66, 24: 104 vs 92; Q4_KR 12: 70 vs
+     * 70, 16: 80 vs 71. Q6_KR's AMX GEMM takes batches of 33+ only. */
+    static const nb_rgemm amx[4] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16, 13},
+                                    {nb_q4_kr_gemm_amx, NB_Q8_K, 16, 13}, {nb_q6_kr_gemm_amx, NB_Q8_K, 16, 33}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
     int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
     return k < 0 ? NULL : &amx[k];

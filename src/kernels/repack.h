@@ -207,6 +207,8 @@ typedef struct nb_rgemm {
     nb_repack_gemm_fn run;
     nb_dtype act;  /* NB_Q8_0P or NB_Q8_K */
     int tile_rows; /* rows per tile: a call's row count best a multiple of it */
+    int64_t beats_rows_from; /* batches from which it is faster than the type's rows-in-lanes kernel
+                                (kernels/qdot.h vec_dot_rows), which the matmul then skips; 0: never */
 } nb_rgemm;
 /* NULL when the type has none (or this CPU lacks AVX2; AVX-512 VNNI, AVX-VNNI
  * or AVX2 kernels by what it has, and for the four types the AMX ones at
