@@ -14,10 +14,13 @@
 #        bench/engine.sh --batched [BIN] [WORKDIR] [THREADS (1)] [REPS (3)]
 #   --batched: only the batched-decode comparison (docs/speed.md, "Batched
 #   decode"): decode throughput at N = 1, 8, 32 (per CPU-second and per
-#   wall second, see below) with the small-batch int8 GEMMs (kernels/sbatch.h, the default) and
-#   without them (NIBBLE_SGEMM_MAX=0: the 16-token GEMM for every batch of
-#   8+), the settings interleaved REPS times; prints each run and, per
-#   setting, the min and median of N=8/N=1 and N=32/N=1 and of new/old.
+#   wall second, see below) with the defaults (new) and with OLD_ENV set
+#   (old; default NIBBLE_SGEMM_MAX=0: the 16-token GEMM for every batch of
+#   8+ instead of the small-batch int8 GEMMs of kernels/sbatch.h - which
+#   changes nothing where the AMX GEMMs take the batches: there
+#   OLD_ENV=NIBBLE_AMX_GEMM=0 compares them with the AVX-512 VNNI ones),
+#   the settings interleaved REPS times; prints each run and, per setting,
+#   the min and median of N=8/N=1 and N=32/N=1 and of new/old.
 #   builds WORKDIR/tl-f16.gguf with nibble synth (the 32000-token llama vocab
 #   from ../shared/vocab when present) and WORKDIR/tl-q4_0.gguf with nibble
 #   quantize unless they exist (bench/tinyllama.sh makes the same files).
@@ -51,19 +54,20 @@ if [ "$BATCHED" = 1 ]; then
   # spin-waits on a busy host count as CPU time.
   T=${3:-1}
   REPS=${4:-3}
-  echo "== batched decode: small-batch int8 GEMMs on (new, NIBBLE_SGEMM_MAX default) / off (old, NIBBLE_SGEMM_MAX=0), interleaved x$REPS, $T thread(s) =="
+  OLD_ENV=${OLD_ENV:-NIBBLE_SGEMM_MAX=0}
+  echo "== batched decode: the defaults (new) / $OLD_ENV (old), interleaved x$REPS, $T thread(s) =="
   lscpu | grep 'Model name' || true
   out=$(mktemp)
   for r in $(seq "$REPS"); do
     for mode in new old; do
-      if [ "$mode" = old ]; then export NIBBLE_SGEMM_MAX=0; else unset NIBBLE_SGEMM_MAX; fi
-      "$BIN" bench model "$Q40" --concurrency 1,8,32 --input-len 16 --output-len 48 -t "$T" --json |
+      set --
+      if [ "$mode" = old ]; then set -- "$OLD_ENV"; fi
+      env "$@" "$BIN" bench model "$Q40" --concurrency 1,8,32 --input-len 16 --output-len 48 -t "$T" --json |
         python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 print(sys.argv[1], sys.argv[2], *["%.3f %.3f" % (l["decode_tok_per_cpu_s"], l["decode_tok_s"]) for l in d["levels"]])' "$mode" "$r" |
         tee -a "$out"
-      unset NIBBLE_SGEMM_MAX
     done
   done
   python3 - "$out" <<'PY'
