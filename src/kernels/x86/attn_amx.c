@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "base/cpu.h"
+#include "kernels/x86/amx_tiles.h"
 #include "kernels/x86/attn_tile.h"
 #include "kernels/x86/transpose16.h"
 #include "kernels/x86/vexp.h"
@@ -54,13 +55,6 @@
 #define W 16
 #define KA 32 /* keys per chunk: the 32 bf16 of one A-tile row */
 
-/* The tile configuration (palette 1): every tile 16 rows of 64 bytes. */
-typedef struct {
-    uint8_t palette, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 /* Tiles: C of O^T; A of K and of V^T; B of Q^T (hi) and of P (lo), B of
  * Q^T (lo) and of P (hi); C of the scores (keys 0-15, 16-31). */
@@ -73,15 +67,12 @@ typedef struct {
 #define T_S0 6
 #define T_S1 7
 
+/* Every tile 16 rows of 64 bytes. */
 static void tiles_begin(void) {
-    tile_config c;
+    nb_tile_config c;
     memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    _tile_loadconfig(&c);
+    nb_tile_shape(&c, 0, 8, 16, 64);
+    nb_tiles_load(&c);
 }
 
 /* x rounded to bf16 (to nearest even), back as f32. */

@@ -29,6 +29,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/sbatch.h"
+#include "kernels/x86/amx_tiles.h"
 #include "kernels/x86/transpose16.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -60,30 +61,13 @@ enum {
 #define T_B0 6
 #define T_B1 7
 
-typedef struct {
-    uint8_t palette, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
 static void tiles_begin(const int kind) {
-    tile_config c;
+    nb_tile_config c;
     memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 4; i++) {
-        c.colsb[T_C0 + i] = 64;
-        c.rows[T_C0 + i] = 16;
-    }
-    for (int i = 0; i < 2; i++) {
-        c.colsb[T_A0 + i] = STEP_BYTES(kind);
-        c.rows[T_A0 + i] = 16;
-        c.colsb[T_B0 + i] = 64;
-        c.rows[T_B0 + i] = STEP_BYTES(kind) / 4;
-    }
-    /* GCC 12 does not see that ldtilecfg reads c, and drops the stores above */
-    __asm__ volatile("" : : "r"(&c) : "memory");
-    _tile_loadconfig(&c);
+    nb_tile_shape(&c, T_C0, 4, 16, 64);
+    nb_tile_shape(&c, T_A0, 2, 16, STEP_BYTES(kind));
+    nb_tile_shape(&c, T_B0, 2, STEP_BYTES(kind) / 4, 64);
+    nb_tiles_load(&c);
 }
 
 /* Blocks b0 .. b0+kc-1 of rows w .. w+15 (row_bytes apart, nb blocks):
@@ -354,22 +338,11 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
     }
 }
 
-void nb_q4_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                       int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q4_0R);
-}
-
-void nb_q8_0r_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                       int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q8_0R);
-}
-
-void nb_q4_kr_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                       int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q4_KR);
-}
-
-void nb_q6_kr_gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                       int64_t ldy) {
-    gemm_amx(w, row_bytes, nr, ap, y, ldy, Q6_KR);
-}
+#define GEMM_AMX(name, kind)                                                                                         \
+    void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {       \
+        gemm_amx(w, row_bytes, nr, ap, y, ldy, kind);                                                                \
+    }
+GEMM_AMX(nb_q4_0r_gemm_amx, Q4_0R)
+GEMM_AMX(nb_q8_0r_gemm_amx, Q8_0R)
+GEMM_AMX(nb_q4_kr_gemm_amx, Q4_KR)
+GEMM_AMX(nb_q6_kr_gemm_amx, Q6_KR)

@@ -1,28 +1,34 @@
-/* Test inputs for the repacked-kernel tests (test_repack_avx2, test_sbatch_avx2):
- * a xorshift generator and GGUF rows with extreme codes. Header-only: each
- * test binary includes it once. */
+/* Test inputs and checks for the repacked-kernel tests (test_repack,
+ * test_repack_avx2, test_sbatch, test_sbatch_avx2, test_gemm_amx): a
+ * xorshift generator, GGUF rows with extreme codes, float inputs with
+ * extreme patterns, and the check of an int8 GEMM's output against the
+ * scalar reference dot. Header-only: one include per test binary. */
 #ifndef NB_TEST_KERNEL_INPUTS_H
 #define NB_TEST_KERNEL_INPUTS_H
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/blocks.h"
 #include "base/dtype.h"
 #include "base/half.h"
+#include "kernels/qdot.h"
+#include "testutil.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next(void) {
+static inline uint64_t next(void) {
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
     return rng;
 }
 /* uniform in [-1, 1) */
-static float frand(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0) * 2 - 1); }
+static inline float frand(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0) * 2 - 1); }
 
 /* Rows of GGUF blocks of `gguf` with codes from `mode` (0 random bytes, 1 all
  * bytes 0xff, 2 all 0x00 / the minimum: Q8_0 -128, Q6_K scales -128) and
  * sane scales. */
-static void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode) {
+static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode) {
     for (uint64_t i = 0; i < bytes; i++) g[i] = mode == 0 ? (uint8_t)next() : mode == 1 ? 0xff : 0x00;
     const nb_half d = nb_fp32_to_fp16(0.02f), dm = nb_fp32_to_fp16(0.01f);
     if (gguf == NB_Q4_0)
@@ -42,6 +48,41 @@ static void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode) {
             b->d = d;
             if (mode == 2) memset(b->scales, 0x80, 16); /* -128 */
         }
+}
+
+/* pattern 0: random; 1: every weight the max, activations one-hot large;
+ * 2: weights alternating +-max, activations +-large in every block. */
+static inline void fill_patterns(float *w, int64_t nw, float *x, int64_t nx, int pattern) {
+    for (int64_t i = 0; i < nw; i++) w[i] = pattern == 1 ? 1.0f : pattern == 2 ? (i & 1 ? -1.0f : 1.0f) : frand();
+    for (int64_t i = 0; i < nx; i++) {
+        if (pattern == 0) x[i] = frand() * 2;
+        else if (pattern == 1) x[i] = (i % 37 == 0) ? 100.0f : frand();
+        else x[i] = (i % 32 == 5) ? -50.0f : (i % 32 == 9 ? 50.0f : frand() * 0.01f);
+    }
+}
+
+/* y[t*R + r] (tokens t = 0, tstep, ... < n; rows r < R of the repacked
+ * weights p, row_bytes prb, quantized from w) within 1e-5 of sum |w*x| of
+ * the scalar reference dot on each token's own quantization (x: n rows of
+ * K floats). `what` names the kernel in a failure. */
+static inline void expect_near_ref(const nb_qdot *ref, const uint8_t *p, uint64_t prb, const float *w, const float *x,
+                                   int64_t K, int64_t R, int64_t n, int64_t tstep, const float *y, const char *what) {
+    uint64_t arb;
+    assert_true(nb_dtype_row_bytes(ref->act_type, (uint64_t)K, &arb));
+    uint8_t *a = malloc(arb);
+    for (int64_t t = 0; t < n; t += tstep) {
+        ref->quantize_act(x + t * K, a, K);
+        for (int64_t r = 0; r < R; r++) {
+            float want;
+            ref->vec_dot(K, p + r * prb, a, &want);
+            double mag = 0;
+            for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
+            if (!(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5))
+                fail_msg("%s K=%lld n=%lld t=%lld r=%lld: %g, scalar reference %g", what, (long long)K, (long long)n,
+                         (long long)t, (long long)r, (double)y[t * R + r], (double)want);
+        }
+    }
+    free(a);
 }
 
 #endif

@@ -20,21 +20,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/sbatch.h"
 #include "testutil.h"
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
-}
-
-static void fill(float *w, int64_t nw, float *x, int64_t nx, int pattern) {
-    for (int64_t i = 0; i < nw; i++) w[i] = pattern == 1 ? 1.0f : pattern == 2 ? (i & 1 ? -1.0f : 1.0f) : frand();
-    for (int64_t i = 0; i < nx; i++) {
-        if (pattern == 0) x[i] = frand() * 2;
-        else if (pattern == 1) x[i] = (i % 37 == 0) ? 100.0f : frand();
-        else x[i] = (i % 32 == 5) ? -50.0f : (i % 32 == 9 ? 50.0f : frand() * 0.01f);
-    }
-}
+#include "kernel_inputs.h"
 
 static void check(nb_dtype gguf, nb_dtype planar) {
     const nb_rgemm *amx = nb_repack_gemm_amx(planar);
@@ -56,14 +42,13 @@ static void check(nb_dtype gguf, nb_dtype planar) {
     for (size_t ki = 0; ki < nkb; ki++)
         for (int pattern = 0; pattern < 3; pattern++) {
             const int64_t K = kbs[ki] * 32;
-            uint64_t grb, prb, arb;
+            uint64_t grb, prb;
             assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
             assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
-            assert_true(nb_dtype_row_bytes(ref->act_type, (uint64_t)K, &arb));
             float *w = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(K * nmax) * 4);
             float *y0 = malloc((size_t)(nmax * R) * 4), *y1 = malloc((size_t)(nmax * R) * 4);
-            uint8_t *g = malloc(grb * R), *p = malloc(prb * R), *a = malloc(arb);
-            fill(w, K * R, x, K * nmax, pattern);
+            uint8_t *g = malloc(grb * R), *p = malloc(prb * R);
+            fill_patterns(w, K * R, x, K * nmax, pattern);
             for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
             nb_repack_rows(gguf, g, p, R, K);
             void *mem = aligned_alloc(64, (nb_actpack_bytes(K, nmax) + 63) & ~(size_t)63);
@@ -93,21 +78,9 @@ static void check(nb_dtype gguf, nb_dtype planar) {
                 }
                 /* the whole R rows against the scalar reference, a few tokens */
                 amx->run(p, prb, R, &ap, y1, R);
-                for (int64_t t = 0; t < n; t += 7) {
-                    ref->quantize_act(x + t * K, a, K);
-                    for (int64_t r = 0; r < R; r++) {
-                        float want;
-                        ref->vec_dot(K, p + r * prb, a, &want);
-                        double mag = 0;
-                        for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
-                        if (!(fabs(y1[t * R + r] - want) <= 1e-5 * mag + 1e-5))
-                            fail_msg("%s K=%lld n=%lld t=%lld r=%lld: %g, scalar reference %g", nb_dtype_name(planar),
-                                     (long long)K, (long long)n, (long long)t, (long long)r, (double)y1[t * R + r],
-                                     (double)want);
-                    }
-                }
+                expect_near_ref(ref, p, prb, w, x, K, R, n, 7, y1, nb_dtype_name(planar));
             }
-            free(w); free(x); free(y0); free(y1); free(g); free(p); free(a); free(mem); free(row);
+            free(w); free(x); free(y0); free(y1); free(g); free(p); free(mem); free(row);
         }
     fprintf(stderr, "  %s AMX GEMM == AVX-512 VNNI GEMM bit for bit, ~ scalar reference (%lld cases)\n",
             nb_dtype_name(planar), (long long)cases);

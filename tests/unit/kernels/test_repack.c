@@ -12,12 +12,7 @@
 
 #include "kernels/repack.h"
 #include "testutil.h"
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
-}
+#include "kernel_inputs.h"
 
 static void check_type(nb_dtype gguf, nb_dtype planar) {
     const nb_qtype *qt = nb_qtype_get(gguf);
@@ -81,12 +76,11 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t K = shapes[si][0], R = shapes[si][1], n = shapes[si][2];
         if (K % (int64_t)qt->block) continue;
-        uint64_t grb, prb, arb;
+        uint64_t grb, prb;
         assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
         assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
-        assert_true(nb_dtype_row_bytes(ref->act_type, (uint64_t)K, &arb));
         float *w = malloc((size_t)(K * R) * 4), *x = malloc((size_t)(K * n) * 4), *y = malloc((size_t)(n * R) * 4);
-        uint8_t *g = malloc(grb * R), *p = malloc(prb * R), *a = malloc(arb);
+        uint8_t *g = malloc(grb * R), *p = malloc(prb * R);
         for (int64_t i = 0; i < K * R; i++) w[i] = frand();
         for (int64_t i = 0; i < K * n; i++) x[i] = frand() * 2;
         for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
@@ -97,20 +91,8 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
         nb_actpack_init(&ap, mem, n, K, gemm->act);
         for (int64_t gi = 0; gi < ap.ng; gi++) nb_actpack_group(&ap, x, gi, row);
         gemm->run(p, prb, R, &ap, y, R);
-        for (int64_t t = 0; t < n; t++) {
-            ref->quantize_act(x + t * K, a, K);
-            for (int64_t r = 0; r < R; r++) {
-                float want;
-                ref->vec_dot(K, p + r * prb, a, &want);
-                double mag = 0;
-                for (int64_t i = 0; i < K; i++) mag += fabs((double)w[r * K + i] * x[t * K + i]);
-                if (!(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5))
-                    fprintf(stderr, "K=%lld t=%lld r=%lld gemm %g ref %g\n", (long long)K, (long long)t, (long long)r,
-                            y[t * R + r], want);
-                assert_true(fabs(y[t * R + r] - want) <= 1e-5 * mag + 1e-5);
-            }
-        }
-        free(w); free(x); free(y); free(g); free(p); free(a); free(mem); free(row);
+        expect_near_ref(ref, p, prb, w, x, K, R, n, 1, y, nb_dtype_name(planar));
+        free(w); free(x); free(y); free(g); free(p); free(mem); free(row);
     }
     fprintf(stderr, "  %s int8 GEMM equals the planar dots\n", nb_dtype_name(planar));
 }
