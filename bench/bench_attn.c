@@ -10,7 +10,9 @@
  * x 2).
  * Not built by default. Build by hand (after building the library):
  *   cc -O2 -Iinclude -Isrc bench/bench_attn.c build/libnibble.a -lm -lpthread -lpcre2-8 -ljansson
- * usage: bench_attn [DEPTH=4096] [TOKENS=64] [REPS=7] */
+ * usage: bench_attn [DEPTH=4096] [TOKENS=64] [REPS=7] [ONLY]
+ * ONLY keeps the variants whose "type kernel" (as printed, e.g. "f32 amx
+ * split bf16") contains it: one kernel alone for perf record. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,16 @@ int main(int argc, char **argv) {
     for (int t = 0; t < NB_KV_TYPES && fs; t++) v[nv++] = (variant){"amx split bf16", fs, (nb_kv_type)t};
     if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};
     if (fa) v[nv++] = (variant){"avx2 int8 dots", fa, NB_KVT_INT8};
+    if (argc > 4) { /* keep the variants that match ONLY */
+        int kept = 0;
+        for (int i = 0; i < nv; i++) {
+            char label[64];
+            snprintf(label, sizeof label, "%s %s", tname[v[i].type], v[i].name);
+            if (strstr(label, argv[4])) v[kept++] = v[i];
+        }
+        if (!kept) { fprintf(stderr, "bench_attn: no kernel matches '%s'\n", argv[4]); return 2; }
+        nv = kept;
+    }
     pool pools[NB_KV_TYPES];
     for (int t = 0; t < NB_KV_TYPES; t++) pool_make(&pools[t], (nb_kv_type)t, depth);
     float *q = malloc((size_t)nt * NQ * HD * sizeof *q), *out = malloc((size_t)nt * NQ * HD * sizeof *out);
