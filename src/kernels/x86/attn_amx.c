@@ -28,11 +28,12 @@
  *   S^T (32 keys x 16 rows) = K (keys x head dims) . Q^T
  *       A = the chunk's K rows (KH[32][hd], KL), B = Q^T as bf16 pairs of
  *       head elements (the QT area, converted in place), two C tiles of 16
- *       keys each, issued before the previous block's softmax;
+ *       keys each, issued step by step during the previous block's softmax;
  *   the causal mask and online softmax per lane (row) on the 32 score
- *   vectors, in base 2 (log2 e folded into Q's scale: nb_exp2_16), O^T
- *   rescaled in memory when a row's max grew, P as bf16 pairs of keys
- *   (one B tile: 16 key pairs x 16 rows; split: two);
+ *   vectors, in base 2 (log2 e folded into Q's scale: nb_exp2_16), against
+ *   the rows' running maximum as it stands while no probability exceeds
+ *   2^16, else with the new maximum and O^T rescaled in memory (softmax32),
+ *   P as bf16 pairs of keys (one B tile: 16 key pairs x 16 rows; split: two);
  *   O^T (head dims x 16 rows) += V^T . P, A = V^T (VH[hd][32 keys], VL,
  *       built once per chunk by a 32-bit transpose of V's key pairs),
  *       C = O^T in the frame's OT layout, 16 head dims per tile.
@@ -90,14 +91,9 @@ static inline __m512i split_pairs(__m512 a, __m512 b, __m512i idx, __m512i *hi) 
     return bf16_pairs(_mm512_sub_ps(a, ah), _mm512_sub_ps(b, bh), idx);
 }
 
-/* The hi (part 0) or lo (part 1) bf16 of 16 elements of a row as the low
- * halves of 32-bit words (0 without a row). */
-static inline __attribute__((always_inline)) __m512i part16(nb_kv_type t, const uint8_t *row, int j, int part,
-                                                            const float *lut) {
-    if (!row) return _mm512_setzero_si512();
-    const __m512 x = attn_load16(t, row, j, lut);
-    const __m512 y = part ? _mm512_sub_ps(x, bf16_round(x)) : x;
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(y));
+/* 16 elements of a row as f32 (zeros without a row). */
+static inline __attribute__((always_inline)) __m512 elems16(nb_kv_type t, const uint8_t *row, int j, const float *lut) {
+    return row ? attn_load16(t, row, j, lut) : _mm512_setzero_ps();
 }
 
 /* Whether a type's values need a lo half (are not exact in bf16). */
@@ -139,16 +135,21 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
                                     (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, bf16_round(x))));
         }
     }
-    for (int part = 0; part <= lo; part++) {
-        uint32_t *VT = part ? VL : VH;
-        for (int j = 0; j < hd; j += 16) {
-            __m512i r[16];
-            for (int kp = 0; kp < 16; kp++)
-                r[kp] = _mm512_or_si512(part16(type, vr[2 * kp], j, part, lut),
-                                        _mm512_slli_epi32(part16(type, vr[2 * kp + 1], j, part, lut), 16));
-            nb_transpose16(r, r);
-            for (int i = 0; i < 16; i++) _mm512_storeu_si512(VT + (size_t)(j + i) * 16, r[i]);
+    /* V's key pairs, hi and lo from one load: r[kp] lane i = keys 2kp,
+     * 2kp+1 of head element j+i; transposed to rows of head elements */
+    const __m512i pidx = _mm512_load_si512(attn_pair_idx);
+    for (int j = 0; j < hd; j += 16) {
+        __m512i rh[16], rl[16];
+        for (int kp = 0; kp < 16; kp++) {
+            const __m512 a = elems16(type, vr[2 * kp], j, lut), b = elems16(type, vr[2 * kp + 1], j, lut);
+            if (lo) rl[kp] = split_pairs(a, b, pidx, &rh[kp]);
+            else rh[kp] = bf16_pairs(a, b, pidx);
         }
+        nb_transpose16(rh, rh);
+        for (int i = 0; i < 16; i++) _mm512_storeu_si512(VH + (size_t)(j + i) * 16, rh[i]);
+        if (!lo) continue;
+        nb_transpose16(rl, rl);
+        for (int i = 0; i < 16; i++) _mm512_storeu_si512(VL + (size_t)(j + i) * 16, rl[i]);
     }
 }
 
@@ -170,76 +171,147 @@ static void qt_split_pairs(const attn_frame *f, __m512i idx) {
     }
 }
 
-/* The scores of a block of rows into T_S0 / T_S1 (keys 0-15, 16-31):
- * K . Q^T from the hi halves, plus K hi . Q^T lo (split) and K lo . Q^T
- * hi (klo). qp: the block's Q^T hi pairs (lo pairs hd / 2 rows on). */
-static inline __attribute__((always_inline)) void scores_issue(const float *qp, const uint16_t *KH,
-                                                               const uint16_t *KL, int hd, int split, int klo) {
+/* One step of a block's scores into T_S0 / T_S1 (keys 0-15, 16-31): head
+ * elements d..d+31 of K . Q^T from the hi halves, plus K hi . Q^T lo
+ * (split) and K lo . Q^T hi (klo). qp: the block's Q^T hi pairs (lo pairs
+ * hd / 2 rows on). The first step follows _tile_zero of both. */
+static inline __attribute__((always_inline)) void scores_step(const float *qp, const uint16_t *KH,
+                                                              const uint16_t *KL, int hd, int d, int split, int klo) {
     const size_t kstride = (size_t)hd * 2;
-    _tile_zero(T_S0);
-    _tile_zero(T_S1);
-    for (int d = 0; d < hd; d += 32) { /* 32 head elements: 16 pairs of Q^T, one K-tile row */
-        _tile_loadd(T_Q, qp + (size_t)d / 2 * W, 64);
-        _tile_loadd(T_A0, KH + d, kstride);
-        _tile_loadd(T_A1, KH + (size_t)16 * hd + d, kstride);
+    _tile_loadd(T_Q, qp + (size_t)d / 2 * W, 64);
+    _tile_loadd(T_A0, KH + d, kstride);
+    _tile_loadd(T_A1, KH + (size_t)16 * hd + d, kstride);
+    _tile_dpbf16ps(T_S0, T_A0, T_Q);
+    _tile_dpbf16ps(T_S1, T_A1, T_Q);
+    if (split) {
+        _tile_loadd(T_P, qp + (size_t)(hd + d) / 2 * W, 64);
+        _tile_dpbf16ps(T_S0, T_A0, T_P);
+        _tile_dpbf16ps(T_S1, T_A1, T_P);
+    }
+    if (klo) {
+        _tile_loadd(T_A0, KL + d, kstride);
+        _tile_loadd(T_A1, KL + (size_t)16 * hd + d, kstride);
         _tile_dpbf16ps(T_S0, T_A0, T_Q);
         _tile_dpbf16ps(T_S1, T_A1, T_Q);
-        if (split) {
-            _tile_loadd(T_P, qp + (size_t)(hd + d) / 2 * W, 64);
-            _tile_dpbf16ps(T_S0, T_A0, T_P);
-            _tile_dpbf16ps(T_S1, T_A1, T_P);
-        }
-        if (klo) {
-            _tile_loadd(T_A0, KL + d, kstride);
-            _tile_loadd(T_A1, KL + (size_t)16 * hd + d, kstride);
-            _tile_dpbf16ps(T_S0, T_A0, T_Q);
-            _tile_dpbf16ps(T_S1, T_A1, T_Q);
-        }
     }
 }
 
-/* The causal mask (on the diagonal chunk), the online softmax (in base 2:
- * the scores are in units of log2 e, M and L too) of one block's 32 score
- * vectors S[c] (rows in lanes; scaled: times the slots'
- * K scales first), P (times the slots' V scales when scaled) as bf16 key
- * pairs into PH (split: and the lo pairs into PL); L is summed from the
- * unscaled probabilities. The factor O^T must be rescaled by is returned. */
+/* A block's scores, all steps at once. */
+static inline __attribute__((always_inline)) void scores_issue(const float *qp, const uint16_t *KH,
+                                                               const uint16_t *KL, int hd, int split, int klo) {
+    _tile_zero(T_S0);
+    _tile_zero(T_S1);
+    for (int d = 0; d < hd; d += 32) scores_step(qp, KH, KL, hd, d, split, klo);
+}
+
+/* The next block's scores, issued from inside a block's softmax (qn: its
+ * Q^T, NULL for none): the steps spread over the softmax's key pairs, so
+ * that the tile unit always has work queued but never so much that the
+ * tile instructions fill the reorder window ahead of the vector work
+ * (docs/speed.md, session 28). */
+typedef struct next_scores {
+    const float *qn;
+    const uint16_t *KH, *KL;
+    int hd, klo;
+} next_scores;
+
+static inline __attribute__((always_inline)) void next_step(const next_scores *n, int kp, int split) {
+    if (!n->qn) return;
+    const int every = KA / 2 / (n->hd / 32); /* key pairs per step (hd <= NB_ATTN_AMX_SPLIT_MAX_HD) */
+    if (kp == 0) {
+        _tile_zero(T_S0);
+        _tile_zero(T_S1);
+    }
+    if (kp % every == 0 && kp / every * 32 < n->hd) /* hd 96: steps at key pairs 0, 5, 10, not 15 */
+        scores_step(n->qn, n->KH, n->KL, n->hd, kp / every * 32, split, n->klo);
+}
+
+/* The scores of one block's chunk (rows in lanes), scaled: times the
+ * slots' K scales; edge (the diagonal chunk): the causal mask applied. */
+static inline __attribute__((always_inline)) __m512 score(const float *S, int c, const float *ksc, int scaled,
+                                                          bool edge, int32_t k0, __m512i pv) {
+    __m512 s = _mm512_load_ps(S + c * W);
+    if (scaled) s = _mm512_mul_ps(s, _mm512_set1_ps(ksc[c]));
+    if (edge)
+        s = _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(_mm512_set1_epi32(k0 + c), pv, _MM_CMPINT_LE),
+                                 _mm512_set1_ps(-INFINITY), s);
+    return s;
+}
+
+/* Probabilities e0, e1 of keys 2kp, 2kp+1 (times the slots' V scales when
+ * scaled) as bf16 key pairs into PH (split: and the lo pairs into PL). */
+static inline __attribute__((always_inline)) void store_pair(__m512 e0, __m512 e1, int kp, uint32_t *PH, uint32_t *PL,
+                                                             const float *vsc, __m512i idx, int scaled, int split) {
+    if (scaled) {
+        e0 = _mm512_mul_ps(e0, _mm512_set1_ps(vsc[2 * kp]));
+        e1 = _mm512_mul_ps(e1, _mm512_set1_ps(vsc[2 * kp + 1]));
+    }
+    if (split) {
+        __m512i h;
+        _mm512_store_si512(PL + kp * W, split_pairs(e0, e1, idx, &h));
+        _mm512_store_si512(PH + kp * W, h);
+    } else {
+        _mm512_store_si512(PH + kp * W, bf16_pairs(e0, e1, idx));
+    }
+}
+
+/* A block's online softmax over one chunk, in base 2 (the scores are in
+ * units of log2 e, M and L too), rows in lanes: P into PH / PL, L summed
+ * from the unscaled probabilities; returns the factor O^T must be rescaled
+ * by.
+ *
+ * First the cheap path: P = 2^(s - M) against each row's running maximum
+ * as it stands, no maximum taken, nothing rescaled. It holds when every
+ * row's chunk sum stays within 2^16 (so no probability exceeds 2^16: M is
+ * still a safe reference, the sums and O^T far from overflow, and every
+ * product keeps its relative precision). Otherwise (a row's first chunk,
+ * where M is -inf and the sum infinite, or a score more than 16 above its
+ * row's M, or a NaN) the exact path takes the chunk again from S: the new
+ * maximum, M updated, the factor returned. Why: after a row's first keys
+ * its maximum rarely grows by 2^16, so most chunks skip the maximum, the
+ * correction's exponential and the rescale of O^T (whose rows would be
+ * rescaled whenever any of the 16 rows' maximum grew at all); the results
+ * differ from always rescaling only in rounding. */
 static inline __attribute__((always_inline)) __m512 softmax32(const float *S, uint32_t *PH, uint32_t *PL,
                                                               const float *ksc, const float *vsc, const int32_t *PS,
                                                               int rb, int32_t k0, float *M, float *L, __m512i idx,
-                                                              int scaled, int split) {
+                                                              int scaled, int split, const next_scores *next) {
     const __m512i pv = _mm512_loadu_si512(PS + rb * W);
     const bool edge = k0 + KA - 1 > PS[rb * W];
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const __m512 mo = _mm512_loadu_ps(M + rb * W);
+    if (!edge && !_mm512_cmp_ps_mask(mo, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)) {
+        __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int kp = 0; kp < KA / 2; kp++) {
+            next_step(next, kp, split);
+            const __m512 e0 = nb_exp2_16(_mm512_sub_ps(score(S, 2 * kp, ksc, scaled, false, k0, pv), mo)),
+                         e1 = nb_exp2_16(_mm512_sub_ps(score(S, 2 * kp + 1, ksc, scaled, false, k0, pv), mo));
+            sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
+            store_pair(e0, e1, kp, PH, PL, vsc, idx, scaled, split);
+        }
+        if (!_mm512_cmp_ps_mask(sum, _mm512_set1_ps(65536.0f), _CMP_NLE_UQ)) {
+            _mm512_storeu_ps(L + rb * W, _mm512_add_ps(_mm512_loadu_ps(L + rb * W), sum));
+            return _mm512_set1_ps(1.0f);
+        }
+    } else {
+        for (int kp = 0; kp < KA / 2; kp++) next_step(next, kp, split);
+    }
     __m512 s[KA];
-    __m512 mx = ninf;
+    __m512 mx = _mm512_set1_ps(-INFINITY);
 #pragma GCC unroll 32
     for (int c = 0; c < KA; c++) {
-        s[c] = _mm512_load_ps(S + c * W);
-        if (scaled) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(ksc[c]));
-        if (edge)
-            s[c] = _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(_mm512_set1_epi32(k0 + c), pv, _MM_CMPINT_LE), ninf, s[c]);
+        s[c] = score(S, c, ksc, scaled, edge, k0, pv);
         mx = _mm512_max_ps(mx, s[c]);
     }
-    const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
+    const __m512 mn = _mm512_max_ps(mo, mx);
     const __m512 corr = nb_exp2_16(_mm512_sub_ps(mo, mn));
     _mm512_storeu_ps(M + rb * W, mn);
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int kp = 0; kp < KA / 2; kp++) {
-        __m512 e0 = nb_exp2_16(_mm512_sub_ps(s[2 * kp], mn)), e1 = nb_exp2_16(_mm512_sub_ps(s[2 * kp + 1], mn));
+        const __m512 e0 = nb_exp2_16(_mm512_sub_ps(s[2 * kp], mn)), e1 = nb_exp2_16(_mm512_sub_ps(s[2 * kp + 1], mn));
         sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
-        if (scaled) {
-            e0 = _mm512_mul_ps(e0, _mm512_set1_ps(vsc[2 * kp]));
-            e1 = _mm512_mul_ps(e1, _mm512_set1_ps(vsc[2 * kp + 1]));
-        }
-        if (split) {
-            __m512i h;
-            _mm512_store_si512(PL + kp * W, split_pairs(e0, e1, idx, &h));
-            _mm512_store_si512(PH + kp * W, h);
-        } else {
-            _mm512_store_si512(PH + kp * W, bf16_pairs(e0, e1, idx));
-        }
+        store_pair(e0, e1, kp, PH, PL, vsc, idx, scaled, split);
     }
     _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
     return corr;
@@ -261,7 +333,7 @@ static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile 
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
     /* log2 e into Q's scale: the softmax runs in base 2 (nb_exp2_16 takes
-     * 12 operations where nb_exp16 takes 16, and the softmax is about half
+     * 9 operations where nb_exp16 takes 16, and the softmax is about half
      * of this kernel's time) */
     for (size_t i = 0; i < (size_t)RB * hd * W; i += 16)
         _mm512_store_ps(f.QT + i, _mm512_mul_ps(_mm512_load_ps(f.QT + i), _mm512_set1_ps(1.44269504088896341f)));
@@ -285,9 +357,9 @@ static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile 
             float *ot = OT + (size_t)rb * hd * W;
             _tile_stored(T_S0, S, 64);
             _tile_stored(T_S1, S + 16 * W, 64);
-            if (rb + 1 < RB) scores_issue(f.QT + (rb + 1) * qstride, KH, KL, hd, split, klo);
-            const __m512 corr = scaled ? softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 1, split)
-                                       : softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 0, split);
+            const next_scores next = {rb + 1 < RB ? f.QT + (rb + 1) * qstride : NULL, KH, KL, hd, klo};
+            const __m512 corr = scaled ? softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 1, split, &next)
+                                       : softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 0, split, &next);
             if (_mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ))
                 for (int j = 0; j < hd; j++) _mm512_storeu_ps(ot + j * W, _mm512_mul_ps(_mm512_loadu_ps(ot + j * W), corr));
             _tile_loadd(T_P, PH, 64);

@@ -79,8 +79,10 @@ static void put(nb_kv_type t, uint8_t *row, int i, float x) {
 }
 
 /* NPOS positions, head_dim hd, block size bs; the keys at `hot` positions
- * are 3x the query row qhot (KV head 0), so they dominate that row. */
-static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, const float *qhot, const int *hot, int nhot) {
+ * are hot_mul[i] (NULL: 3) times the query row qhot (KV head 0), so they
+ * dominate that row. */
+static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, const float *qhot, const int *hot,
+                      const float *hot_mul, int nhot) {
     static const int elem[] = {4, 2, 2, 1, 1};
     memset(p, 0, sizeof *p);
     const int nblk = (NPOS + bs - 1) / bs;
@@ -107,14 +109,19 @@ static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, cons
     for (int pos = 0; pos < NPOS; pos++) {
         const int64_t idx = (int64_t)p->blocks[pos / bs] * bs + pos % bs;
         bool is_hot = false;
-        for (int i = 0; i < nhot; i++) is_hot |= hot[i] == pos;
+        float mul = 3.0f;
+        for (int i = 0; i < nhot; i++)
+            if (hot[i] == pos) {
+                is_hot = true;
+                if (hot_mul) mul = hot_mul[i];
+            }
         for (int h = 0; h < NKVH; h++) {
             uint8_t *kr = p->k + idx * p->kv.row + (int64_t)h * hd * elem[t];
             uint8_t *vr = p->v + idx * p->kv.row + (int64_t)h * hd * elem[t];
             const float ksc = 0.05f + 0.1f * (frand(&seed) + 1), vsc = 0.05f + 0.1f * (frand(&seed) + 1);
             for (int j = 0; j < hd; j++) {
                 float kx = 2.0f * frand(&seed), vx = frand(&seed);
-                if (is_hot && h == 0) kx = 3.0f * qhot[j];
+                if (is_hot && h == 0) kx = mul * qhot[j];
                 /* the 8-bit types store x / scale; the kernels multiply it back */
                 if (t == NB_KVT_FP8 && !(is_hot && h == 0)) { /* any code but NaN */
                     kr[j] = rand_fp8(&seed);
@@ -163,7 +170,7 @@ static void run_tile(nb_attn_fn fn, const pool *p, const float *q, float *out, f
  * (to nearest even) first; tol: the allowed |ref - got| / (1 + |ref|).
  * Returns the largest one seen. */
 static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int only_type, bool bf16_q, float tol) {
-    const int hds[] = {64, 128, 40, 80}, bss[] = {16, 5};
+    const int hds[] = {64, 128, 40, 80, 96}, bss[] = {16, 5}; /* 96: three tile steps over 16 key pairs */
     /* (group, tokens, first position): the last tile of the context, one
      * decode token at its end, a mid tile off the chunk grid, an early one;
      * then tiles of <= 8 rows (the AVX-512 decode tiles, G = 2, 4, 8, 16
@@ -185,20 +192,25 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
     int ncases = 0;
     float worst = 0;
     for (int t = 0; t <= NB_KVT_FP8; t++)
-        for (int hi = 0; hi < 4 && (only_type < 0 || t == only_type); hi++)
-            for (int hot_kind = 0; hot_kind < 2; hot_kind++) {
+        for (int hi = 0; hi < 5 && (only_type < 0 || t == only_type); hi++)
+            for (int hot_kind = 0; hot_kind < 3; hot_kind++) {
                 const int hd = hds[hi], bs = bss[(t + hi + hot_kind) % 2];
                 unsigned s = 101u + (unsigned)(t * 7 + hi * 3 + hot_kind);
                 for (int i = 0; i < MAXNT * MAXNQ * hd; i++) {
                     q[i] = frand(&s);
                     if (bf16_q) q[i] = nb_bf16_to_fp32(nb_fp32_to_bf16(q[i]));
                 }
-                /* hot keys: the first one only (max never grows after key 0), or
-                 * some spread over the context (it grows late, mid-chunk) */
-                const int hot_first[] = {0}, hot_late[] = {3, 200, 517, 1049};
+                /* hot keys: the first one only (max never grows after key 0),
+                 * some spread over the context (it grows late, mid-chunk), or
+                 * growing ones: row 0's max grows by a few powers of 2 at key
+                 * 300 and by more than 2^16 at key 700 (hd 64: about 6 and
+                 * 17 in log2 units; the AMX kernels' two softmax paths) */
+                const int hot_first[] = {0}, hot_late[] = {3, 200, 517, 1049}, hot_grow[] = {40, 300, 700};
+                const float grow_mul[] = {1.0f, 2.5f, 7.0f};
                 pool p;
-                pool_fill(&p, (nb_kv_type)t, hd, bs, 7u + (unsigned)t, q, hot_kind ? hot_late : hot_first,
-                          hot_kind ? 4 : 1);
+                if (hot_kind == 0) pool_fill(&p, (nb_kv_type)t, hd, bs, 7u + (unsigned)t, q, hot_first, NULL, 1);
+                else if (hot_kind == 1) pool_fill(&p, (nb_kv_type)t, hd, bs, 7u + (unsigned)t, q, hot_late, NULL, 4);
+                else pool_fill(&p, (nb_kv_type)t, hd, bs, 7u + (unsigned)t, q, hot_grow, grow_mul, 3);
                 for (int c = 0; c < NCASE; c++) {
                     const int nq = cases_[c].nq, nt = cases_[c].nt, kvh = (c + hot_kind) % 2;
                     const int32_t pos0 = cases_[c].pos0;
@@ -224,7 +236,7 @@ static float check_cases(nb_attn_fn fn, nb_attn_fn ref, const char *name, int on
                 }
                 pool_free(&p);
             }
-    assert_int_equal(ncases, (only_type < 0 ? 5 : 1) * 4 * 2 * NCASE);
+    assert_int_equal(ncases, (only_type < 0 ? 5 : 1) * 5 * 3 * NCASE);
     free(q);
     free(want);
     free(got);
@@ -297,7 +309,7 @@ static void test_amx_split_long(void **state) {
     for (int i = 0; i < MAXNT * nq * hd; i++) q[i] = frand(&s);
     const int hot[] = {300};
     pool p;
-    pool_fill(&p, NB_KVT_F32, hd, 16, 9, q, hot, 1);
+    pool_fill(&p, NB_KVT_F32, hd, 16, 9, q, hot, NULL, 1);
     for (int nt = 1; nt <= MAXNT; nt += MAXNT - 1) {
         run_tile(fn, &p, q, a, NULL, 1, nq, nt, NPOS - nt);
         run_tile(nb_attn_avx512(), &p, q, b, NULL, 1, nq, nt, NPOS - nt);
@@ -348,7 +360,7 @@ static void test_int8_dots_widths(void **state) {
         for (int i = 0; i < MAXNT * MAXNQ * hd; i++) q[i] = frand(&s);
         const int hot[] = {3, 517};
         pool p;
-        pool_fill(&p, NB_KVT_INT8, hd, 16, 5u, q, hot, 2);
+        pool_fill(&p, NB_KVT_INT8, hd, 16, 5u, q, hot, NULL, 2);
         for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) {
             const int n = cases_[c].nt * cases_[c].nq * hd;
             run_tile(a, &p, q, x, NULL, (int)c % 2, cases_[c].nq, cases_[c].nt, cases_[c].pos0);
@@ -383,7 +395,7 @@ static void test_dispatched_long(void **state) {
     for (int i = 0; i < nt * nq * hd; i++) q[i] = frand(&s);
     const int hot[] = {700};
     pool p;
-    pool_fill(&p, NB_KVT_F16, hd, 16, 3, q, hot, 1);
+    pool_fill(&p, NB_KVT_F16, hd, 16, 3, q, hot, NULL, 1);
     run_tile(nb_attn_ref, &p, q, want, NULL, 0, nq, nt, NPOS - nt);
     run_tile(fn, &p, q, got, NULL, 0, nq, nt, NPOS - nt);
     for (int i = 0; i < nt * nq * hd; i++)
