@@ -171,59 +171,58 @@ static void qt_split_pairs(const attn_frame *f, __m512i idx) {
     }
 }
 
-/* One step of a block's scores into T_S0 / T_S1 (keys 0-15, 16-31): head
- * elements d..d+31 of K . Q^T from the hi halves, plus K hi . Q^T lo
- * (split) and K lo . Q^T hi (klo). qp: the block's Q^T hi pairs (lo pairs
- * hd / 2 rows on). The first step follows _tile_zero of both. */
-static inline __attribute__((always_inline)) void scores_step(const float *qp, const uint16_t *KH,
-                                                              const uint16_t *KL, int hd, int d, int split, int klo) {
-    const size_t kstride = (size_t)hd * 2;
-    _tile_loadd(T_Q, qp + (size_t)d / 2 * W, 64);
-    _tile_loadd(T_A0, KH + d, kstride);
-    _tile_loadd(T_A1, KH + (size_t)16 * hd + d, kstride);
-    _tile_dpbf16ps(T_S0, T_A0, T_Q);
-    _tile_dpbf16ps(T_S1, T_A1, T_Q);
-    if (split) {
-        _tile_loadd(T_P, qp + (size_t)(hd + d) / 2 * W, 64);
+/* A block's scores into T_S0 / T_S1 (keys 0-15, 16-31) as a sequence of
+ * groups, each one tile product per C tile: for each 32 head elements d,
+ * K hi . Q^T hi, then K hi . Q^T lo (split), then K lo . Q^T hi (klo),
+ * in that order (each reuses the tiles the one before it loaded). qp: the
+ * block's Q^T hi pairs (lo pairs hd / 2 rows on). */
+typedef struct scores_seq {
+    const float *qp; /* NULL: no block */
+    const uint16_t *KH, *KL;
+    int hd, passes, groups; /* passes per 32 head elements: 1 + split + klo */
+} scores_seq;
+
+static inline scores_seq scores_of(const float *qp, const uint16_t *KH, const uint16_t *KL, int hd, int split,
+                                   int klo) {
+    const int passes = 1 + split + klo;
+    return (scores_seq){qp, KH, KL, hd, passes, hd / 32 * passes};
+}
+
+static inline __attribute__((always_inline)) void scores_group(const scores_seq *q, int g) {
+    const int d = g / q->passes * 32, pass = g % q->passes;
+    const size_t kstride = (size_t)q->hd * 2;
+    if (g == 0) {
+        _tile_zero(T_S0);
+        _tile_zero(T_S1);
+    }
+    if (pass == 0) {
+        _tile_loadd(T_Q, q->qp + (size_t)d / 2 * W, 64);
+        _tile_loadd(T_A0, q->KH + d, kstride);
+        _tile_loadd(T_A1, q->KH + (size_t)16 * q->hd + d, kstride);
+        _tile_dpbf16ps(T_S0, T_A0, T_Q);
+        _tile_dpbf16ps(T_S1, T_A1, T_Q);
+    } else if (pass == 1) { /* Q^T lo (split) */
+        _tile_loadd(T_P, q->qp + (size_t)(q->hd + d) / 2 * W, 64);
         _tile_dpbf16ps(T_S0, T_A0, T_P);
         _tile_dpbf16ps(T_S1, T_A1, T_P);
-    }
-    if (klo) {
-        _tile_loadd(T_A0, KL + d, kstride);
-        _tile_loadd(T_A1, KL + (size_t)16 * hd + d, kstride);
+    } else { /* K lo (klo) */
+        _tile_loadd(T_A0, q->KL + d, kstride);
+        _tile_loadd(T_A1, q->KL + (size_t)16 * q->hd + d, kstride);
         _tile_dpbf16ps(T_S0, T_A0, T_Q);
         _tile_dpbf16ps(T_S1, T_A1, T_Q);
     }
 }
 
-/* A block's scores, all steps at once. */
-static inline __attribute__((always_inline)) void scores_issue(const float *qp, const uint16_t *KH,
-                                                               const uint16_t *KL, int hd, int split, int klo) {
-    _tile_zero(T_S0);
-    _tile_zero(T_S1);
-    for (int d = 0; d < hd; d += 32) scores_step(qp, KH, KL, hd, d, split, klo);
-}
-
-/* The next block's scores, issued from inside a block's softmax (qn: its
- * Q^T, NULL for none): the steps spread over the softmax's key pairs, so
- * that the tile unit always has work queued but never so much that the
- * tile instructions fill the reorder window ahead of the vector work
- * (docs/speed.md, session 28). */
-typedef struct next_scores {
-    const float *qn;
-    const uint16_t *KH, *KL;
-    int hd, klo;
-} next_scores;
-
-static inline __attribute__((always_inline)) void next_step(const next_scores *n, int kp, int split) {
-    if (!n->qn) return;
-    const int every = KA / 2 / (n->hd / 32); /* key pairs per step (hd <= NB_ATTN_AMX_SPLIT_MAX_HD) */
-    if (kp == 0) {
-        _tile_zero(T_S0);
-        _tile_zero(T_S1);
-    }
-    if (kp % every == 0 && kp / every * 32 < n->hd) /* hd 96: steps at key pairs 0, 5, 10, not 15 */
-        scores_step(n->qn, n->KH, n->KL, n->hd, kp / every * 32, split, n->klo);
+/* The groups of the next block's scores due at key pair kp (0..KA/2-1) of
+ * a block's softmax, spread evenly over the 16 key pairs: the tile unit
+ * always has work queued, never so much that tile instructions fill the
+ * reorder window ahead of the vector work (hd 64, f32 pool: 6 groups, one
+ * per two or three key pairs; against all of them at once before the
+ * softmax, 7-8% less time per tile in bench_attn; docs/speed.md, session 28). */
+static inline __attribute__((always_inline)) void scores_due(const scores_seq *q, int kp) {
+    if (!q->qp) return;
+    for (int g = (kp * q->groups + KA / 2 - 1) / (KA / 2); g < ((kp + 1) * q->groups + KA / 2 - 1) / (KA / 2); g++)
+        scores_group(q, g);
 }
 
 /* The scores of one block's chunk (rows in lanes), scaled: times the
@@ -275,7 +274,7 @@ static inline __attribute__((always_inline)) void store_pair(__m512 e0, __m512 e
 static inline __attribute__((always_inline)) __m512 softmax32(const float *S, uint32_t *PH, uint32_t *PL,
                                                               const float *ksc, const float *vsc, const int32_t *PS,
                                                               int rb, int32_t k0, float *M, float *L, __m512i idx,
-                                                              int scaled, int split, const next_scores *next) {
+                                                              int scaled, int split, const scores_seq *next) {
     const __m512i pv = _mm512_loadu_si512(PS + rb * W);
     const bool edge = k0 + KA - 1 > PS[rb * W];
     const __m512 mo = _mm512_loadu_ps(M + rb * W);
@@ -283,7 +282,7 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
         __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int kp = 0; kp < KA / 2; kp++) {
-            next_step(next, kp, split);
+            scores_due(next, kp);
             const __m512 e0 = nb_exp2_16(_mm512_sub_ps(score(S, 2 * kp, ksc, scaled, false, k0, pv), mo)),
                          e1 = nb_exp2_16(_mm512_sub_ps(score(S, 2 * kp + 1, ksc, scaled, false, k0, pv), mo));
             sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
@@ -294,7 +293,7 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
             return _mm512_set1_ps(1.0f);
         }
     } else {
-        for (int kp = 0; kp < KA / 2; kp++) next_step(next, kp, split);
+        for (int kp = 0; kp < KA / 2; kp++) scores_due(next, kp);
     }
     __m512 s[KA];
     __m512 mx = _mm512_set1_ps(-INFINITY);
@@ -352,12 +351,15 @@ static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile 
         chunk_load(t, type, hd, k0, KH, KL, VH, VL, ksc, vsc);
         int rb = 0; /* blocks whose rows' keys ended in an earlier chunk come first (positions grow with rows) */
         while (rb < RB && PS[rb * W + W - 1] < k0) rb++;
-        if (rb < RB) scores_issue(f.QT + rb * qstride, KH, KL, hd, split, klo);
+        if (rb < RB) {
+            const scores_seq first = scores_of(f.QT + rb * qstride, KH, KL, hd, split, klo);
+            for (int g = 0; g < first.groups; g++) scores_group(&first, g);
+        }
         for (; rb < RB; rb++) {
             float *ot = OT + (size_t)rb * hd * W;
             _tile_stored(T_S0, S, 64);
             _tile_stored(T_S1, S + 16 * W, 64);
-            const next_scores next = {rb + 1 < RB ? f.QT + (rb + 1) * qstride : NULL, KH, KL, hd, klo};
+            const scores_seq next = scores_of(rb + 1 < RB ? f.QT + (rb + 1) * qstride : NULL, KH, KL, hd, split, klo);
             const __m512 corr = scaled ? softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 1, split, &next)
                                        : softmax32(S, PH, PL, ksc, vsc, PS, rb, k0, M, L, idx, 0, split, &next);
             if (_mm512_cmp_ps_mask(corr, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ))
