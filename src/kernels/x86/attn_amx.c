@@ -264,9 +264,11 @@ static inline __attribute__((always_inline)) void store_pair(__m512 e0, __m512 e
  * row's chunk sum stays within 2^16 (so no probability exceeds 2^16: M is
  * still a safe reference, the sums and O^T far from overflow, and every
  * product keeps its relative precision). Otherwise (a row's first chunk,
- * where M is -inf and the sum infinite, or a score more than 16 above its
- * row's M, or a NaN) the exact path takes the chunk again from S: the new
- * maximum, M updated, the factor returned. Why: after a row's first keys
+ * where M is -inf; a score more than 16 above its row's M; a NaN) the
+ * exact path takes the chunk again from S: the new maximum, M updated, the
+ * factor returned. The diagonal chunk (edge: the causal mask, and past the
+ * last key the only place zero key rows occur) goes to the exact path
+ * directly. Why: after a row's first keys
  * its maximum rarely grows by 2^16, so most chunks skip the maximum, the
  * correction's exponential and the rescale of O^T (whose rows would be
  * rescaled whenever any of the 16 rows' maximum grew at all); the results
@@ -319,11 +321,12 @@ static inline __attribute__((always_inline)) __m512 softmax32(const float *S, ui
 /* One tile on the tile unit. split: Q and P in hi + lo (nb_attn_amx_split),
  * else rounded to bf16 (nb_attn_amx_bf16, bf16 pools). Per chunk of KA
  * keys, for each active block of 16 rows: the block's scores were issued
- * to T_S0 / T_S1 before the previous block's softmax (so the tile unit
- * computes them while the vector units run it); they are stored, the next
- * block's scores issued, then this block's softmax, O^T rescaled in memory
- * when a row's max grew, and O^T (head dims x 16 rows) += V^T . P with
- * C = O^T in the frame's OT layout, 16 head dims per tile. */
+ * to T_S0 / T_S1 during the previous block's softmax (scores_due: the tile
+ * unit computes them while the vector units run it); they are stored, then
+ * this block's softmax issues the next block's scores, O^T is rescaled in
+ * memory when the exact path moved a row's max, and O^T (head dims x 16
+ * rows) += V^T . P with C = O^T in the frame's OT layout, 16 head dims per
+ * tile. */
 static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile *t, nb_kv_type type, int split) {
     attn_frame f;
     attn_frame_begin(t, t->kv->head_dim, W, &f);
