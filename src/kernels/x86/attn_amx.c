@@ -334,11 +334,7 @@ static inline __attribute__((always_inline)) void tile_amx_t(const nb_attn_tile 
     const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
-    /* log2 e into Q's scale: the softmax runs in base 2 (nb_exp2_16 takes
-     * 9 operations where nb_exp16 takes 16, and the softmax is about half
-     * of this kernel's time) */
-    for (size_t i = 0; i < (size_t)RB * hd * W; i += 16)
-        _mm512_store_ps(f.QT + i, _mm512_mul_ps(_mm512_load_ps(f.QT + i), _mm512_set1_ps(1.44269504088896341f)));
+    attn_qt_base2(&f, W); /* the softmax runs in base 2: it is about half of this kernel's time */
     if (split) qt_split_pairs(&f, idx);
     else attn_qt_bf16_pairs(&f, idx);
     /* KH, KL (KA x hd bf16 each) in Kf and Vf; after them V^T hi and lo

@@ -117,19 +117,20 @@ static inline __attribute__((always_inline)) __m512 mask_chunk(__m512 s[KC], con
     return mx;
 }
 
-/* The causal mask and the online softmax of one chunk's scores s[c]: s
- * becomes e^(s - max), M and L are updated, and the factor the partial
+/* The causal mask and the online softmax of one chunk's scores s[c], in
+ * base 2 (the scores, M and L in units of log2 e: attn_qt_base2): s
+ * becomes 2^(s - max), M and L are updated, and the factor the partial
  * output must be rescaled by is returned. */
 static inline __attribute__((always_inline)) __m512 softmax_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0,
                                                                   float *M, float *L) {
     const __m512 mx = mask_chunk(s, PS, rb, k0);
     const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
-    const __m512 corr = nb_exp16(_mm512_sub_ps(mo, mn));
+    const __m512 corr = nb_exp2_16(_mm512_sub_ps(mo, mn));
     _mm512_storeu_ps(M + rb * W, mn);
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int c = 0; c < KC; c++) {
-        s[c] = nb_exp16(_mm512_sub_ps(s[c], mn));
+        s[c] = nb_exp2_16(_mm512_sub_ps(s[c], mn));
         sum = _mm512_add_ps(sum, s[c]);
     }
     _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
@@ -142,6 +143,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
     const int hd = f.hd, RB = f.RB;
     float *QT = f.QT, *OT = f.OT, *M = f.M, *L = f.L, *Kf = f.Kf, *Vf = f.Vf;
     const int32_t *PS = f.PS;
+    attn_qt_base2(&f, W);
 
     for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
         attn_frame_chunk(t, &f, k0, row_f32);
@@ -162,7 +164,7 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
         }
     }
 
-    attn_frame_end(t, &f, W, 0);
+    attn_frame_end(t, &f, W, 1);
 }
 
 /* ---- decode tiles: G keys per row in the lanes ---------------------------
@@ -300,6 +302,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
     const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
+    attn_qt_base2(&f, W);
     attn_qt_bf16_pairs(&f, idx);
     uint16_t *Kb = (uint16_t *)(void *)f.Kf; /* [KC][hd] */
     uint32_t *VP = (uint32_t *)(void *)f.Vf; /* [KC/2][hd] */
@@ -347,7 +350,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
         }
     }
 
-    attn_frame_end(t, &f, W, 0);
+    attn_frame_end(t, &f, W, 1);
 }
 
 /* Decode tiles (<= 8 rows) of bf16 KV with bf16 dots: tile_dec's lanes

@@ -183,6 +183,14 @@ static inline __attribute__((always_inline)) __m512 attn_load16(nb_kv_type t, co
     }
 }
 
+
+/* The frame's Q^T times log2 e, for the softmaxes kept in base 2 (M and L
+ * in units of log2 e; nb_exp2_16 takes 9 operations where nb_exp16 takes
+ * 16; attn_frame_end(..., base2 = 1) turns the log-sum-exp back). */
+static inline void attn_qt_base2(const attn_frame *f, int W) {
+    for (size_t i = 0; i < (size_t)f->RB * f->hd * W; i += 16)
+        _mm512_storeu_ps(f->QT + i, _mm512_mul_ps(_mm512_loadu_ps(f->QT + i), _mm512_set1_ps(1.44269504088896341f)));
+}
 #endif
 
 #ifdef __AVX512BF16__
