@@ -60,7 +60,7 @@ bad:
 
 const char *nb_arg_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
-        fprintf(stderr, "nibble %s: %s needs a value\n", cmd, argv[*i]);
+        fprintf(stderr, "nibble %s: %s needs a value, or is not an option of this command (see --help)\n", cmd, argv[*i]);
         return NULL;
     }
     *i += 1;
