@@ -218,11 +218,15 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
                      (o->attn_bf16_dots == NB_CHOICE_AUTO && nb_attn_bf16_dots_for_cpu(nb_cpu_get()));
     if (!lo) lo = isa >= NB_ISA_AVX512 && bf16_dots ? nb_attn_avx512_bf16() : NULL;
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
-    lo = !o->attn_int8_dots ? NULL
-         : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()
-         : isa == NB_ISA_AVX2 ? nb_attn_avx2_int8()
-                              : NULL;
-    if (lo) d->attn_kv[NB_KVT_INT8] = lo;
+    /* int8 pools: the int8-dot kernels where the CPU has them; where the
+     * split-bf16 kernel runs on the AMX tile unit, it takes their prompt
+     * tiles too (faster, and Q is not quantized: attn.h) */
+    const nb_attn_fn i8 = !o->attn_int8_dots     ? NULL
+                          : d->attn_bf16_amx     ? nb_attn_amx_split_int8()
+                          : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()
+                          : isa == NB_ISA_AVX2   ? nb_attn_avx2_int8()
+                                                 : NULL;
+    if (i8) d->attn_kv[NB_KVT_INT8] = i8;
     pick_decode(o, isa, d);
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
     d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
@@ -264,7 +268,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
              : d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
-             d->attn_kv[NB_KVT_INT8] != d->attn ? " (int8 KV: int8 dots)" : "");
+             !i8 ? "" : d->attn_bf16_amx ? " (int8 KV: split bf16, int8 dots where the tiles cannot)" : " (int8 KV: int8 dots)");
     return NB_OK;
 }
 

@@ -74,11 +74,13 @@ typedef struct nb_kernel_opts {
     nb_choice attn_bf16_dots; /* attention with bf16 dot products where the CPU has them. Where AMX-BF16
                                 is granted, unless OFF: bf16 pools take nb_attn_amx_bf16 and every other
                                 pool type's prompt tiles nb_attn_amx_split (split bf16, f32-like
-                                accuracy; int8 pools only without attn_int8_dots). Else bf16 pools take
+                                accuracy; int8 pools too). Else bf16 pools take
                                 nb_attn_avx512_bf16 where AUTO = nb_attn_bf16_dots_for_cpu or ON; 
                                 NIBBLE_ATTN_BF16_DOTS=0|1|auto, --attn-bf16-dots off|on|auto */
     bool attn_int8_dots;     /* int8 KV pools: attention with int8 dot products where the CPU has AVX512_VNNI
-                                (kernels/attn.h nb_attn_avx512_int8; default true, NIBBLE_ATTN_INT8_DOTS=0) */
+                                (kernels/attn.h nb_attn_avx512_int8), or AVX-VNNI at avx2, unless the
+                                split-bf16 AMX kernel runs the other pools (it takes int8 pools too);
+                                default true, NIBBLE_ATTN_INT8_DOTS=0 */
     int64_t gemm_slab_kib;   /* KiB of packed activations per slab of the int8 GEMM (every row passes one
                                 slab before the next; it should stay in one core's L2); 0 (default) = per
                                 CPU, nb_gemm_slab_for_cpu (--gemm-slab-kib, NIBBLE_GEMM_SLAB_KIB) */

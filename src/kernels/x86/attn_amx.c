@@ -405,7 +405,7 @@ static __attribute__((noinline)) void tile_amx_split(const nb_attn_tile *t) {
     }
 }
 
-static nb_attn_fn fallback, split_fallback;
+static nb_attn_fn fallback, split_fallback, int8_fallback;
 
 /* Decode tiles (<= 8 rows: one token's GQA group) fill half a tile or less,
  * and the tile setup costs about 2 us a call: below this many keys the
@@ -428,16 +428,30 @@ static void attn_amx_bf16(const nb_attn_tile *t) {
 /* Prompt tiles (more than 8 rows) of a head size that is a multiple of 32
  * up to NB_ATTN_AMX_SPLIT_MAX_HD; decode tiles (memory-bound, the f32
  * kernel's own lanes) and other sizes take the f32 AVX-512 kernel. */
-static void attn_amx_split(const nb_attn_tile *t) {
+static bool split_takes(const nb_attn_tile *t) {
     const int hd = t->kv->head_dim;
-    if (t->nt * t->nq <= 8 || hd % 32 || hd > NB_ATTN_AMX_SPLIT_MAX_HD) split_fallback(t);
-    else tile_amx_split(t);
+    return t->nt * t->nq > 8 && hd % 32 == 0 && hd <= NB_ATTN_AMX_SPLIT_MAX_HD;
+}
+
+static void attn_amx_split(const nb_attn_tile *t) {
+    if (split_takes(t)) tile_amx_split(t);
+    else split_fallback(t);
+}
+
+static void attn_amx_split_int8(const nb_attn_tile *t) {
+    if (split_takes(t)) tile_amx_split(t);
+    else int8_fallback(t);
 }
 
 nb_attn_fn nb_attn_amx_split(void) {
     const nb_cpu *c = nb_cpu_get();
     if (!c->amx_bf16 || !(split_fallback = nb_attn_avx512())) return NULL;
     return attn_amx_split;
+}
+
+nb_attn_fn nb_attn_amx_split_int8(void) {
+    if (!nb_attn_amx_split() || !(int8_fallback = nb_attn_avx512_int8())) return NULL;
+    return attn_amx_split_int8;
 }
 
 nb_attn_fn nb_attn_amx_bf16(void) {

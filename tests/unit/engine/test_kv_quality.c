@@ -153,15 +153,16 @@ static void measure(const char *model_rel, const char *ref_rel, double f16_tol) 
         free(lg);
     }
     /* int8 and bf16 against it, all from one batch (the int8-dot and the
-     * bf16-dot kernels, on the AMX tile unit where it is granted, take
-     * such tiles where the CPU has them) */
+     * bf16-dot kernels take such tiles where the CPU has them; where the
+     * AMX tile unit is granted, the split-bf16 and the bf16-dot kernels) */
     const nb_kv_type pts[] = {NB_KVT_INT8, NB_KVT_BF16};
     for (int i = 0; i < 2; i++) {
         float *lg = run_prefill(m, pts[i]);
         qres r = compare(base, lg, m->hp.n_vocab);
+        const bool tiles = d->attn_bf16_amx && m->hp.head_dim % 32 == 0;
         const char *how = d->attn_kv[pts[i]] == d->attn ? "f32 products"
-                          : pts[i] == NB_KVT_INT8       ? "int8 dots"
-                          : d->attn_bf16_amx && m->hp.head_dim % 32 == 0 ? "bf16 dots on amx tiles"
+                          : pts[i] == NB_KVT_INT8       ? (tiles ? "split bf16 on amx tiles" : "int8 dots")
+                          : tiles                       ? "bf16 dots on amx tiles"
                                                         : "bf16 dots";
         printf("%s KV %s, one batch (attention %s, head_dim %d): max |logit diff| %.5f, mean KL %.2e nats, top-1 "
                "%.1f%% over %d positions\n", model_rel, pts[i] == NB_KVT_INT8 ? "int8" : "bf16", how, m->hp.head_dim,

@@ -323,6 +323,28 @@ static void test_amx_split_long(void **state) {
     free(b);
 }
 
+/* The split kernel with the int8 dots beside it (int8 pools where AMX is
+ * granted): int8 pools against the reference within the int8 dots'
+ * tolerance (head sizes 40 and 80 and the decode tiles take them), and
+ * every pool bit for bit as the two kernels it routes to. */
+static nb_attn_fn split_kernel, int8_kernel;
+static void split_or_int8(const nb_attn_tile *t) {
+    const int hd = t->kv->head_dim;
+    if (t->nt * t->nq > 8 && hd % 32 == 0 && hd <= NB_ATTN_AMX_SPLIT_MAX_HD) split_kernel(t);
+    else int8_kernel(t);
+}
+
+static void test_amx_split_int8_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_split_int8() : NULL;
+    if (!fn) NB_TEST_SKIP("no AMX-BF16 granted on this CPU (or NIBBLE_ISA below amx)");
+    split_kernel = nb_attn_amx_split();
+    int8_kernel = nb_attn_avx512_int8();
+    const float worst = check_cases(fn, nb_attn_ref, "amx split + int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL);
+    fprintf(stderr, "  amx split + int8 dots: largest |ref - got| / (1 + |ref|) %.2e\n", worst);
+    check_cases(fn, split_or_int8, "amx split + int8 dots", -1, false, 0);
+}
+
 static void test_avx512_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
@@ -414,6 +436,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_amx_bf16_long),
         cmocka_unit_test(test_amx_split_long),
+        cmocka_unit_test(test_amx_split_int8_long),
         cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_avx2_int8_long),
         cmocka_unit_test(test_int8_dots_widths),

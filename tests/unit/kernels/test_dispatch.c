@@ -153,10 +153,11 @@ static void test_options(void **state) {
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (amx || (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get()))));
     assert_true((strstr(d.desc, "bf16 dots on amx tiles, other KV: split bf16") != NULL) == amx);
     /* there every other pool type takes the split-bf16 kernel (int8 pools
-     * the int8-dot one where the CPU has it) */
+     * with the int8-dot one for the tiles it cannot take) */
     if (amx)
         for (int t = 0; t < NB_KV_TYPES; t++)
-            if (t != NB_KVT_BF16 && t != NB_KVT_INT8) assert_ptr_equal(d.attn_kv[t], nb_attn_amx_split());
+            if (t != NB_KVT_BF16)
+                assert_ptr_equal(d.attn_kv[t], t == NB_KVT_INT8 ? nb_attn_amx_split_int8() : nb_attn_amx_split());
     o.attn_bf16_dots = NB_CHOICE_ON; /* on forces it wherever the CPU has the instructions */
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == bf16_cpu);
@@ -173,9 +174,20 @@ static void test_options(void **state) {
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
     for (int t = 0; t < NB_KV_TYPES; t++)
-        if (t != NB_KVT_BF16 && t != NB_KVT_INT8)
-            assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
-    assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (d.attn_kv[NB_KVT_INT8] != d.attn));
+        if (t != NB_KVT_BF16 && t != NB_KVT_INT8) assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
+    assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (int8_dots && !amx));
+    assert_true((strstr(d.desc, "int8 KV: split bf16, int8 dots") != NULL) == amx);
+    if (amx) { /* without the int8 dots the split kernel alone; without the AMX kernels the int8 dots alone */
+        o.attn_int8_dots = false;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_ptr_equal(d.attn_kv[NB_KVT_INT8], nb_attn_amx_split());
+        assert_null(strstr(d.desc, "int8 KV:"));
+        o.attn_int8_dots = true;
+        o.attn_bf16_dots = NB_CHOICE_OFF;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_ptr_equal(d.attn_kv[NB_KVT_INT8], nb_attn_avx512_int8());
+        assert_non_null(strstr(d.desc, "int8 KV: int8 dots"));
+    }
     o.attn_bf16_dots = NB_CHOICE_OFF;
     o.attn_int8_dots = false;
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
