@@ -16,6 +16,7 @@
  * from 12.0 to 14.4 tok/s, 83% -> 97% of the read-bandwidth roofline (1 and
  * 4 KiB: 13.3-13.8); docs/performance.md. */
 #include "base/half.h"
+#include "kernels/x86/prefetch_here.h"
 
 /* Each step of 4*VW elements prefetches its lines nb_prefetch_bytes ahead
  * (kernels.h: a dispatch choice per CPU), as measured in
@@ -24,7 +25,9 @@
  * step's first loads and half before its last: F16 decode 14.29-14.87 ->
  * 14.49-15.04 tok/s over 7 interleaved pairs with all of them first (the
  * probe's loop read up to 18% less with a burst of prefetches; docs/
- * speed.md, session 26). */
+ * speed.md, session 26). Until session 29 GCC's scheduler put them all
+ * first again in the AVX-512 build; kernels/x86/prefetch_here.h keeps
+ * them where they are written. */
 #define DOT_ROWS(NAME, ETYPE, LOAD, SCALAR, ES)                                                          \
     static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
         const int pf = nb_prefetch_bytes;                                                                     \
@@ -33,12 +36,12 @@
             VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                       \
             int64_t i = 0;                                                                                    \
             for (; i + 4 * VW <= n; i += 4 * VW) {                                                            \
-                _mm_prefetch((const char *)(a + i) + pf, _MM_HINT_T0);                                        \
-                if (4 * VW * ES > 128) _mm_prefetch((const char *)(a + i) + pf + 64, _MM_HINT_T0);            \
+                nb_prefetch_here((const char *)(a + i) + pf);                                                 \
+                if (4 * VW * ES > 128) nb_prefetch_here((const char *)(a + i) + pf + 64);                     \
                 a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                     \
                 a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                           \
-                _mm_prefetch((const char *)(a + i) + pf + (4 * VW * ES > 128 ? 128 : 64), _MM_HINT_T0);       \
-                if (4 * VW * ES > 128) _mm_prefetch((const char *)(a + i) + pf + 192, _MM_HINT_T0);           \
+                nb_prefetch_here((const char *)(a + i) + pf + (4 * VW * ES > 128 ? 128 : 64));                \
+                if (4 * VW * ES > 128) nb_prefetch_here((const char *)(a + i) + pf + 192);                    \
                 a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                                   \
                 a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                                   \
             }                                                                                                 \

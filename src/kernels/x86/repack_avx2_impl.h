@@ -26,6 +26,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
+#include "kernels/x86/prefetch_here.h"
 #include "base/blocks.h"
 
 
@@ -134,8 +135,13 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *qi = q + i * qs;
-        for (int64_t l = 0; l < 8 * qs; l += 64) _mm_prefetch((const char *)qi + pf + l, _MM_HINT_T0);
-        const __m256i h0 = group4(qi, x + i * 32, four), h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
+        /* each line's prefetch beside its loads (prefetch_here.h) */
+        nb_prefetch_here(qi + pf);
+        if (!four) nb_prefetch_here(qi + pf + 64);
+        const __m256i h0 = group4(qi, x + i * 32, four);
+        nb_prefetch_here(qi + 4 * qs + pf);
+        if (!four) nb_prefetch_here(qi + 4 * qs + pf + 64);
+        const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
         const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
         const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
@@ -164,8 +170,11 @@ void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *ou
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 
-static inline void prefetch_block(const void *p, int bytes) {
-    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + nb_prefetch_bytes + l, _MM_HINT_T0);
+/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead: a
+ * block's lines are prefetched a few at a time beside the loads of its
+ * halves (prefetch_here.h) */
+static inline void prefetch_lines(const void *p, int l0, int l1) {
+    for (int l = l0; l < l1; l++) nb_prefetch_here((const char *)p + nb_prefetch_bytes + 64 * l);
 }
 
 /* Half h (bytes 32h..32h+31 of each 64-byte vector: 16-weight groups
@@ -208,12 +217,13 @@ void RP_FN(q4_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
     const __m128i midx = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_block(&x[i], 192);
+        prefetch_lines(&x[i], 0, 2);
         __m128i scm = _mm_loadu_si128((const __m128i *)x[i].sc);
         __m256i q[4];
         q4_kr_half(&x[i], 0, q);
         __m256i s0 = half_sums(q, y[i].qs, 0); /* |lane| <= 16*15*128 < 2^15: vpmaddwd by the scale is exact */
         __m256i isc = _mm256_madd_epi16(s0, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx0)));
+        prefetch_lines(&x[i], 2, 3);
         q4_kr_half(&x[i], 1, q);
         __m256i s1 = half_sums(q, y[i].qs, 1);
         isc = _mm256_add_epi32(isc, _mm256_madd_epi16(s1, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx1))));
@@ -229,10 +239,10 @@ void RP_FN(q6_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_K *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_block(&x[i], 256);
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i q[4];
+            prefetch_lines(&x[i], 2 * h, 2 * h + 2);
             q6_kr_half(&x[i], h, q);
             __m256i s = half_sums(q, y[i].qs, h);
             /* q - 32: minus 32 * the group's activation sum, then times its scale */

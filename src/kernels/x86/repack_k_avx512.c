@@ -25,12 +25,15 @@
 
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
+#include "kernels/x86/prefetch_here.h"
 #include "base/blocks.h"
 
 
 
-static inline void prefetch_block(const void *p, int bytes) {
-    for (int l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + nb_prefetch_bytes + l, _MM_HINT_T0);
+/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead, at
+ * this place in the decode dots (prefetch_here.h) */
+static inline void prefetch_lines(const void *p, int l0, int l1) {
+    for (int l = l0; l < l1; l++) nb_prefetch_here((const char *)p + nb_prefetch_bytes + 64 * l);
 }
 
 /* Q4_KR super-block -> four vectors of 64 weights (0..15), in lane order */
@@ -81,10 +84,12 @@ void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const __m512i sc_idx = pair_index(0), m_idx = pair_index(8); /* lane l: sub-block l/2 */
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps(); /* scales and mins: two chains */
     for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_block(&x[i], 192);
+        prefetch_lines(&x[i], 0, 1);
         __m512i q[4];
         unpack_q4_kr(&x[i], q);
+        prefetch_lines(&x[i], 1, 2);
         __m512i s = group_sums(q, y[i].qs);
+        prefetch_lines(&x[i], 2, 3);
         __m512i scm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)); /* sc[0..7], m[0..7] */
         __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
         __m512i isc = _mm512_madd_epi16(s, _mm512_permutexvar_epi32(sc_idx, scm));
@@ -103,10 +108,12 @@ void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q8_K *y = a;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_block(&x[i], 256);
+        prefetch_lines(&x[i], 0, 2);
         __m512i q[4];
         unpack_q6_kr(&x[i], q);
+        prefetch_lines(&x[i], 2, 3);
         __m512i s = group_sums(q, y[i].qs);
+        prefetch_lines(&x[i], 3, 4);
         /* q - 32: minus 32 * the group's activation sum, then times its scale */
         __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
         s = _mm512_sub_epi32(s, _mm512_slli_epi32(bs, 5));
