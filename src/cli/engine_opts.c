@@ -104,6 +104,22 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
         }
         k->decode_prefetch = (int)v;
         k->decode_prefetch_set = true;
+    } else if (!strcmp(a, "--decode-prefetch-l2")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (!strcmp(val, "auto")) {
+            k->decode_prefetch_l2_set = false;
+            goto configure;
+        }
+        char *end;
+        errno = 0;
+        v = strtoll(val, &end, 10);
+        if (errno || end == val || *end || v < 0 || v > NB_PREFETCH_MAX || v % 64) {
+            fprintf(stderr, "nibble %s: --decode-prefetch-l2: '%s': expected auto, or bytes in 0..%d, a multiple of 64\n",
+                    cmd, val, NB_PREFETCH_MAX);
+            return -1;
+        }
+        k->decode_prefetch_l2 = (int)v;
+        k->decode_prefetch_l2_set = true;
     } else {
         return 0;
     }
@@ -239,6 +255,10 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   the CPU's value). Default auto: per CPU (2048 on Intel AVX-512 +\n"
               "                                   AMX servers, 8192 on AMD family 26, measured), tuned at load\n"
               "                                   elsewhere when the weights pass 256 MiB (not with --mmap)\n"
+              "      --decode-prefetch-l2 auto|BYTES  how far ahead the decode dots ask for each weight line a\n"
+              "                                   second time, into L2 only (0: not; a multiple of 64 in\n"
+              "                                   0..65536). Default auto: 4096 on Intel AVX-512 + AMX servers\n"
+              "                                   (measured), 0 elsewhere\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
               "                                   row passes (64..65536; default per CPU: a quarter of the L2, all\n"
               "                                   of it with the AMX GEMMs; env NIBBLE_GEMM_SLAB_KIB)\n",

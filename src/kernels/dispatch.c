@@ -78,6 +78,7 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
 }
 
 _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec"))) = NB_PREFETCH_DEFAULT;
+_Thread_local int nb_prefetch_l2_bytes __attribute__((tls_model("initial-exec"))) = NB_PREFETCH_L2_DEFAULT;
 
 /* The streaming kernels' prefetch distance (kernels.h) on this CPU. AMD:
  * 8 KiB. On the Zen 5-class EPYC guest of 2026-12-01 (family 26) the
@@ -110,6 +111,16 @@ bool nb_choice_parse(const char *s, nb_choice *out) {
 }
 
 int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 25 ? 8192 : NB_PREFETCH_DEFAULT; }
+
+/* The second request of each line, into L2 (kernels.h nb_prefetch_l2_bytes):
+ * 4 KiB on the Intel AVX-512 + AMX parts, where it was measured (Q4_0R
+ * decode dot 28.1 -> 29.3-31.1 GB/s, 2 threads; 1-8 KiB tried: 8 KiB lost,
+ * 2 KiB under the L1 distance lost; docs/speed.md session 30); none
+ * elsewhere, where nobody measured it (--decode-prefetch-l2 BYTES tries
+ * it). */
+int nb_prefetch_l2_for_cpu(const nb_cpu *c) {
+    return c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile ? 4096 : 0;
+}
 
 /* Measured: Intel's AVX-512 + AMX server parts (Sapphire Rapids and the
  * guests reporting family 6 model 167 with AMX: 2 KiB best of 0-16 KiB,
@@ -166,6 +177,7 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     d->dot_bf16 = pick->dot_bf16;
     d->decode_dot = pick->isa;
     d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
+    d->decode_prefetch_l2 = o->decode_prefetch_l2_set ? o->decode_prefetch_l2 : nb_prefetch_l2_for_cpu(c);
     d->decode_prefetch_tune = !o->decode_prefetch_set &&
                               (o->decode_prefetch_tune == NB_CHOICE_ON ||
                                (o->decode_prefetch_tune == NB_CHOICE_AUTO && !nb_prefetch_measured_for_cpu(c)));
@@ -194,6 +206,10 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (o->decode_prefetch_set && (o->decode_prefetch < 0 || o->decode_prefetch > NB_PREFETCH_MAX || o->decode_prefetch % 64))
         return nb_fail(NB_ERR_INVALID, "kernel options: decode_prefetch %d: expected a multiple of 64 in 0..%d bytes",
                        o->decode_prefetch, NB_PREFETCH_MAX);
+    if (o->decode_prefetch_l2_set &&
+        (o->decode_prefetch_l2 < 0 || o->decode_prefetch_l2 > NB_PREFETCH_MAX || o->decode_prefetch_l2 % 64))
+        return nb_fail(NB_ERR_INVALID, "kernel options: decode_prefetch_l2 %d: expected a multiple of 64 in 0..%d bytes",
+                       o->decode_prefetch_l2, NB_PREFETCH_MAX);
     if (o->gemm_slab_kib && (o->gemm_slab_kib < NB_GEMM_SLAB_MIN_KIB || o->gemm_slab_kib > NB_GEMM_SLAB_MAX_KIB))
         return nb_fail(NB_ERR_INVALID, "kernel options: gemm_slab_kib %lld: expected 0 (per CPU) or %d..%d KiB",
                        (long long)o->gemm_slab_kib, NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB);
@@ -260,10 +276,12 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
+    char l2[32] = "";
+    if (d->decode_prefetch_l2) snprintf(l2, sizeof l2, ", L2 %d", d->decode_prefetch_l2);
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
-             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", o->repack && rp ? "on" : "off",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
+             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"

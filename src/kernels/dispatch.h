@@ -64,6 +64,10 @@ typedef struct nb_kernel_opts {
                                 weights at load (nb_kctx_tune_prefetch). AUTO (default): on CPUs whose
                                 distance was not measured (nb_prefetch_measured_for_cpu); ON: always;
                                 OFF: never. --decode-prefetch auto|tune|BYTES */
+    bool decode_prefetch_l2_set; /* false (default): the L2 distance is chosen per CPU */
+    int decode_prefetch_l2;  /* else: bytes ahead the x86 decode dots ask for each line into L2 too
+                                (kernels.h nb_prefetch_l2_bytes; 0: not), as decode_prefetch.
+                                --decode-prefetch-l2 auto|BYTES */
     int64_t rows_min, rows_max; /* batches of rows_min .. rows_max tokens go through the kernels'
                                    rows-in-lanes form (kernels/qdot.h vec_dot_rows) where every weight of
                                    the job has one, before the other paths (default 8 .. 24; rows_max 0 =
@@ -114,6 +118,7 @@ typedef struct nb_dispatch {
     const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
     int decode_prefetch;    /* bytes ahead the streaming kernels prefetch (nb_prefetch_for_cpu, or the option) */
     bool decode_prefetch_tune; /* a model's forward pass measures its own distance at load (opts) */
+    int decode_prefetch_l2; /* the L2 distance (nb_prefetch_l2_for_cpu, or the option; 0: none) */
     /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
     const nb_qdot *qdot[NB_DISPATCH_SLOTS];
     const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
@@ -128,7 +133,7 @@ typedef struct nb_dispatch {
                                         split-bf16 kernel (the others, where AMX is used) */
     bool attn_bf16_amx; /* bf16 pools take the AMX kernel (kernels/attn.h nb_attn_amx_bf16), the
                            other pool types the AMX split-bf16 one (nb_attn_amx_split) */
-    char desc[384];   /* one line: isa, decode dot, prefetch, repack, thresholds */
+    char desc[448];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;
     size_t gemm_slab_bytes; /* opts.gemm_slab_kib, or nb_gemm_slab_for_cpu */
@@ -141,6 +146,9 @@ int nb_prefetch_for_cpu(const nb_cpu *c);
 /* Whether that distance was measured on this kind of CPU (else the model
  * loader measures it, decode_prefetch_tune AUTO). */
 bool nb_prefetch_measured_for_cpu(const nb_cpu *c);
+/* The decode dots' second, L2 distance the table takes on this CPU
+ * (kernels.h nb_prefetch_l2_bytes; 0: none). */
+int nb_prefetch_l2_for_cpu(const nb_cpu *c);
 /* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
  * the options leave it to the table (dispatch.c says what it rests on). */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);

@@ -19,8 +19,8 @@
 #include "kernels/x86/prefetch_here.h"
 
 /* Each step of 4*VW elements prefetches its lines nb_prefetch_bytes ahead
- * (kernels.h: a dispatch choice per CPU), as measured in
- * docs/performance.md (at 8 lanes of 2-byte weights one of them repeats the
+ * (and nb_prefetch_l2_bytes into L2; kernels.h: choices per CPU), as
+ * measured in docs/performance.md (at 8 lanes of 2-byte weights one of them repeats the
  * previous step's second: kept as measured), half of them before the
  * step's first loads and half before its last: F16 decode 14.29-14.87 ->
  * 14.49-15.04 tok/s over 7 interleaved pairs with all of them first (the
@@ -30,18 +30,18 @@
  * them where they are written. */
 #define DOT_ROWS(NAME, ETYPE, LOAD, SCALAR, ES)                                                          \
     static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
-        const int pf = nb_prefetch_bytes;                                                                     \
+        const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;                                         \
         for (int64_t r = 0; r < rows; r++) {                                                                  \
             const ETYPE *a = (const ETYPE *)((const uint8_t *)w + (size_t)r * row_bytes);                     \
             VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                       \
             int64_t i = 0;                                                                                    \
             for (; i + 4 * VW <= n; i += 4 * VW) {                                                            \
-                nb_prefetch_here((const char *)(a + i) + pf);                                                 \
-                if (4 * VW * ES > 128) nb_prefetch_here((const char *)(a + i) + pf + 64);                     \
+                nb_prefetch_ahead((const char *)(a + i), pf, pf2);                                            \
+                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 64, pf, pf2);                \
                 a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                     \
                 a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                           \
-                nb_prefetch_here((const char *)(a + i) + pf + (4 * VW * ES > 128 ? 128 : 64));                \
-                if (4 * VW * ES > 128) nb_prefetch_here((const char *)(a + i) + pf + 192);                    \
+                nb_prefetch_ahead((const char *)(a + i) + (4 * VW * ES > 128 ? 128 : 64), pf, pf2);           \
+                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 192, pf, pf2);               \
                 a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                                   \
                 a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                                   \
             }                                                                                                 \

@@ -56,6 +56,13 @@ typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int
 #define NB_PREFETCH_DEFAULT 2048
 #define NB_PREFETCH_MAX 65536
 extern _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec")));
+/* And how far ahead the x86 decode dots ask for each line a second time,
+ * into L2 only (0: no second request): more lines in flight than the L1
+ * requests alone can hold (kernels/x86/prefetch_here.h nb_prefetch_ahead).
+ * A choice of the dispatch table too (nb_dispatch.decode_prefetch_l2),
+ * handed over the same way; NB_PREFETCH_L2_DEFAULT where no job set it. */
+#define NB_PREFETCH_L2_DEFAULT 0
+extern _Thread_local int nb_prefetch_l2_bytes __attribute__((tls_model("initial-exec")));
 
 /* SwiGLU in place: g[i] = g[i] / (1 + e^-g[i]) * u[i] for i < n. The
  * vector forms take kernels/x86/vexp.h's e^x (about 2 ulp from libm's). */
@@ -98,6 +105,7 @@ typedef struct nb_kctx {
     size_t act_size;
     int prefetch;            /* bytes the streaming kernels prefetch ahead (nb_prefetch_bytes): the
                                 table's decode_prefetch, or what nb_kctx_tune_prefetch chose */
+    int prefetch_l2;         /* the second, L2 distance (nb_prefetch_l2_bytes): the table's */
 } nb_kctx;
 
 /* With the process's table (nb_dispatch_default), or the given one. */

@@ -44,6 +44,7 @@ nb_status nb_kctx_init_with(nb_kctx *k, int n_threads, const nb_dispatch *d) {
     k->isa = d->isa;
     k->fk = d->fk;
     k->prefetch = d->decode_prefetch;
+    k->prefetch_l2 = d->decode_prefetch_l2;
     return NB_OK;
 }
 
@@ -322,7 +323,7 @@ typedef struct {
     nb_actpack_group_fn pack;
     int64_t slab_groups, slabs;
     uint8_t *scratch; /* per thread, nb_actpack_scratch_bytes(K) each */
-    int prefetch;     /* the context's (nb_kctx.prefetch) */
+    int prefetch, prefetch_l2; /* the context's (nb_kctx.prefetch, prefetch_l2) */
 } quant_job;
 
 /* Whether a batch of n tokens of weight type t goes through its
@@ -441,6 +442,7 @@ static void quant_worker(void *arg, int ith, int nth) {
     (void)nth;
     quant_job *j = arg;
     nb_prefetch_bytes = j->prefetch; /* for the kernels (kernels.h) */
+    nb_prefetch_l2_bytes = j->prefetch_l2;
     int64_t lo, hi;
     while (nb_pool_chunk(j->pool, ith, &lo, &hi)) quant_rows(j, lo, hi);
 }
@@ -456,7 +458,8 @@ static nb_status row_length_error(const nb_tensor *W, nb_dtype t) {
 static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_tensor *const *W, const float *X,
                               int64_t n, float *const *Y) {
     const int64_t K = W[0]->ne[0];
-    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->prefetch};
+    quant_job j = {.pool = k->pool, .nseg = count, .n = n, .K = K, .X = X, .prefetch = k->prefetch,
+                  .prefetch_l2 = k->prefetch_l2};
     uint64_t max_rb = 0;
     int tile_rows = 4;
     for (int i = 0; i < count; i++) {

@@ -131,16 +131,16 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
     const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
     __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
-    const int pf = nb_prefetch_bytes;
+    const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *qi = q + i * qs;
         /* each line's prefetch beside its loads (prefetch_here.h) */
-        nb_prefetch_here(qi + pf);
-        if (!four) nb_prefetch_here(qi + pf + 64);
+        nb_prefetch_ahead(qi, pf, pf2);
+        if (!four) nb_prefetch_ahead(qi + 64, pf, pf2);
         const __m256i h0 = group4(qi, x + i * 32, four);
-        nb_prefetch_here(qi + 4 * qs + pf);
-        if (!four) nb_prefetch_here(qi + 4 * qs + pf + 64);
+        nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
+        if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
         const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
         const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
@@ -170,11 +170,12 @@ void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *ou
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 
-/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead: a
+/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead (and
+ * nb_prefetch_l2_bytes into L2): a
  * block's lines are prefetched a few at a time beside the loads of its
  * halves (prefetch_here.h) */
 static inline void prefetch_lines(const void *p, int l0, int l1) {
-    for (int l = l0; l < l1; l++) nb_prefetch_here((const char *)p + nb_prefetch_bytes + 64 * l);
+    for (int l = l0; l < l1; l++) nb_prefetch_ahead((const char *)p + 64 * l, nb_prefetch_bytes, nb_prefetch_l2_bytes);
 }
 
 /* Half h (bytes 32h..32h+31 of each 64-byte vector: 16-weight groups

@@ -21,6 +21,7 @@
 #include "base/blocks.h"
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
+#include "kernels/x86/prefetch_here.h"
 
 static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
     uint16_t h;
@@ -30,7 +31,8 @@ static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
     return _cvtsh_ss(h) * b;
 }
 
-/* The weights are prefetched nb_prefetch_bytes ahead (kernels.h: decode
+/* The weights are prefetched nb_prefetch_bytes ahead, and into L2 also
+ * nb_prefetch_l2_bytes ahead where the table says so (kernels.h: decode
  * streams each weight once and the loop is too short per byte for the
  * hardware prefetcher to stay ahead). Past the row's end it runs into the
  * next row, which is what this thread reads next. */
@@ -71,18 +73,18 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
         acc0[t] = acc1[t] = _mm512_setzero_ps();
         off[t] = _mm_setzero_ps();
     }
-    const int pf = nb_prefetch_bytes;
+    const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *qi = q + i * qs;
         __m512i w0, w1;
-        _mm_prefetch((const char *)qi + pf, _MM_HINT_T0);
+        nb_prefetch_ahead(qi, pf, pf2);
         if (four) {
             __m512i v = _mm512_loadu_si512((const void *)qi);
             w0 = _mm512_and_si512(v, m4);
             w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         } else {
-            _mm_prefetch((const char *)qi + pf + 64, _MM_HINT_T0);
+            nb_prefetch_ahead(qi + 64, pf, pf2);
             w0 = _mm512_loadu_si512((const void *)qi);
             w1 = _mm512_loadu_si512((const void *)(qi + 64));
         }

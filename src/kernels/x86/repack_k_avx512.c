@@ -30,10 +30,11 @@
 
 
 
-/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead, at
- * this place in the decode dots (prefetch_here.h) */
+/* Lines l0 .. l1-1 of the super-block at p, nb_prefetch_bytes ahead (and
+ * nb_prefetch_l2_bytes into L2), at this place in the decode dots
+ * (prefetch_here.h) */
 static inline void prefetch_lines(const void *p, int l0, int l1) {
-    for (int l = l0; l < l1; l++) nb_prefetch_here((const char *)p + nb_prefetch_bytes + 64 * l);
+    for (int l = l0; l < l1; l++) nb_prefetch_ahead((const char *)p + 64 * l, nb_prefetch_bytes, nb_prefetch_l2_bytes);
 }
 
 /* Q4_KR super-block -> four vectors of 64 weights (0..15), in lane order */

@@ -129,6 +129,44 @@ static void test_options(void **state) {
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_false(d.decode_prefetch_tune);
         assert_int_equal(d.decode_prefetch, 4096);
+        /* the second, L2 distance: the CPU's unless set, validated as the first */
+        nb_kernel_opts_defaults(&o);
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_int_equal(d.decode_prefetch_l2, nb_prefetch_l2_for_cpu(nb_cpu_get()));
+        assert_true((strstr(d.desc, ", L2 ") != NULL) == (d.decode_prefetch_l2 > 0));
+        o.decode_prefetch_l2_set = true;
+        o.decode_prefetch_l2 = 0;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_int_equal(d.decode_prefetch_l2, 0);
+        assert_null(strstr(d.desc, ", L2 "));
+        o.decode_prefetch_l2 = 8192;
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_non_null(strstr(d.desc, ", L2 8192)"));
+        nb_kctx k;
+        assert_int_equal(nb_kctx_init_with(&k, 1, &d), NB_OK);
+        assert_int_equal(k.prefetch_l2, 8192);
+        nb_kctx_free(&k);
+        o.decode_prefetch_l2 = 100;
+        assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+        assert_non_null(strstr(nb_errmsg(), "decode_prefetch_l2 100"));
+        o.decode_prefetch_l2 = -64;
+        assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+        o.decode_prefetch_l2 = NB_PREFETCH_MAX + 64;
+        assert_int_not_equal(nb_dispatch_build(&o, &d), NB_OK);
+    }
+    /* measured only on the Intel AVX-512 + AMX parts: none elsewhere */
+    {
+        nb_cpu c = *nb_cpu_get();
+        c.vendor = NB_CPU_INTEL;
+        c.family = 6;
+        c.avx512f = c.amx_tile = true;
+        assert_int_equal(nb_prefetch_l2_for_cpu(&c), 4096);
+        c.amx_tile = false;
+        assert_int_equal(nb_prefetch_l2_for_cpu(&c), 0);
+        c.vendor = NB_CPU_AMD;
+        c.family = 26;
+        c.amx_tile = true;
+        assert_int_equal(nb_prefetch_l2_for_cpu(&c), 0);
     }
     if (nb_cpu_isa() >= NB_ISA_AVX512) {
         nb_kernel_opts_defaults(&o);

@@ -91,17 +91,21 @@ static void test_dots(void **state) {
             assert_true(fabs(dot1(isas[k]->dot_f32, n, w, x) - e32) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(dot1(isas[k]->dot_f16, n, h, x) - e16) <= 1e-5 * mag + 1e-7);
             assert_true(fabs(dot1(isas[k]->dot_bf16, n, b, x) - eb) <= 1e-5 * mag + 1e-7);
-            /* every prefetch distance computes the same sums in the same order */
+            /* every prefetch distance (L1, and L2 beside it) computes the same
+             * sums in the same order */
             static const int pfs[] = {0, 64, 1024, 8192, NB_PREFETCH_MAX};
             const float e32k = dot1(isas[k]->dot_f32, n, w, x), e16k = dot1(isas[k]->dot_f16, n, h, x),
                         ebk = dot1(isas[k]->dot_bf16, n, b, x);
-            for (size_t v = 0; v < sizeof pfs / sizeof *pfs; v++) {
-                nb_prefetch_bytes = pfs[v];
-                assert_true(dot1(isas[k]->dot_f32, n, w, x) == e32k);
-                assert_true(dot1(isas[k]->dot_f16, n, h, x) == e16k);
-                assert_true(dot1(isas[k]->dot_bf16, n, b, x) == ebk);
-            }
+            for (size_t v = 0; v < sizeof pfs / sizeof *pfs; v++)
+                for (size_t v2 = 0; v2 < sizeof pfs / sizeof *pfs; v2++) {
+                    nb_prefetch_bytes = pfs[v];
+                    nb_prefetch_l2_bytes = pfs[v2];
+                    assert_true(dot1(isas[k]->dot_f32, n, w, x) == e32k);
+                    assert_true(dot1(isas[k]->dot_f16, n, h, x) == e16k);
+                    assert_true(dot1(isas[k]->dot_bf16, n, b, x) == ebk);
+                }
             nb_prefetch_bytes = NB_PREFETCH_DEFAULT;
+            nb_prefetch_l2_bytes = NB_PREFETCH_L2_DEFAULT;
             isas[k]->f16_to_f32(n, h, c);
             for (int64_t i = 0; i < n; i++) assert_true(c[i] == nb_fp16_to_fp32(h[i]));
             isas[k]->bf16_to_f32(n, b, c);

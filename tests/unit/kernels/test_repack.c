@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "testutil.h"
 #include "kernel_inputs.h"
@@ -54,6 +55,17 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
             if (simd) {
                 simd->vec_dot(K, p + r * prb, ap, &c);
                 assert_true(fabs(c - b) <= 1e-5 * mag + 1e-6);
+                /* the prefetch distances (L1, and L2 beside it) change no result */
+                static const int pfs[][2] = {{0, 0}, {64, 4096}, {2048, 64}, {8192, NB_PREFETCH_MAX}};
+                for (size_t v = 0; v < sizeof pfs / sizeof *pfs; v++) {
+                    float e;
+                    nb_prefetch_bytes = pfs[v][0];
+                    nb_prefetch_l2_bytes = pfs[v][1];
+                    simd->vec_dot(K, p + r * prb, ap, &e);
+                    assert_true(e == c);
+                }
+                nb_prefetch_bytes = NB_PREFETCH_DEFAULT;
+                nb_prefetch_l2_bytes = NB_PREFETCH_L2_DEFAULT;
             }
         }
         free(w); free(x); free(d0); free(d1); free(g); free(p); free(ag); free(ap);

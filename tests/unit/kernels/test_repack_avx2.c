@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "base/blocks.h"
 #include "kernel_inputs.h"
@@ -67,6 +68,12 @@ static void check_dots(nb_dtype gguf, nb_dtype planar) {
                         if (!(fabs(got - want) <= 1e-5 * mag + 1e-5))
                             fail_msg("%s %s K=%lld codes %d act %d row %lld: %g vs scalar %g", nb_dtype_name(planar),
                                      vname(v), (long long)K, wm, am, (long long)r, (double)got, (double)want);
+                        /* with a second, L2 prefetch distance: the same result */
+                        float again;
+                        nb_prefetch_l2_bytes = 4096;
+                        k->vec_dot(K, p + r * prb, a, &again);
+                        nb_prefetch_l2_bytes = NB_PREFETCH_L2_DEFAULT;
+                        assert_true(again == got);
                     }
                     free(g); free(p); free(a); free(x); free(dq);
                 }
