@@ -259,26 +259,31 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
 /* The decode prefetch distance and how it was chosen (kernels/tune.c). */
 static void print_prefetch(const nb_fwd *f) {
     const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
-    printf("decode prefetch: %d bytes", nb_fwd_prefetch(f));
+    printf("decode prefetch: %d bytes, L2 %d", nb_fwd_prefetch(f), nb_fwd_prefetch_l2(f));
     if (t->n) {
         printf(" (%s;", t->why);
-        for (int i = 0; i < t->n; i++) printf(" %d: %.1f GB/s%s", t->bytes[i], t->gbps[i], i + 1 < t->n ? "," : ")");
+        for (int i = 0; i < t->n; i++)
+            printf(" %d/L2 %d: %.1f GB/s%s", t->bytes[i], t->l2[i], t->gbps[i], i + 1 < t->n ? "," : ")");
     } else if (t->why[0]) {
         printf(" (the CPU's default; %s)", t->why);
     } else {
-        printf(" (%s)", nb_dispatch_default()->opts.decode_prefetch_set ? "--decode-prefetch"
-                        : "the CPU's default, measured on this kind of CPU");
+        const nb_kernel_opts *o = &nb_dispatch_default()->opts;
+        printf(" (%s)", o->decode_prefetch_set || o->decode_prefetch_l2_set ? "--decode-prefetch[-l2]"
+                        : "the CPU's defaults, measured on this kind of CPU");
     }
     putchar('\n');
 }
 
 static json_t *prefetch_json(const nb_fwd *f) {
     const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
-    json_t *o = json_pack("{s:i, s:b}", "bytes", nb_fwd_prefetch(f), "tuned", t->n > 0);
+    json_t *o = json_pack("{s:i, s:i, s:b}", "bytes", nb_fwd_prefetch(f), "l2_bytes", nb_fwd_prefetch_l2(f), "tuned",
+                          t->n > 0);
     if (t->why[0]) json_object_set_new(o, "why", json_string(t->why));
     if (t->n) {
         json_t *a = json_array();
-        for (int i = 0; i < t->n; i++) json_array_append_new(a, json_pack("{s:i, s:f}", "bytes", t->bytes[i], "gb_s", t->gbps[i]));
+        for (int i = 0; i < t->n; i++)
+            json_array_append_new(
+                a, json_pack("{s:i, s:i, s:f}", "bytes", t->bytes[i], "l2_bytes", t->l2[i], "gb_s", t->gbps[i]));
         json_object_set_new(o, "measured", a);
     }
     return o;

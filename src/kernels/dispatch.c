@@ -115,21 +115,21 @@ int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->
 /* The second request of each line, into L2 (kernels.h nb_prefetch_l2_bytes):
  * 4 KiB on the Intel AVX-512 + AMX parts, where it was measured (Q4_0R
  * decode dot 28.1 -> 29.3-31.1 GB/s, 2 threads; 1-8 KiB tried: 8 KiB lost,
- * 2 KiB under the L1 distance lost; docs/speed.md session 30); none
- * elsewhere, where nobody measured it (--decode-prefetch-l2 BYTES tries
- * it). */
+ * 2 KiB under the L1 distance lost; docs/speed.md session 30); none in the
+ * table elsewhere, where nobody measured it: the loader tries it there
+ * (kernels/tune.c). */
 int nb_prefetch_l2_for_cpu(const nb_cpu *c) {
     return c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile ? 4096 : 0;
 }
 
-/* Measured: Intel's AVX-512 + AMX server parts (Sapphire Rapids and the
- * guests reporting family 6 model 167 with AMX: 2 KiB best of 0-16 KiB,
- * bench/bench_decode.c) and AMD family 26 (8 KiB, docs/speed.md session 7).
- * Zen 4 (family 25) takes 8 KiB by analogy and client CPUs 2 KiB by
- * default, neither measured: there the loader measures (kernels/tune.c). */
+/* Measured, both distances: Intel's AVX-512 + AMX server parts (Sapphire
+ * Rapids and the guests reporting family 6 model 167 with AMX: L1 2 KiB
+ * best of 0-16 KiB, bench/bench_decode.c; L2 4 KiB, session 30). AMD
+ * family 26 has its L1 distance measured (8 KiB, docs/speed.md session 7)
+ * but not the L2 one, Zen 4 (family 25) takes 8 KiB by analogy and client
+ * CPUs 2 KiB by default: there the loader measures (kernels/tune.c). */
 bool nb_prefetch_measured_for_cpu(const nb_cpu *c) {
-    return (c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile) ||
-           (c->vendor == NB_CPU_AMD && c->family == 26);
+    return c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile;
 }
 
 /* Every row of a job passes one slab of packed activations before the next

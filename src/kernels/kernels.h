@@ -116,25 +116,28 @@ void nb_kctx_free(nb_kctx *k);
 nb_status nb_kctx_scratch(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
 nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_result));
 
-/* The prefetch distance, measured on the weights at hand (kernels/tune.c):
+/* The prefetch distances, measured on the weights at hand (kernels/tune.c):
  * one-token matmuls over `count` weights, taken in order from where the
  * last trial stopped, about NB_TUNE_TRIAL_BYTES per trial, each candidate
- * distance (NB_TUNE_CANDIDATES and the table's) in turn, NB_TUNE_REPS
- * rounds; the fastest median wins when it beats the table's by
- * NB_TUNE_MARGIN, else the table's stays. Weights under min_bytes are not
- * measured (they would be read from the cache, not memory): the table's
- * stays and `why` says so. Sets k->prefetch; results of every kernel are
- * the same at any distance, only the speed differs. */
-#define NB_TUNE_MAX 8
+ * pair of distances (L1, L2: tune.c's and the table's) in turn,
+ * NB_TUNE_REPS rounds; the fastest median wins when it beats the table's
+ * pair by NB_TUNE_MARGIN, else the table's stays. Weights under min_bytes
+ * are not measured (they would be read from the cache, not memory): the
+ * table's stays and `why` says so. Sets k->prefetch and k->prefetch_l2;
+ * results of every kernel are the same at any distance, only the speed
+ * differs. */
+#define NB_TUNE_MAX 12
 #define NB_TUNE_TRIAL_BYTES ((size_t)64 << 20)
 #define NB_TUNE_REPS 5
 #define NB_TUNE_MARGIN 1.03
 #define NB_TUNE_MIN_BYTES ((size_t)256 << 20) /* the default min_bytes: above the LLCs of the CPUs met */
 typedef struct nb_prefetch_tune {
     int n;                      /* candidates measured; 0 when not tuned */
-    int bytes[NB_TUNE_MAX];     /* each candidate distance, ascending */
+    int bytes[NB_TUNE_MAX];     /* each candidate's L1 distance */
+    int l2[NB_TUNE_MAX];        /* and its L2 distance (0: none); by (bytes, l2), ascending */
     double gbps[NB_TUNE_MAX];   /* its median GB/s of weights over the reps */
-    int table, chosen;          /* the table's distance; the one kept */
+    int table, chosen;          /* the table's L1 distance; the one kept */
+    int table_l2, chosen_l2;    /* the same for L2 */
     double ms;                  /* how long the tune took */
     char why[128];              /* one line: what was done and why */
 } nb_prefetch_tune;

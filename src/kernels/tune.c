@@ -1,6 +1,7 @@
-/* nb_kctx_tune_prefetch (kernels.h): the decode kernels' prefetch distance,
- * measured on the model's own weights where the dispatch table has no
- * measured value for this CPU (kernels/dispatch.c nb_prefetch_measured_for_cpu).
+/* nb_kctx_tune_prefetch (kernels.h): the decode kernels' prefetch distances
+ * (into L1, and into L2 beside it), measured on the model's own weights
+ * where the dispatch table has no measured values for this CPU
+ * (kernels/dispatch.c nb_prefetch_measured_for_cpu).
  *
  * How far ahead a memory stream must be requested depends on the memory
  * system: 2 KiB is best on Sapphire Rapids, 8 KiB on a Zen 5-class EPYC
@@ -19,6 +20,10 @@
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 
+/* L1 distances, each tried alone and with an L2 request twice as far
+ * (kernels.h nb_prefetch_l2_bytes: on the Intel guest of session 30, 2 KiB
+ * + 4 KiB read 5-9% more than 2 KiB alone; 8 KiB + 16 KiB was never
+ * measured anywhere) unless the options fix the L2 distance. */
 static const int candidates[] = {1024, 2048, 4096, 8192};
 
 static int64_t now_ns(void) {
@@ -32,7 +37,19 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+typedef struct { int pf, l2; } pair;
+
+static int cmp_pair(const void *a, const void *b) {
+    const pair *x = a, *y = b;
+    return x->pf != y->pf ? x->pf - y->pf : x->l2 - y->l2;
+}
+
+static void add_pair(pair *c, int *n, int pf, int l2) {
+    if (l2 > NB_PREFETCH_MAX) return;
+    for (int i = 0; i < *n; i++)
+        if (c[i].pf == pf && c[i].l2 == l2) return;
+    c[(*n)++] = (pair){pf, l2};
+}
 
 /* The weights from *next on until about NB_TUNE_TRIAL_BYTES are read, one
  * token each; returns the bytes read. */
@@ -52,6 +69,7 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
                                 nb_prefetch_tune *out) {
     memset(out, 0, sizeof *out);
     out->table = out->chosen = k->prefetch;
+    out->table_l2 = out->chosen_l2 = k->prefetch_l2;
     size_t total = 0;
     int64_t max_k = 0, max_r = 0;
     for (int i = 0; i < count; i++) {
@@ -64,12 +82,19 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
                  total >> 20, min_bytes >> 20);
         return NB_OK;
     }
+    const bool l2_fixed = k->d->opts.decode_prefetch_l2_set;
+    pair cand[NB_TUNE_MAX];
     int n = 0;
-    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) out->bytes[n++] = candidates[i];
-    bool have = false;
-    for (int i = 0; i < n; i++) have |= out->bytes[i] == out->table;
-    if (!have) out->bytes[n++] = out->table;
-    qsort(out->bytes, (size_t)n, sizeof *out->bytes, cmp_int);
+    add_pair(cand, &n, out->table, out->table_l2);
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        add_pair(cand, &n, candidates[i], l2_fixed ? out->table_l2 : 0);
+        if (!l2_fixed) add_pair(cand, &n, candidates[i], 2 * candidates[i]);
+    }
+    qsort(cand, (size_t)n, sizeof *cand, cmp_pair);
+    for (int i = 0; i < n; i++) {
+        out->bytes[i] = cand[i].pf;
+        out->l2[i] = cand[i].l2;
+    }
     out->n = n;
 
     float *x = malloc((size_t)max_k * sizeof *x), *y = malloc((size_t)max_r * sizeof *y);
@@ -87,6 +112,7 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
         for (int c = 0; c < n && st == NB_OK; c++) {
             int ci = (c + r) % n; /* a different candidate first each round */
             k->prefetch = out->bytes[ci];
+            k->prefetch_l2 = out->l2[ci];
             int64_t t0 = now_ns();
             st = trial(k, W, count, &next, x, y, &bytes);
             g[ci * NB_TUNE_REPS + r] = (double)bytes / (double)NB_MAX(now_ns() - t0, 1);
@@ -97,19 +123,21 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
         qsort(g + c * NB_TUNE_REPS, NB_TUNE_REPS, sizeof *g, cmp_double);
         out->gbps[c] = g[c * NB_TUNE_REPS + NB_TUNE_REPS / 2];
         if (out->gbps[c] > out->gbps[best]) best = c;
-        if (out->bytes[c] == out->table) table_i = c;
+        if (out->bytes[c] == out->table && out->l2[c] == out->table_l2) table_i = c;
     }
     free(x); free(y); free(g);
     if (st != NB_OK) {
         k->prefetch = out->table;
+        k->prefetch_l2 = out->table_l2;
         out->n = 0;
         return st;
     }
     bool wins = out->gbps[best] >= NB_TUNE_MARGIN * out->gbps[table_i];
     out->chosen = k->prefetch = wins ? out->bytes[best] : out->table;
+    out->chosen_l2 = k->prefetch_l2 = wins ? out->l2[best] : out->table_l2;
     snprintf(out->why, sizeof out->why, "measured at load (%d x %d trials of %zu MiB, %.0f ms): %s", n, NB_TUNE_REPS,
              NB_TUNE_TRIAL_BYTES >> 20, out->ms,
-             wins && out->chosen != out->table ? "faster than the CPU's default by 3% or more"
+             wins && best != table_i ? "faster than the CPU's default by 3% or more"
                                                : "the CPU's default, no other 3% faster");
     return NB_OK;
 }

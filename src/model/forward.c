@@ -37,6 +37,7 @@ static nb_status tune_prefetch(nb_fwd *f) {
     if (!m->resident) { /* a file mapping (--mmap): pages still on disk would time the disk, not memory */
         snprintf(f->tune.why, sizeof f->tune.why, "not measured: the weights are computed from the file mapping (--mmap)");
         f->tune.table = f->tune.chosen = f->k.prefetch;
+        f->tune.table_l2 = f->tune.chosen_l2 = f->k.prefetch_l2;
         return NB_OK;
     }
     enum { PER_LAYER = 7 };
@@ -58,7 +59,7 @@ static nb_status tune_prefetch(nb_fwd *f) {
         snprintf(f->tune.why, sizeof f->tune.why, "not measured: %s", nb_errmsg());
         return NB_OK;
     }
-    NB_INFO("decode prefetch %d bytes: %s", f->k.prefetch, f->tune.why);
+    NB_INFO("decode prefetch %d bytes, L2 %d: %s", f->k.prefetch, f->k.prefetch_l2, f->tune.why);
     return NB_OK;
 }
 
@@ -130,6 +131,7 @@ int64_t nb_fwd_pool_benchings(const nb_fwd *f) { return nb_pool_benchings(f->k.p
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
 const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }
 int nb_fwd_prefetch(const nb_fwd *f) { return f->k.prefetch; }
+int nb_fwd_prefetch_l2(const nb_fwd *f) { return f->k.prefetch_l2; }
 const nb_prefetch_tune *nb_fwd_prefetch_tune(const nb_fwd *f) { return &f->tune; }
 
 

@@ -47,10 +47,12 @@ int64_t nb_fwd_pool_benchings(const nb_fwd *f);
 const char *nb_fwd_isa(const nb_fwd *f);
 /* The paged-attention kernel in use ("avx2", "scalar"). */
 const char *nb_fwd_attn_isa(const nb_fwd *f);
-/* The decode kernels' prefetch distance, and how it was chosen: measured on
- * the model's weights at creation where the dispatch table asks for it
- * (kernels/dispatch.h decode_prefetch_tune; tune->n 0 when not measured). */
+/* The decode kernels' prefetch distances (into L1; into L2, 0: none), and
+ * how they were chosen: measured on the model's weights at creation where
+ * the dispatch table asks for it (kernels/dispatch.h decode_prefetch_tune;
+ * tune->n 0 when not measured). */
 int nb_fwd_prefetch(const nb_fwd *f);
+int nb_fwd_prefetch_l2(const nb_fwd *f);
 const nb_prefetch_tune *nb_fwd_prefetch_tune(const nb_fwd *f);
 
 /* Runs the batch; logits of the wanted tokens, in batch order, go to

@@ -1,8 +1,9 @@
-/* nb_kctx_tune_prefetch (kernels/tune.c): measures every candidate
- * distance and the table's, reports each one's median, keeps the table's
- * unless another is NB_TUNE_MARGIN faster, sets the context's distance to
- * what it chose, leaves results unchanged (the same bits as a context at
- * the table's distance), and does not measure weights under min_bytes. */
+/* nb_kctx_tune_prefetch (kernels/tune.c): measures every candidate pair of
+ * distances (L1, L2) and the table's, reports each one's median, keeps the
+ * table's unless another is NB_TUNE_MARGIN faster, sets the context's
+ * distances to what it chose, leaves results unchanged (the same bits as a
+ * context at the table's distances), does not measure weights under
+ * min_bytes, and keeps an L2 distance the options fixed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,47 +52,73 @@ static void test_tune(void **state) {
     nb_kctx k, ref;
     assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
     assert_int_equal(nb_kctx_init(&ref, 2), NB_OK);
-    const int table = k.prefetch;
+    const int table = k.prefetch, table_l2 = k.prefetch_l2;
     assert_int_equal(table, nb_dispatch_default()->decode_prefetch);
+    assert_int_equal(table_l2, nb_dispatch_default()->decode_prefetch_l2);
 
     nb_prefetch_tune t;
     /* under min_bytes: not measured, the table's distance stays */
     assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total + 1, &t), NB_OK);
     assert_int_equal(t.n, 0);
     assert_int_equal(k.prefetch, table);
+    assert_int_equal(k.prefetch_l2, table_l2);
     assert_int_equal(t.chosen, table);
+    assert_int_equal(t.chosen_l2, table_l2);
     assert_non_null(strstr(t.why, "not measured"));
     assert_int_equal(nb_kctx_tune_prefetch(&k, wp, 0, 0, &t), NB_OK);
     assert_int_equal(t.n, 0);
 
     /* measured (from the cache here: the test checks the bookkeeping, not the speed) */
     assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total / 2, &t), NB_OK);
-    assert_true(t.n >= 4 && t.n <= NB_TUNE_MAX);
+    assert_true(t.n >= 8 && t.n <= NB_TUNE_MAX); /* four L1 distances, each without and with L2 */
     bool has_table = false, has_chosen = false;
+    int with_l2 = 0;
     double best = 0, at_table = 0;
     for (int i = 0; i < t.n; i++) {
-        if (i) assert_true(t.bytes[i] > t.bytes[i - 1]);
+        if (i) assert_true(t.bytes[i] > t.bytes[i - 1] || (t.bytes[i] == t.bytes[i - 1] && t.l2[i] > t.l2[i - 1]));
         assert_true(t.bytes[i] % 64 == 0 && t.bytes[i] <= NB_PREFETCH_MAX);
+        assert_true(t.l2[i] % 64 == 0 && t.l2[i] >= 0 && t.l2[i] <= NB_PREFETCH_MAX);
+        with_l2 += t.l2[i] > 0;
         assert_true(t.gbps[i] > 0);
-        if (t.bytes[i] == table) { has_table = true; at_table = t.gbps[i]; }
-        if (t.bytes[i] == t.chosen) has_chosen = true;
+        if (t.bytes[i] == table && t.l2[i] == table_l2) { has_table = true; at_table = t.gbps[i]; }
+        if (t.bytes[i] == t.chosen && t.l2[i] == t.chosen_l2) has_chosen = true;
         if (t.gbps[i] > best) best = t.gbps[i];
     }
     assert_true(has_table && has_chosen);
+    assert_true(with_l2 >= 4);
     assert_int_equal(t.table, table);
+    assert_int_equal(t.table_l2, table_l2);
     assert_int_equal(k.prefetch, t.chosen);
+    assert_int_equal(k.prefetch_l2, t.chosen_l2);
     /* the rule: the fastest when it beats the table's by the margin, else the table's */
-    if (t.chosen != table) {
+    if (t.chosen != table || t.chosen_l2 != table_l2) {
         for (int i = 0; i < t.n; i++)
-            if (t.bytes[i] == t.chosen) assert_true(t.gbps[i] == best && best >= NB_TUNE_MARGIN * at_table);
+            if (t.bytes[i] == t.chosen && t.l2[i] == t.chosen_l2)
+                assert_true(t.gbps[i] == best && best >= NB_TUNE_MARGIN * at_table);
     } else {
         assert_true(best < NB_TUNE_MARGIN * at_table || best == at_table);
     }
     assert_true(t.ms > 0);
     assert_non_null(strstr(t.why, "measured at load"));
 
-    /* any distance computes the same bits */
+    /* an L2 distance the options fixed is the only one tried */
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    o.decode_prefetch_l2_set = true;
+    o.decode_prefetch_l2 = 6144;
+    nb_dispatch d;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+    nb_kctx kf;
+    assert_int_equal(nb_kctx_init_with(&kf, 2, &d), NB_OK);
+    assert_int_equal(nb_kctx_tune_prefetch(&kf, wp, NW, total / 2, &t), NB_OK);
+    assert_true(t.n >= 4);
+    for (int i = 0; i < t.n; i++) assert_int_equal(t.l2[i], 6144);
+    assert_int_equal(kf.prefetch_l2, 6144);
+    nb_kctx_free(&kf);
+
+    /* any distances compute the same bits */
     k.prefetch = t.bytes[t.n - 1] == table ? t.bytes[0] : t.bytes[t.n - 1];
+    k.prefetch_l2 = table_l2 ? 0 : 4096;
     float *x = malloc(K * sizeof *x), *y = malloc(R * sizeof *y), *yr = malloc(R * sizeof *yr);
     for (int i = 0; i < K; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
     for (int m = 0; m < NW; m++) {
