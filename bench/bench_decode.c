@@ -1,8 +1,9 @@
 /* A/B micro-benchmark of one-token (decode) matmuls over TinyLlama-shaped
  * 2048 x 5632 matrices, about 1 GiB (floats) or 0.5 GiB (quantized) of them
  * on huge pages, each read once per "token" with nb_matmul through dispatch
- * tables that differ only in the streaming kernels' prefetch distance
- * (kernels.h nb_prefetch_bytes: 0, 1, 2, 4, 8 and 16 KiB) and, for the
+ * tables that differ only in the streaming kernels' prefetch distances
+ * (kernels.h nb_prefetch_bytes: 0, 1, 2, 4, 8 and 16 KiB alone, and 1-8
+ * KiB each with nb_prefetch_l2_bytes at twice it) and, for the
  * float types, the decode dot's width (avx2 / avx512). Quantized weights are
  * repacked where the CPU has the kernels, as a model load does. The
  * variants run interleaved, rep by rep, so a busy host slows them alike;
@@ -151,7 +152,9 @@ int main(int argc, char **argv) {
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)R * 4);
     for (int64_t i = 0; i < K; i++) x[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
 
-    static const int pfs[] = {0, 1024, 2048, 4096, 8192, 16384};
+    /* (L1, L2) prefetch distances: L1 alone, then with L2 at twice it */
+    static const int pfs[][2] = {{0, 0},       {1024, 0},    {2048, 0},    {4096, 0},     {8192, 0},
+                                 {16384, 0},   {1024, 2048}, {2048, 4096}, {4096, 8192}, {8192, 16384}};
     enum { NPF = sizeof pfs / sizeof *pfs, NV = 2 * NPF };
     nb_dispatch d[NV];
     nb_kctx k[NV];
@@ -162,13 +165,15 @@ int main(int argc, char **argv) {
             nb_kernel_opts o;
             nb_kernel_opts_defaults(&o);
             if (is_float) o.decode_dot = wide ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
-            o.decode_prefetch_set = true;
-            o.decode_prefetch = pfs[pv];
+            o.decode_prefetch_set = o.decode_prefetch_l2_set = true;
+            o.decode_prefetch = pfs[pv][0];
+            o.decode_prefetch_l2 = pfs[pv][1];
             if (nb_dispatch_build(&o, &d[nv]) != NB_OK) return 1;
             if (wide && strcmp(d[nv].decode_dot, "avx512") != 0) continue;
             if (nb_kctx_init_with(&k[nv], threads, &d[nv]) != NB_OK) return 1;
-            snprintf(names[nv], sizeof names[nv], "%s pf %d", is_float ? d[nv].decode_dot : nb_dispatch_qdot(&d[nv], w.W[0].type)->isa,
-                     d[nv].decode_prefetch);
+            snprintf(names[nv], sizeof names[nv], "%s pf %d L2 %d",
+                     is_float ? d[nv].decode_dot : nb_dispatch_qdot(&d[nv], w.W[0].type)->isa, d[nv].decode_prefetch,
+                     d[nv].decode_prefetch_l2);
             nv++;
         }
     double *g = calloc((size_t)(nv * reps), sizeof *g);
@@ -178,9 +183,9 @@ int main(int argc, char **argv) {
             if (run_step(&k[v], &w, x, 1, y)) return 1;
             if (r >= 0) g[v * reps + r] = (double)w.bytes / (now() - t0) / 1e9;
         }
-    printf("%s decode, %d threads, %d x %dx%d (%.2f GB) per token, %d reps interleaved; this CPU's default: pf %d\n",
+    printf("%s decode, %d threads, %d x %dx%d (%.2f GB) per token, %d reps interleaved; this CPU's default: pf %d L2 %d\n",
            nb_dtype_name(w.W[0].type), threads, w.nm, R, K, (double)w.bytes / 1e9, reps,
-           nb_prefetch_for_cpu(nb_cpu_get()));
+           nb_prefetch_for_cpu(nb_cpu_get()), nb_prefetch_l2_for_cpu(nb_cpu_get()));
     double base = 0;
     for (int v = 0; v < nv; v++) report(names[v], g + v * reps, reps, &base);
     return 0;
