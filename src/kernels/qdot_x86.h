@@ -384,7 +384,7 @@ static inline void k_q45_K(int64_t n, const void *w, const void *a, float *out, 
     const nb_block_q8_K *y = a;
     __m256 acc = _mm256_setzero_ps();
     float macc = 0;
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     for (int64_t i = 0; i < n / 256; i++) {
         prefetch_ahead((const uint8_t *)w + i * (five ? sizeof(nb_block_q5_K) : sizeof(nb_block_q4_K)),
                        five ? (int)sizeof(nb_block_q5_K) : (int)sizeof(nb_block_q4_K));
@@ -421,13 +421,17 @@ static inline void k_q45_K(int64_t n, const void *w, const void *a, float *out, 
         const int msum = _mm_cvtsi128_si32(_mm_add_epi32(m4s, _mm_shuffle_epi32(m4s, 0xb1)));
         __m256i isum = _mm256_setzero_si256();
         __m256i hb = qh ? load32(qh) : _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(qs + 32 * c);
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (qh) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one), 4));
+            if (qh) { /* bits 2c and 2c + 1 of each qh byte to bit 4: one shift (in 16-bit lanes
+                       * the bytes' own bits land on bit 4, the neighbour's are masked off) */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(hb, 4 - 2 * c)
+                                                                  : _mm256_srli_epi16(hb, 2 * c - 4), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(c <= 1 ? _mm256_slli_epi16(hb, 3 - 2 * c)
+                                                                  : _mm256_srli_epi16(hb, 2 * c - 3), b4));
             }
             __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(y[i].qs + 64 * c)),
                                            _mm256_set1_epi16((short)sc[2 * c]));
