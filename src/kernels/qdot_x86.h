@@ -318,10 +318,12 @@ static void k_q2_K(int64_t n, const void *w, const void *a, float *out) {
         /* sum_g m_g * bsum_g as 8 int32 lanes */
         const __m256i msum = _mm256_madd_epi16(mn16, load32(y[i].bsums));
         __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i q = load32(x[i].qs + 32 * h);
             const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
                                                               : _mm256_castsi256_si128(sc16));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
                 isum = dot_us_sc(isum, qk, load32(y[i].qs + 128 * h + 32 * k), _mm256_shuffle_epi8(sch, ctrl[k]), 1);
@@ -353,7 +355,7 @@ static void k_q3_K(int64_t n, const void *w, const void *a, float *out) {
     const nb_block_q3_K *x = w;
     const nb_block_q8_K *y = a;
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     __m256i ctrl[4];
     k23_scale_ctrl(ctrl);
     for (int64_t i = 0; i < n / 256; i++) {
@@ -363,14 +365,20 @@ static void k_q3_K(int64_t n, const void *w, const void *a, float *out) {
         __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(),
                                         _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 2));
         const __m256i hm = load32(x[i].hmask);
+        /* unrolled, so every shift count is an immediate */
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256i q = load32(x[i].qs + 32 * h);
             const __m256i sch = _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1)
                                                               : _mm256_castsi256_si128(sc16));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m256i qk = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m2);
-                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
-                qk = _mm256_or_si256(qk, _mm256_slli_epi16(hb, 2));
+                /* bit j = 4h + k of each hmask byte to bit 2 in one 16-bit shift (each
+                 * byte's own bit lands there, the neighbour's are masked off) */
+                const int j = 4 * h + k;
+                qk = _mm256_or_si256(qk, _mm256_and_si256(j <= 2 ? _mm256_slli_epi16(hm, 2 - j)
+                                                                 : _mm256_srli_epi16(hm, j - 2), b2));
                 isum = dot_us_sc(isum, qk, load32(y[i].qs + 128 * h + 32 * k), _mm256_shuffle_epi8(sch, ctrl[k]), 0);
             }
         }
