@@ -59,7 +59,10 @@ typedef enum nb_dtype {
     NB_Q4_KR = NB_DTYPE_MEM_BASE + 3,
     NB_Q6_KR = NB_DTYPE_MEM_BASE + 4,
     NB_Q8_KP = NB_DTYPE_MEM_BASE + 5,
-    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 6,
+    NB_W4G32R = NB_DTYPE_MEM_BASE + 6, /* W4G32 / W4G32S planar */
+    NB_W4G64R = NB_DTYPE_MEM_BASE + 7,
+    NB_W4G128R = NB_DTYPE_MEM_BASE + 8,
+    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 9,
 
     NB_DTYPE_MAX = NB_DTYPE_MEM_END, /* every id is below this */
 } nb_dtype;

@@ -1,4 +1,4 @@
-/* Repacking of Q4_0 / Q8_0 / Q4_K / Q6_K rows, their scalar reference
+/* Repacking of Q4_0 / Q8_0 / Q4_K / Q6_K / W4G* rows, their scalar reference
  * kernels and dequantization, and the activation pack of the int8 GEMMs
  * (layouts in repack.h). */
 #include "kernels/repack.h"
@@ -25,7 +25,46 @@ nb_dtype nb_repack_layout(nb_dtype t) {
     if (t == NB_Q8_0) return NB_Q8_0R;
     if (t == NB_Q4_K) return NB_Q4_KR;
     if (t == NB_Q6_K) return NB_Q6_KR;
+    if (t == NB_W4G32 || t == NB_W4G32S) return NB_W4G32R;
+    if (t == NB_W4G64 || t == NB_W4G64S) return NB_W4G64R;
+    if (t == NB_W4G128 || t == NB_W4G128S) return NB_W4G128R;
     return t;
+}
+
+/* The group of a W4G* type or its repacked form; 0 for any other type. */
+static int w4_group(nb_dtype t) {
+    switch (t) {
+    case NB_W4G32: case NB_W4G32S: case NB_W4G32R: return 32;
+    case NB_W4G64: case NB_W4G64S: case NB_W4G64R: return 64;
+    case NB_W4G128: case NB_W4G128S: case NB_W4G128R: return 128;
+    default: return 0;
+    }
+}
+
+/* Block i's 16 bytes of nibbles (Q4_0's order) in a row of Q4_0 blocks
+ * (group 0) or of W4G groups of `group` weights (4-byte header each). */
+static const uint8_t *q4_block_qs(const uint8_t *row, int64_t i, int group) {
+    if (!group) return row + i * 18 + 2;
+    return row + i * 32 / group * NB_W4_BLOCK_BYTES(group) + 4 + i % (group / 32) * 16;
+}
+
+/* The nibbles of nb blocks into Q4_0R's order at q (repack.h): per 4
+ * blocks (128 weights) 64 bytes, byte j = q[j] | q[64+j] << 4; the last
+ * nb % 4 blocks as they are. */
+static void planar_nibbles(const uint8_t *row, int64_t nb, int group, uint8_t *q) {
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        uint8_t w[128];
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *b = q4_block_qs(row, i + k, group);
+            for (int j = 0; j < 16; j++) {
+                w[32 * k + j] = b[j] & 15;
+                w[32 * k + j + 16] = b[j] >> 4;
+            }
+        }
+        for (int j = 0; j < 64; j++) q[i * 16 + j] = (uint8_t)(w[j] | w[64 + j] << 4);
+    }
+    for (; i < nb; i++) memcpy(q + i * 16, q4_block_qs(row, i, group), 16);
 }
 
 /* Q4_K's 6-bit scale and min of sub-block j (packed as in ggml) */
@@ -118,23 +157,23 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
         return;
     }
     int64_t nb = K / 32;
+    const int group = w4_group(from);
     for (int64_t r = 0; r < rows; r++) {
-        if (from == NB_Q4_0) {
+        if (group) { /* d, then z as fp16, then the nibbles */
+            const int64_t ng = K / group, bb = NB_W4_BLOCK_BYTES(group);
+            const uint8_t *row = (const uint8_t *)src + r * ng * bb;
+            uint8_t *d = (uint8_t *)dst + r * ng * bb;
+            for (int64_t g = 0; g < ng; g++) {
+                uint16_t z = nb_fp32_to_fp16((float)row[g * bb + 2]);
+                memcpy(d + g * 2, row + g * bb, 2);
+                memcpy(d + ng * 2 + g * 2, &z, 2);
+            }
+            planar_nibbles(row, nb, group, d + ng * 4);
+        } else if (from == NB_Q4_0) {
             const nb_block_q4_0 *b = (const nb_block_q4_0 *)src + r * nb;
             uint8_t *d = (uint8_t *)dst + r * nb * 18;
-            uint8_t *q = d + nb * 2;
             for (int64_t i = 0; i < nb; i++) memcpy(d + i * 2, &b[i].d, 2);
-            int64_t i = 0;
-            for (; i + 4 <= nb; i += 4) { /* 128 weights: byte j = q[j] | q[64+j] << 4 */
-                uint8_t w[128];
-                for (int k = 0; k < 4; k++)
-                    for (int j = 0; j < 16; j++) {
-                        w[32 * k + j] = b[i + k].qs[j] & 15;
-                        w[32 * k + j + 16] = b[i + k].qs[j] >> 4;
-                    }
-                for (int j = 0; j < 64; j++) q[i * 16 + j] = (uint8_t)(w[j] | w[64 + j] << 4);
-            }
-            for (; i < nb; i++) memcpy(q + i * 16, b[i].qs, 16);
+            planar_nibbles((const uint8_t *)b, nb, 0, d + nb * 2);
         } else if (from == NB_Q8_0) {
             const nb_block_q8_0 *b = (const nb_block_q8_0 *)src + r * nb;
             uint8_t *d = (uint8_t *)dst + r * nb * 34;
@@ -167,15 +206,57 @@ static int q4_0r_q(const uint8_t *q, int64_t nb, int64_t i, int e) {
     return x < 64 ? g[x] & 15 : g[x - 64] >> 4;
 }
 
-static void q4_0r_to_float(const void *src, float *dst, int64_t n) {
-    int64_t nb = n / 32;
-    const uint8_t *d = src;
-    const uint8_t *q = d + nb * 2;
-    for (int64_t i = 0; i < nb; i++) {
-        float s = geth(d + i * 2);
-        for (int e = 0; e < 32; e++) dst[i * 32 + e] = s * (float)(q4_0r_q(q, nb, i, e) - 8);
+/* A Q4_0R (group 0) or W4G*R row: its quants, and block i's scale and
+ * the offset its nibbles take (8, or the group's zero point). */
+typedef struct {
+    const uint8_t *q, *d, *z;
+    int64_t nb;
+    int group;
+} q4_row;
+
+static q4_row q4_row_at(const void *w, int64_t n, int group) {
+    q4_row r = {.d = w, .nb = n / 32, .group = group};
+    int64_t ng = group ? n / group : r.nb;
+    r.z = r.d + ng * 2;
+    r.q = group ? r.z + ng * 2 : r.z;
+    return r;
+}
+static float q4_row_scale(const q4_row *r, int64_t i) { return geth(r->d + (r->group ? i * 32 / r->group : i) * 2); }
+static int q4_row_zero(const q4_row *r, int64_t i) { return r->group ? (int)geth(r->z + i * 32 / r->group * 2) : 8; }
+
+/* Four blocks at a time from their 64 bytes, in loops the compiler
+ * vectorises (the AVX2 prefill's dequantizing GEMM runs this). */
+static void q4_planar_to_float(const void *src, float *dst, int64_t n, int group) {
+    q4_row r = q4_row_at(src, n, group);
+    int64_t i = 0;
+    for (; i + 4 <= r.nb; i += 4) {
+        float s[4], z[4];
+        for (int k = 0; k < 4; k++) {
+            s[k] = q4_row_scale(&r, i + k);
+            z[k] = (float)q4_row_zero(&r, i + k);
+        }
+        const uint8_t *b = r.q + i * 16; /* block k: bytes 32(k%2).., low nibbles for k < 2 */
+        float *o = dst + i * 32;
+        for (int e = 0; e < 32; e++) {
+            o[e] = s[0] * ((float)(b[e] & 15) - z[0]);
+            o[32 + e] = s[1] * ((float)(b[32 + e] & 15) - z[1]);
+            o[64 + e] = s[2] * ((float)(b[e] >> 4) - z[2]);
+            o[96 + e] = s[3] * ((float)(b[32 + e] >> 4) - z[3]);
+        }
+    }
+    for (; i < r.nb; i++) {
+        const float s = q4_row_scale(&r, i), z = (float)q4_row_zero(&r, i);
+        const uint8_t *b = r.q + i * 16;
+        for (int e = 0; e < 16; e++) {
+            dst[i * 32 + e] = s * ((float)(b[e] & 15) - z);
+            dst[i * 32 + e + 16] = s * ((float)(b[e] >> 4) - z);
+        }
     }
 }
+static void q4_0r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 0); }
+static void w4g32r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 32); }
+static void w4g64r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 64); }
+static void w4g128r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 128); }
 
 static void q8_0r_to_float(const void *src, float *dst, int64_t n) {
     int64_t nb = n / 32;
@@ -273,19 +354,23 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
     }
 }
 
-void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
-    int64_t nb = n / 32;
-    const uint8_t *wd = w, *q = wd + nb * 2;
+/* Q4_0R and W4G*R: per block the integer sum of (q - offset) * x, scaled. */
+static float q4_planar_dot_ref(int64_t n, const void *w, const void *a, int group) {
+    q4_row r = q4_row_at(w, n, group);
     const int8_t *x = a;
-    const uint8_t *ad = (const uint8_t *)a + nb * 32;
+    const uint8_t *ad = (const uint8_t *)a + r.nb * 32;
     float s = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int acc = 0;
-        for (int e = 0; e < 32; e++) acc += (q4_0r_q(q, nb, i, e) - 8) * x[i * 32 + e];
-        s += geth(wd + i * 2) * getf(ad + i * 4) * (float)acc;
+    for (int64_t i = 0; i < r.nb; i++) {
+        int acc = 0, z = q4_row_zero(&r, i);
+        for (int e = 0; e < 32; e++) acc += (q4_0r_q(r.q, r.nb, i, e) - z) * x[i * 32 + e];
+        s += q4_row_scale(&r, i) * getf(ad + i * 4) * (float)acc;
     }
-    *out = s;
+    return s;
 }
+void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 0); }
+static void w4g32r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 32); }
+static void w4g64r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64); }
+static void w4g128r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128); }
 
 void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     int64_t nb = n / 32;
@@ -322,6 +407,22 @@ static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_
 static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 
+/* W4G*R: Q4_0R's activations and dots with per-group scales and zero points. */
+#define W4R_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, NULL};
+W4R_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar")
+W4R_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar")
+W4R_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar")
+W4R_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2")
+W4R_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2")
+W4R_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2")
+W4R_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni")
+W4R_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni")
+W4R_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni")
+W4R_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512")
+W4R_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512")
+W4R_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512")
+#undef W4R_QDOT
+
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
  * this CPU: AVX-512 VNNI, else AVX-VNNI, else AVX2, else scalar. */
 static int repack_variant(nb_isa max_isa) {
@@ -347,13 +448,14 @@ static bool variant_ok(int variant) {
 
 const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
     if (!variant_ok(variant)) return NULL;
-    static const nb_qdot *const tab[4][4] = {
-        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref},
-        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2},
-        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni},
-        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512},
+    static const nb_qdot *const tab[4][7] = {
+        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref},
+        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2},
+        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni},
+        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512},
     };
     int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    if (k < 0 && t >= NB_W4G32R && t <= NB_W4G128R) k = 4 + (int)(t - NB_W4G32R);
     return k < 0 ? NULL : tab[variant][k];
 }
 
@@ -369,6 +471,9 @@ nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa) {
     if (t == NB_Q4_KR) return q4_kr_to_float;
     if (t == NB_Q6_KR) return q6_kr_to_float;
     if (t == NB_Q8_KP) return q8_kp_to_float;
+    if (t == NB_W4G32R) return simd ? nb_w4g32r_to_float_avx512 : w4g32r_to_float;
+    if (t == NB_W4G64R) return simd ? nb_w4g64r_to_float_avx512 : w4g64r_to_float;
+    if (t == NB_W4G128R) return simd ? nb_w4g128r_to_float_avx512 : w4g128r_to_float;
     return NULL;
 }
 

@@ -1,4 +1,5 @@
-/* Load-time repacking of GGUF Q4_0 / Q8_0 / Q4_K / Q6_K weights into
+/* Load-time repacking of GGUF Q4_0 / Q8_0 / Q4_K / Q6_K weights (and of
+ * nibble's W4G32/64/128 and their S forms) into
  * layouts made for the AVX-512 VNNI kernels, also run by the AVX2 / AVX-VNNI
  * ones (docs/speed.md "AVX2"; docs/performance.md has the
  * numbers).
@@ -16,6 +17,14 @@
  *   Q8_0R row: nb x fp16 d, then nb x 32 bytes q+128 (unsigned) -> 34, as Q8_0
  * Scales come first so a row is read front to back as one stream (with the
  * scales at the end, every row began with a cache miss the kernel waited on).
+ *   W4G32R / W4G64R / W4G128R row (ng = K/G groups of G weights): ng x fp16
+ *         d, then ng x fp16 z (the zero point, an integer 0..255, exact in
+ *         fp16), then the nibbles in Q4_0R's order (value = d*(q-z))
+ *                                            -> 4 + G/2 bytes per group, as W4G
+ *         (W4G*S, z = 8, are the same layout). The dots are Q4_0R's with a
+ *         per-group scale and offset: d*z comes off through the activations'
+ *         d*sum like Q4_0R's 8. Before, W4G128 decode ran at 22-51% of the
+ *         roofline in the per-group layout (docs/speed.md, session 31).
  *   Q8_0P (activations): nb x 32 int8, then nb x f32 d, then nb x f32 d*sum(q)
  *         (for the unsigned weights' offset, computed once per token instead
  *         of once per weight row), then nb x i32 sum(q) (the same offset in
@@ -75,15 +84,16 @@ nb_to_float_fn nb_repack_to_float(nb_dtype t);
 /* The same at or below max_isa. */
 nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa);
 
-/* The integer sum of block i of a Q4_0R / Q8_0R row's quants (q: after the
- * scales) with Q8_0P activations x, for the blocks past the last whole
- * 4-block group (Q4_0R keeps Q4_0's nibble order there): the scalar tails
- * of the SIMD kernels. Include only where auto-vectorisation is off (GCC
- * 12 miscompiles these sums into vpdpbusd: kernels/x86/repack_avx512.c). */
-static inline int nb_q4_0r_tail_isum(const uint8_t *q, const int8_t *x, int64_t i) {
+/* The integer sum of block i of a Q4_0R / Q8_0R / W4G*R row's quants (q:
+ * after the scales) with Q8_0P activations x, for the blocks past the last
+ * whole 4-block group (Q4_0R keeps Q4_0's nibble order there), the nibbles
+ * less z (Q4_0R: 8): the scalar tails of the SIMD kernels. Include only
+ * where auto-vectorisation is off (GCC 12 miscompiles these sums into
+ * vpdpbusd: kernels/x86/repack_avx512.c). */
+static inline int nb_q4_0r_tail_isum(const uint8_t *q, const int8_t *x, int64_t i, int z) {
     int s = 0;
     for (int j = 0; j < 16; j++)
-        s += ((q[i * 16 + j] & 15) - 8) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - 8) * x[i * 32 + j + 16];
+        s += ((q[i * 16 + j] & 15) - z) * x[i * 32 + j] + ((q[i * 16 + j] >> 4) - z) * x[i * 32 + j + 16];
     return s;
 }
 static inline int nb_q8_0r_tail_isum(const uint8_t *q, const int8_t *x, int64_t i) {
@@ -114,6 +124,19 @@ void nb_q4_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_s
 void nb_q8_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
                              size_t a_stride, float *out, size_t ldo);
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
+/* W4G*R (group 32, 64, 128): the decode dots, small-batch dots, dequantization. */
+void nb_w4g32r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g64r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g128r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g32r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                              size_t a_stride, float *out, size_t ldo);
+void nb_w4g64r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                              size_t a_stride, float *out, size_t ldo);
+void nb_w4g128r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                               size_t a_stride, float *out, size_t ldo);
+void nb_w4g32r_to_float_avx512(const void *src, float *dst, int64_t n);
+void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n);
+void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 /* Q4_0R / Q4_KR rows x tokens with the rows in the vector lanes (the vec_dot_rows
@@ -137,7 +160,13 @@ void nb_q4_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g32r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g64r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g128r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g32r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g64r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+void nb_w4g128r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);

@@ -27,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "kernels/x86/prefetch_here.h"
+#include "kernels/x86/w4r_blocks.h"
 #include "base/blocks.h"
 
 
@@ -120,12 +121,14 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
 
 /* Eight blocks per step: two groups' folded sums added into [b0 .. b7],
  * converted and scaled by one vector (four blocks once at the end when nb
- * % 8 >= 4). The unsigned offset (8, or Q8OFF) comes off once per row
- * through the activations' d*sum (repack.h). */
-static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four) {
-    const int64_t nb = n / 32, qs = four ? 16 : 32;
-    const uint16_t *wd = w;
-    const uint8_t *q = (const uint8_t *)w + nb * 2;
+ * % 8 >= 4). The unsigned offset (8, Q8OFF, or W4G*R's per-group z) comes
+ * off once per row through the activations' d*sum (repack.h). `group`: 0
+ * for Q4_0R / Q8_0R, else W4G*R's 32, 64 or 128 (w4r_blocks.h). */
+static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four,
+                                                              const int group) {
+    const int64_t nb = n / 32, qs = four ? 16 : 32, ng = group ? n / group : nb;
+    const uint16_t *wd = w, *wz = wd + ng; /* wz: W4G*R's zero points */
+    const uint8_t *q = (const uint8_t *)w + (group ? ng * 4 : nb * 2);
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
     const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
@@ -143,30 +146,48 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
         if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
         const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
         const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
+        __m256 dw, dz;
+        if (group) {
+            dw = _mm256_set_m128(nb_w4r_blocks4(wd, i + 4, group), nb_w4r_blocks4(wd, i, group));
+            dz = _mm256_mul_ps(dw, _mm256_set_m128(nb_w4r_blocks4(wz, i + 4, group), nb_w4r_blocks4(wz, i, group)));
+        } else {
+            dz = dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
+        }
         const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc);
-        off = _mm256_fmadd_ps(dw, _mm256_loadu_ps(ads + i), off);
+        off = _mm256_fmadd_ps(dz, _mm256_loadu_ps(ads + i), off);
     }
     if (i + 4 <= nb) {
         const __m256i h = group4(q + i * qs, x + i * 32, four);
-        const __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(wd + i)));
+        __m128 dw, dz;
+        if (group) {
+            dw = nb_w4r_blocks4(wd, i, group);
+            dz = _mm_mul_ps(dw, nb_w4r_blocks4(wz, i, group));
+        } else {
+            dz = dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(wd + i)));
+        }
         const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
-        off = _mm256_add_ps(off, _mm256_zextps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(ads + i))));
+        off = _mm256_add_ps(off, _mm256_zextps128_ps256(_mm_mul_ps(dz, _mm_loadu_ps(ads + i))));
         i += 4;
     }
-    float sum = hsum256(acc) - (four ? 8.0f : (float)Q8OFF) * hsum256(off);
+    float sum = hsum256(acc) - (group ? 1.0f : four ? 8.0f : (float)Q8OFF) * hsum256(off);
     for (; i < nb; i++) {
         float b;
         memcpy(&b, ad + i, 4);
-        sum += h2f(wd[i]) * b * (float)(four ? nb_q4_0r_tail_isum(q, x, i) : nb_q8_0r_tail_isum(q, x, i));
+        if (group)
+            sum += h2f(wd[i * 32 / group]) * b * (float)nb_q4_0r_tail_isum(q, x, i, nb_w4r_zero(wz, i, group));
+        else
+            sum += h2f(wd[i]) * b * (float)(four ? nb_q4_0r_tail_isum(q, x, i, 8) : nb_q8_0r_tail_isum(q, x, i));
     }
     return sum;
 }
 
-void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1); }
-void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0); }
+void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 0); }
+void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0, 0); }
+void RP_FN(w4g32r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 32); }
+void RP_FN(w4g64r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 64); }
+void RP_FN(w4g128r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 128); }
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 

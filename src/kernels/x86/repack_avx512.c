@@ -22,11 +22,13 @@
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "kernels/x86/prefetch_here.h"
+#include "kernels/x86/w4r_blocks.h"
 
-static float tail_scale(const uint8_t *wd, const uint8_t *ad, int64_t i) {
+/* The weights' scale g times the activations' scale of block i. */
+static float tail_scale(const void *wd, const uint8_t *ad, int64_t g, int64_t i) {
     uint16_t h;
     float b;
-    memcpy(&h, wd + i * 2, 2);
+    memcpy(&h, (const uint8_t *)wd + g * 2, 2);
     memcpy(&b, ad + i * 4, 4);
     return _cvtsh_ss(h) * b;
 }
@@ -49,22 +51,24 @@ static inline float hsum128(__m128 v) {
 }
 
 
-/* Q4_0R / Q8_0R x Q8_0P for T (1..4) tokens, four blocks per iteration:
- * two 64-byte weight vectors (Q4_0R: the low and high nibbles of one
- * 64-byte load, blocks i, i+1 and i+2, i+3; Q8_0R: two loads), each
- * matching one 64-byte load of activations; the unsigned offset (8 or 128)
- * comes off through the activations' precomputed d*sum (repack.h). Each
- * weight vector is loaded, unpacked and its scales converted once for all
- * T tokens (small-batch decode unpacks each weight once per step); per
- * token the operations and their order are those of T = 1, the decode
- * dot, so the results are identical to T one-token calls. `four` and T
- * are constants after inlining. */
+/* Q4_0R / Q8_0R / W4G*R x Q8_0P for T (1..4) tokens, four blocks per
+ * iteration: two 64-byte weight vectors (Q4_0R, W4G*R: the low and high
+ * nibbles of one 64-byte load, blocks i, i+1 and i+2, i+3; Q8_0R: two
+ * loads), each matching one 64-byte load of activations; the unsigned
+ * offset (8, 128, or W4G*R's per-group z) comes off through the
+ * activations' precomputed d*sum (repack.h). Each weight vector is loaded,
+ * unpacked and its scales converted once for all T tokens (small-batch
+ * decode unpacks each weight once per step); per token the operations and
+ * their order are those of T = 1, the decode dot, so the results are
+ * identical to T one-token calls. `group` is 0 for Q4_0R / Q8_0R (`four`
+ * tells them apart) and W4G*R's 32, 64 or 128; those and T are constants
+ * after inlining. */
 static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
                                                                size_t a_stride, float *out, const int four,
-                                                               const int T) {
-    const int64_t nb = n / 32, qs = four ? 16 : 32;
-    const uint16_t *wd = w;
-    const uint8_t *q = (const uint8_t *)w + nb * 2;
+                                                               const int T, const int group) {
+    const int64_t nb = n / 32, qs = four ? 16 : 32, ng = group ? n / group : nb;
+    const uint16_t *wd = w, *wz = wd + ng; /* wz: W4G*R's zero points */
+    const uint8_t *q = (const uint8_t *)w + (group ? ng * 4 : nb * 2);
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc0[4], acc1[4];
     __m128 off[4];
@@ -88,7 +92,14 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
             w0 = _mm512_loadu_si512((const void *)qi);
             w1 = _mm512_loadu_si512((const void *)(qi + 64));
         }
-        __m128 dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+        /* per block: the scale, and what the offset is multiplied by */
+        __m128 dw, dz;
+        if (group) {
+            dw = nb_w4r_blocks4(wd, i, group);
+            dz = _mm_mul_ps(dw, nb_w4r_blocks4(wz, i, group));
+        } else {
+            dz = dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
+        }
     #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
             const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
@@ -99,48 +110,59 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
             __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
             acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0[t]);
             acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1[t]);
-            off[t] = _mm_fmadd_ps(dw, _mm_loadu_ps(ads + i), off[t]);
+            off[t] = _mm_fmadd_ps(dz, _mm_loadu_ps(ads + i), off[t]);
         }
     }
+    const float offset = group ? 1.0f : four ? 8.0f : 128.0f; /* W4G*R: z is in dz */
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - (four ? 8.0f : 128.0f) * hsum128(off[t]);
-        for (int64_t j = i; j < nb; j++)
-            sum += tail_scale(w, (const uint8_t *)x + nb * 32, j) * (float)(four ? nb_q4_0r_tail_isum(q, x, j) : nb_q8_0r_tail_isum(q, x, j));
+        const uint8_t *ad = (const uint8_t *)x + nb * 32;
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - offset * hsum128(off[t]);
+        for (int64_t j = i; j < nb; j++) {
+            if (group)
+                sum += tail_scale(w, ad, j * 32 / group, j) * (float)nb_q4_0r_tail_isum(q, x, j, nb_w4r_zero(wz, j, group));
+            else
+                sum += tail_scale(w, ad, j, j) * (float)(four ? nb_q4_0r_tail_isum(q, x, j, 8) : nb_q8_0r_tail_isum(q, x, j));
+        }
         out[t] = sum;
     }
 }
 
 /* One token: the decode dots. */
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1); }
-void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 0, 1); }
+void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 0); }
+void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 0, 1, 0); }
+void nb_w4g32r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 32); }
+void nb_w4g64r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 64); }
+void nb_w4g128r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 128); }
 
 /* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
  * out[i*ldo + j]), a row at a time. */
 static inline __attribute__((always_inline)) void planar_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
                                                              const void *act, size_t a_stride, float *out, size_t ldo,
-                                                             const int four) {
+                                                             const int four, const int group) {
     for (int r = 0; r < m; r++) {
         const void *wr = (const uint8_t *)w + (size_t)r * w_stride;
         float *o = out + (size_t)r * ldo;
         switch (nn) {
-        case 1: planar_dot_t(n, wr, act, a_stride, o, four, 1); break;
-        case 2: planar_dot_t(n, wr, act, a_stride, o, four, 2); break;
-        case 3: planar_dot_t(n, wr, act, a_stride, o, four, 3); break;
-        default: planar_dot_t(n, wr, act, a_stride, o, four, 4); break;
+        case 1: planar_dot_t(n, wr, act, a_stride, o, four, 1, group); break;
+        case 2: planar_dot_t(n, wr, act, a_stride, o, four, 2, group); break;
+        case 3: planar_dot_t(n, wr, act, a_stride, o, four, 3, group); break;
+        default: planar_dot_t(n, wr, act, a_stride, o, four, 4, group); break;
         }
     }
 }
 
-void nb_q4_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
-                             size_t a_stride, float *out, size_t ldo) {
-    planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 1);
-}
-void nb_q8_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
-                             size_t a_stride, float *out, size_t ldo) {
-    planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 0);
-}
+#define PLANAR_MXN(name, four, group)                                                                        \
+    void name(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,      \
+              float *out, size_t ldo) {                                                                       \
+        planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, four, group);                             \
+    }
+PLANAR_MXN(nb_q4_0r_dot_mxn_avx512, 1, 0)
+PLANAR_MXN(nb_q8_0r_dot_mxn_avx512, 0, 0)
+PLANAR_MXN(nb_w4g32r_dot_mxn_avx512, 1, 32)
+PLANAR_MXN(nb_w4g64r_dot_mxn_avx512, 1, 64)
+PLANAR_MXN(nb_w4g128r_dot_mxn_avx512, 1, 128)
 
 /* Dequantization of repacked rows (token embeddings, the float fallback):
  * 16 weights at a time widened to floats. */
@@ -149,25 +171,36 @@ static inline void put16(float *dst, __m128i q8, float s, float off) {
     _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(off)), _mm512_set1_ps(s)));
 }
 
-void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
-    const int64_t nb = n / 32;
-    const uint16_t *d = src;
-    const uint8_t *q = (const uint8_t *)src + nb * 2;
+/* Q4_0R (group 0: offset 8) and W4G*R (per-group scale and zero point). */
+static inline __attribute__((always_inline)) void nibbles_to_float(const void *src, float *dst, int64_t n,
+                                                                    const int group) {
+    const int64_t nb = n / 32, ng = group ? n / group : nb;
+    const uint16_t *d = src, *z = d + ng;
+    const uint8_t *q = (const uint8_t *)src + (group ? ng * 4 : nb * 2);
     const __m128i m4 = _mm_set1_epi8(15);
+#define SCALE(b) _cvtsh_ss(d[group ? (b) * 32 / group : (b)])
+#define ZERO(b) (group ? _cvtsh_ss(z[(b) * 32 / group]) : 8.0f)
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) /* 64 bytes: low nibbles weights 0..63, high 64..127 of the group */
         for (int c = 0; c < 4; c++) {
             __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16 + 16 * c));
-            int blk = c / 2; /* 16-byte chunk c holds weights 16c.. (low) and 64+16c.. (high) */
-            put16(dst + i * 32 + 16 * c, _mm_and_si128(b, m4), _cvtsh_ss(d[i + blk]), 8.0f);
-            put16(dst + i * 32 + 64 + 16 * c, _mm_and_si128(_mm_srli_epi16(b, 4), m4), _cvtsh_ss(d[i + 2 + blk]), 8.0f);
+            int64_t lo = i + c / 2, hi = i + 2 + c / 2; /* chunk c: weights 16c.. (low), 64+16c.. (high) */
+            put16(dst + i * 32 + 16 * c, _mm_and_si128(b, m4), SCALE(lo), ZERO(lo));
+            put16(dst + i * 32 + 64 + 16 * c, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(hi), ZERO(hi));
         }
     for (; i < nb; i++) {
         __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16));
-        put16(dst + i * 32, _mm_and_si128(b, m4), _cvtsh_ss(d[i]), 8.0f);
-        put16(dst + i * 32 + 16, _mm_and_si128(_mm_srli_epi16(b, 4), m4), _cvtsh_ss(d[i]), 8.0f);
+        put16(dst + i * 32, _mm_and_si128(b, m4), SCALE(i), ZERO(i));
+        put16(dst + i * 32 + 16, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(i), ZERO(i));
     }
+#undef SCALE
+#undef ZERO
 }
+
+void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 0); }
+void nb_w4g32r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 32); }
+void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 64); }
+void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 128); }
 
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
     const int64_t nb = n / 32;

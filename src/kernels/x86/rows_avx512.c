@@ -322,7 +322,7 @@ static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
     const int8_t *x = (const int8_t *)a;
     const float *da = (const float *)(a + nb * 32);
     float s = 0;
-    for (int64_t b = nb / 4 * 4; b < nb; b++) s += _cvtsh_ss(dw[b]) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b);
+    for (int64_t b = nb / 4 * 4; b < nb; b++) s += _cvtsh_ss(dw[b]) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b, 8);
     return s;
 }
 

@@ -26,8 +26,8 @@ static inline uint64_t next(void) {
 static inline float frand(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0) * 2 - 1); }
 
 /* Rows of GGUF blocks of `gguf` with codes from `mode` (0 random bytes, 1 all
- * bytes 0xff, 2 all 0x00 / the minimum: Q8_0 -128, Q6_K scales -128) and
- * sane scales. */
+ * bytes 0xff, 2 all 0x00 / the minimum: Q8_0 -128, Q6_K scales -128; W4G's
+ * zero points 255 or 0) and sane scales. */
 static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode) {
     for (uint64_t i = 0; i < bytes; i++) g[i] = mode == 0 ? (uint8_t)next() : mode == 1 ? 0xff : 0x00;
     const nb_half d = nb_fp32_to_fp16(0.02f), dm = nb_fp32_to_fp16(0.01f);
@@ -43,6 +43,10 @@ static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode
             b->d = d;
             b->dmin = dm;
         }
+    if (gguf >= NB_W4G32 && gguf <= NB_W4G128S) { /* header: d, z (any byte: 0..255), pad */
+        const int group = 32 << ((gguf - NB_W4G32) % 3);
+        for (uint64_t o = 0; o + NB_W4_BLOCK_BYTES(group) <= bytes; o += NB_W4_BLOCK_BYTES(group)) memcpy(g + o, &d, 2);
+    }
     if (gguf == NB_Q6_K)
         for (nb_block_q6_K *b = (nb_block_q6_K *)g; (uint8_t *)(b + 1) <= g + bytes; b++) {
             b->d = d;

@@ -1,4 +1,4 @@
-/* Repacking (kernels/repack.h) of Q4_0, Q8_0, Q4_K and Q6_K: the repacked
+/* Repacking (kernels/repack.h) of Q4_0, Q8_0, Q4_K, Q6_K and W4G*: the repacked
  * rows dequantize to exactly the GGUF blocks' values, the scalar repacked
  * dot equals the GGUF kernel's dot on the same activations (same integers;
  * float order only), and the AVX-512 kernels equal the scalar reference
@@ -257,7 +257,7 @@ static void check_mxn(nb_dtype gguf, nb_dtype planar) {
     const nb_qtype *qt = nb_qtype_get(gguf);
     static const int64_t nblocks[] = {1, 4, 7, 64};
     for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
-        int64_t K = nblocks[bi] * 32;
+        int64_t K = nblocks[bi] * (int64_t)qt->block;
         const int rows = 4, toks = 4;
         uint64_t grb, prb, arb;
         assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
@@ -291,6 +291,9 @@ static void test_mxn(void **state) {
     (void)state;
     check_mxn(NB_Q4_0, NB_Q4_0R);
     check_mxn(NB_Q8_0, NB_Q8_0R);
+    check_mxn(NB_W4G32, NB_W4G32R);
+    check_mxn(NB_W4G64, NB_W4G64R);
+    check_mxn(NB_W4G128, NB_W4G128R);
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
@@ -303,10 +306,21 @@ static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R)
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, NB_Q8_0R); }
 static void test_q4_k(void **state) { (void)state; check_type(NB_Q4_K, NB_Q4_KR); }
 static void test_q6_k(void **state) { (void)state; check_type(NB_Q6_K, NB_Q6_KR); }
+/* W4G* (asymmetric and symmetric) load as W4G*R: nb_repack_layout says so */
+static void test_w4g(void **state) {
+    (void)state;
+    static const nb_dtype from[] = {NB_W4G32, NB_W4G64, NB_W4G128, NB_W4G32S, NB_W4G64S, NB_W4G128S};
+    for (size_t i = 0; i < sizeof from / sizeof *from; i++) {
+        nb_dtype to = nb_repack_layout(from[i]);
+        assert_int_equal(to, NB_W4G32R + (int)(i % 3));
+        check_type(from[i], to);
+    }
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0),      cmocka_unit_test(test_q8_0),
                                        cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
+                                       cmocka_unit_test(test_w4g),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
                                        cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_quantize_act_simd), cmocka_unit_test(test_rows),

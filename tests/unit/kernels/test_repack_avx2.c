@@ -1,7 +1,7 @@
 /* The AVX2 kernels of the repacked types (kernels/x86/repack_avx2_impl.h),
  * both variants - vpmaddubsw (AVX2) and 256-bit vpdpbusd (AVX-VNNI), each
  * where this CPU runs it - against the scalar references of repack.c:
- *  - decode dots equal nb_repack_qdot_variant(t, 0) within 1e-5 of
+ *  - decode dots (and the AVX-512 ones) equal nb_repack_qdot_variant(t, 0) within 1e-5 of
  *    sum |w*a|, for block counts with and without the 4-block tail, on
  *    random codes (every byte value, so Q8_0's -128 and Q4's 0/15 occur),
  *    all-extreme codes, and activations at +-127 (a one-hot max);
@@ -27,7 +27,7 @@ static void fill_act(float *x, int64_t n, int mode) {
         for (int64_t i = 0; i < n; i += 32) x[i] = (i / 32) % 2 ? 100.0f : -100.0f; /* one-hot max: +-127 */
 }
 
-static const char *vname(int v) { return v == 1 ? "avx2" : v == 2 ? "avx-vnni" : "?"; }
+static const char *vname(int v) { return v == 1 ? "avx2" : v == 2 ? "avx-vnni" : v == 3 ? "avx512" : "?"; }
 
 static void check_dots(nb_dtype gguf, nb_dtype planar) {
     const nb_qtype *qt = nb_qtype_get(gguf);
@@ -35,7 +35,7 @@ static void check_dots(nb_dtype gguf, nb_dtype planar) {
     assert_non_null(qt);
     assert_non_null(ref);
     int ran = 0;
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) { /* and the AVX-512 dot on the same extreme codes */
         const nb_qdot *k = nb_repack_qdot_variant(planar, v);
         if (!k) {
             fprintf(stderr, "  %s dot %s: not on this CPU, skipped\n", nb_dtype_name(planar), vname(v));
@@ -173,6 +173,9 @@ static void test_dots(void **state) {
     check_dots(NB_Q8_0, NB_Q8_0R);
     check_dots(NB_Q4_K, NB_Q4_KR);
     check_dots(NB_Q6_K, NB_Q6_KR);
+    check_dots(NB_W4G32, NB_W4G32R);
+    check_dots(NB_W4G64, NB_W4G64R);
+    check_dots(NB_W4G128, NB_W4G128R);
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
