@@ -38,7 +38,7 @@ static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_Q8_0P] = {"Q8_0P", 32, 44, true},  [NB_Q4_KR] = {"Q4_KR", 256, 148, true},
     [NB_Q6_KR] = {"Q6_KR", 256, 210, true}, [NB_Q8_KP] = {"Q8_KP", 256, 292, true},
     [NB_W4G32R] = {"W4G32R", 32, 20, true}, [NB_W4G64R] = {"W4G64R", 64, 36, true},
-    [NB_W4G128R] = {"W4G128R", 128, 68, true},
+    [NB_W4G128R] = {"W4G128R", 128, 68, true}, [NB_W8R] = {"W8R", 32, 36, true},
 };
 
 const nb_dtype_info *nb_dtype_get(nb_dtype t) {

@@ -62,7 +62,8 @@ typedef enum nb_dtype {
     NB_W4G32R = NB_DTYPE_MEM_BASE + 6, /* W4G32 / W4G32S planar */
     NB_W4G64R = NB_DTYPE_MEM_BASE + 7,
     NB_W4G128R = NB_DTYPE_MEM_BASE + 8,
-    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 9,
+    NB_W8R = NB_DTYPE_MEM_BASE + 9,    /* W8 planar */
+    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 10,
 
     NB_DTYPE_MAX = NB_DTYPE_MEM_END, /* every id is below this */
 } nb_dtype;

@@ -1,4 +1,4 @@
-/* Repacking of Q4_0 / Q8_0 / Q4_K / Q6_K / W4G* rows, their scalar reference
+/* Repacking of Q4_0 / Q8_0 / Q4_K / Q6_K / W8 / W4G* rows, their scalar reference
  * kernels and dequantization, and the activation pack of the int8 GEMMs
  * (layouts in repack.h). */
 #include "kernels/repack.h"
@@ -25,6 +25,7 @@ nb_dtype nb_repack_layout(nb_dtype t) {
     if (t == NB_Q8_0) return NB_Q8_0R;
     if (t == NB_Q4_K) return NB_Q4_KR;
     if (t == NB_Q6_K) return NB_Q6_KR;
+    if (t == NB_W8) return NB_W8R;
     if (t == NB_W4G32 || t == NB_W4G32S) return NB_W4G32R;
     if (t == NB_W4G64 || t == NB_W4G64S) return NB_W4G64R;
     if (t == NB_W4G128 || t == NB_W4G128S) return NB_W4G128R;
@@ -182,6 +183,14 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
                 for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)(b[i].qs[j] + 128);
                 memcpy(d + i * 2, &b[i].d, 2);
             }
+        } else if (from == NB_W8) {
+            const nb_block_w8 *b = (const nb_block_w8 *)src + r * nb;
+            uint8_t *d = (uint8_t *)dst + r * nb * 36;
+            uint8_t *q = d + nb * 4;
+            for (int64_t i = 0; i < nb; i++) {
+                for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)(b[i].qs[j] + 128);
+                memcpy(d + i * 4, &b[i].d, 4);
+            }
         }
     }
 }
@@ -258,15 +267,20 @@ static void w4g32r_to_float(const void *src, float *dst, int64_t n) { q4_planar_
 static void w4g64r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 64); }
 static void w4g128r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 128); }
 
-static void q8_0r_to_float(const void *src, float *dst, int64_t n) {
+/* Q8_0R (fp16 scales) and W8R (f32): block i's scale. */
+static float q8_planar_scale(const uint8_t *d, int64_t i, bool f32) { return f32 ? getf(d + i * 4) : geth(d + i * 2); }
+
+static void q8_planar_to_float(const void *src, float *dst, int64_t n, bool f32) {
     int64_t nb = n / 32;
     const uint8_t *d = src;
-    const uint8_t *q = d + nb * 2;
+    const uint8_t *q = d + nb * (f32 ? 4 : 2);
     for (int64_t i = 0; i < nb; i++) {
-        float s = geth(d + i * 2);
+        float s = q8_planar_scale(d, i, f32);
         for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)(q[i * 32 + j] - 128);
     }
 }
+static void q8_0r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, false); }
+static void w8r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, true); }
 
 static void q4_kr_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++) {
@@ -372,19 +386,21 @@ static void w4g32r_dot_ref(int64_t n, const void *w, const void *a, float *out) 
 static void w4g64r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64); }
 static void w4g128r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128); }
 
-void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) {
+static float q8_planar_dot_ref(int64_t n, const void *w, const void *a, bool f32) {
     int64_t nb = n / 32;
-    const uint8_t *wd = w, *q = wd + nb * 2;
+    const uint8_t *wd = w, *q = wd + nb * (f32 ? 4 : 2);
     const int8_t *x = a;
     const uint8_t *ad = (const uint8_t *)a + nb * 32;
     float s = 0;
     for (int64_t i = 0; i < nb; i++) {
         int acc = 0;
         for (int j = 0; j < 32; j++) acc += (q[i * 32 + j] - 128) * x[i * 32 + j];
-        s += geth(wd + i * 2) * getf(ad + i * 4) * (float)acc;
+        s += q8_planar_scale(wd, i, f32) * getf(ad + i * 4) * (float)acc;
     }
-    *out = s;
+    return s;
 }
+void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, false); }
+static void w8r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, true); }
 
 static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar", NULL};
 static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar", NULL};
@@ -407,21 +423,25 @@ static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_
 static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 
-/* W4G*R: Q4_0R's activations and dots with per-group scales and zero points. */
-#define W4R_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, NULL};
-W4R_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar")
-W4R_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar")
-W4R_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar")
-W4R_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2")
-W4R_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2")
-W4R_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2")
-W4R_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni")
-W4R_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni")
-W4R_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni")
-W4R_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512")
-W4R_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512")
-W4R_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512")
-#undef W4R_QDOT
+/* W8R: Q8_0R's with f32 scales; W4G*R: Q4_0R's with per-group scales and zero points. */
+#define PLANAR_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, NULL};
+PLANAR_QDOT(w8r_ref, nb_q8_0p_quantize_ref, w8r_dot_ref, NULL, "scalar")
+PLANAR_QDOT(w8r_avx2, nb_q8_0p_quantize_avx2, nb_w8r_dot_avx2, NULL, "avx2")
+PLANAR_QDOT(w8r_vnni, nb_q8_0p_quantize_avx2, nb_w8r_dot_avxvnni, NULL, "avxvnni")
+PLANAR_QDOT(w8r_512, nb_q8_0p_quantize_avx512, nb_w8r_dot_avx512, nb_w8r_dot_mxn_avx512, "avx512")
+PLANAR_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar")
+PLANAR_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar")
+PLANAR_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar")
+PLANAR_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2")
+PLANAR_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2")
+PLANAR_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2")
+PLANAR_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni")
+PLANAR_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni")
+PLANAR_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni")
+PLANAR_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512")
+PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512")
+PLANAR_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512")
+#undef PLANAR_QDOT
 
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
  * this CPU: AVX-512 VNNI, else AVX-VNNI, else AVX2, else scalar. */
@@ -448,13 +468,13 @@ static bool variant_ok(int variant) {
 
 const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
     if (!variant_ok(variant)) return NULL;
-    static const nb_qdot *const tab[4][7] = {
-        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref},
-        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2},
-        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni},
-        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512},
+    static const nb_qdot *const tab[4][8] = {
+        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref, &w8r_ref},
+        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2, &w8r_avx2},
+        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni, &w8r_vnni},
+        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512, &w8r_512},
     };
-    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : t == NB_W8R ? 7 : -1;
     if (k < 0 && t >= NB_W4G32R && t <= NB_W4G128R) k = 4 + (int)(t - NB_W4G32R);
     return k < 0 ? NULL : tab[variant][k];
 }
@@ -471,6 +491,7 @@ nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa) {
     if (t == NB_Q4_KR) return q4_kr_to_float;
     if (t == NB_Q6_KR) return q6_kr_to_float;
     if (t == NB_Q8_KP) return q8_kp_to_float;
+    if (t == NB_W8R) return simd ? nb_w8r_to_float_avx512 : w8r_to_float;
     if (t == NB_W4G32R) return simd ? nb_w4g32r_to_float_avx512 : w4g32r_to_float;
     if (t == NB_W4G64R) return simd ? nb_w4g64r_to_float_avx512 : w4g64r_to_float;
     if (t == NB_W4G128R) return simd ? nb_w4g128r_to_float_avx512 : w4g128r_to_float;

@@ -1,5 +1,5 @@
 /* Load-time repacking of GGUF Q4_0 / Q8_0 / Q4_K / Q6_K weights (and of
- * nibble's W4G32/64/128 and their S forms) into
+ * nibble's W8 and W4G32/64/128 and their S forms) into
  * layouts made for the AVX-512 VNNI kernels, also run by the AVX2 / AVX-VNNI
  * ones (docs/speed.md "AVX2"; docs/performance.md has the
  * numbers).
@@ -15,6 +15,7 @@
  *         nb % 4 blocks in Q4_0's order (byte j = q[j] | q[j+16] << 4)
  *                                              -> 18 bytes per block, as Q4_0
  *   Q8_0R row: nb x fp16 d, then nb x 32 bytes q+128 (unsigned) -> 34, as Q8_0
+ *   W8R row: the same with W8's f32 d                           -> 36, as W8
  * Scales come first so a row is read front to back as one stream (with the
  * scales at the end, every row began with a cache miss the kernel waited on).
  *   W4G32R / W4G64R / W4G128R row (ng = K/G groups of G weights): ng x fp16
@@ -124,7 +125,11 @@ void nb_q4_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_s
 void nb_q8_0r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
                              size_t a_stride, float *out, size_t ldo);
 void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n);
-/* W4G*R (group 32, 64, 128): the decode dots, small-batch dots, dequantization. */
+/* W8R and W4G*R (group 32, 64, 128): the decode dots, small-batch dots, dequantization. */
+void nb_w8r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+void nb_w8r_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                           size_t a_stride, float *out, size_t ldo);
+void nb_w8r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_w4g32r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_w4g64r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
 void nb_w4g128r_dot_avx512(int64_t n, const void *w, const void *a, float *out);
@@ -160,6 +165,8 @@ void nb_q4_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q8_0r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_w8r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
+void nb_w8r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_w4g32r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_w4g64r_dot_avx2(int64_t n, const void *w, const void *a, float *out);
 void nb_w4g128r_dot_avx2(int64_t n, const void *w, const void *a, float *out);

@@ -27,7 +27,7 @@
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "kernels/x86/prefetch_here.h"
-#include "kernels/x86/w4r_blocks.h"
+#include "kernels/x86/planar_kind.h"
 #include "base/blocks.h"
 
 
@@ -122,13 +122,12 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
 /* Eight blocks per step: two groups' folded sums added into [b0 .. b7],
  * converted and scaled by one vector (four blocks once at the end when nb
  * % 8 >= 4). The unsigned offset (8, Q8OFF, or W4G*R's per-group z) comes
- * off once per row through the activations' d*sum (repack.h). `group`: 0
- * for Q4_0R / Q8_0R, else W4G*R's 32, 64 or 128 (w4r_blocks.h). */
-static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int four,
-                                                              const int group) {
-    const int64_t nb = n / 32, qs = four ? 16 : 32, ng = group ? n / group : nb;
-    const uint16_t *wd = w, *wz = wd + ng; /* wz: W4G*R's zero points */
-    const uint8_t *q = (const uint8_t *)w + (group ? ng * 4 : nb * 2);
+ * off once per row through the activations' d*sum (repack.h). `kind`: the
+ * planar row (planar_kind.h). */
+static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int kind) {
+    const int four = NB_PL_NIBBLES(kind);
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
     const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
@@ -147,12 +146,7 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
         const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
         const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
         __m256 dw, dz;
-        if (group) {
-            dw = _mm256_set_m128(nb_w4r_blocks4(wd, i + 4, group), nb_w4r_blocks4(wd, i, group));
-            dz = _mm256_mul_ps(dw, _mm256_set_m128(nb_w4r_blocks4(wz, i + 4, group), nb_w4r_blocks4(wz, i, group)));
-        } else {
-            dz = dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd + i)));
-        }
+        nb_pl_scales8(w, n, i, kind, &dw, &dz);
         const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc);
         off = _mm256_fmadd_ps(dz, _mm256_loadu_ps(ads + i), off);
@@ -160,34 +154,27 @@ static inline __attribute__((always_inline)) float planar_dot(int64_t n, const v
     if (i + 4 <= nb) {
         const __m256i h = group4(q + i * qs, x + i * 32, four);
         __m128 dw, dz;
-        if (group) {
-            dw = nb_w4r_blocks4(wd, i, group);
-            dz = _mm_mul_ps(dw, nb_w4r_blocks4(wz, i, group));
-        } else {
-            dz = dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(wd + i)));
-        }
+        nb_pl_scales4(w, n, i, kind, &dw, &dz);
         const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
         off = _mm256_add_ps(off, _mm256_zextps128_ps256(_mm_mul_ps(dz, _mm_loadu_ps(ads + i))));
         i += 4;
     }
-    float sum = hsum256(acc) - (group ? 1.0f : four ? 8.0f : (float)Q8OFF) * hsum256(off);
-    for (; i < nb; i++) {
-        float b;
-        memcpy(&b, ad + i, 4);
-        if (group)
-            sum += h2f(wd[i * 32 / group]) * b * (float)nb_q4_0r_tail_isum(q, x, i, nb_w4r_zero(wz, i, group));
-        else
-            sum += h2f(wd[i]) * b * (float)(four ? nb_q4_0r_tail_isum(q, x, i, 8) : nb_q8_0r_tail_isum(q, x, i));
-    }
+    /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
+    const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
+    float sum = hsum256(acc) - offset * hsum256(off);
+    for (; i < nb; i++)
+        sum += nb_pl_scale(w, n, i, kind) * ad[i] *
+               (float)(four ? nb_q4_0r_tail_isum(q, x, i, nb_pl_zero(w, n, i, kind)) : nb_q8_0r_tail_isum(q, x, i));
     return sum;
 }
 
-void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 0); }
-void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 0, 0); }
-void RP_FN(w4g32r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 32); }
-void RP_FN(w4g64r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 64); }
-void RP_FN(w4g128r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, 1, 128); }
+void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_Q4_0R); }
+void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_Q8_0R); }
+void RP_FN(w8r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W8R); }
+void RP_FN(w4g32r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G32R); }
+void RP_FN(w4g64r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G64R); }
+void RP_FN(w4g128r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G128R); }
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 

@@ -22,16 +22,8 @@
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "kernels/x86/prefetch_here.h"
-#include "kernels/x86/w4r_blocks.h"
+#include "kernels/x86/planar_kind.h"
 
-/* The weights' scale g times the activations' scale of block i. */
-static float tail_scale(const void *wd, const uint8_t *ad, int64_t g, int64_t i) {
-    uint16_t h;
-    float b;
-    memcpy(&h, (const uint8_t *)wd + g * 2, 2);
-    memcpy(&b, ad + i * 4, 4);
-    return _cvtsh_ss(h) * b;
-}
 
 /* The weights are prefetched nb_prefetch_bytes ahead, and into L2 also
  * nb_prefetch_l2_bytes ahead where the table says so (kernels.h: decode
@@ -51,24 +43,23 @@ static inline float hsum128(__m128 v) {
 }
 
 
-/* Q4_0R / Q8_0R / W4G*R x Q8_0P for T (1..4) tokens, four blocks per
- * iteration: two 64-byte weight vectors (Q4_0R, W4G*R: the low and high
- * nibbles of one 64-byte load, blocks i, i+1 and i+2, i+3; Q8_0R: two
- * loads), each matching one 64-byte load of activations; the unsigned
- * offset (8, 128, or W4G*R's per-group z) comes off through the
- * activations' precomputed d*sum (repack.h). Each weight vector is loaded,
- * unpacked and its scales converted once for all T tokens (small-batch
- * decode unpacks each weight once per step); per token the operations and
- * their order are those of T = 1, the decode dot, so the results are
- * identical to T one-token calls. `group` is 0 for Q4_0R / Q8_0R (`four`
- * tells them apart) and W4G*R's 32, 64 or 128; those and T are constants
- * after inlining. */
+/* The planar rows (planar_kind.h: Q4_0R, Q8_0R, W8R, W4G*R) x Q8_0P for T
+ * (1..4) tokens, four blocks per iteration: two 64-byte weight vectors
+ * (4-bit: the low and high nibbles of one 64-byte load, blocks i, i+1 and
+ * i+2, i+3; 8-bit: two loads), each matching one 64-byte load of
+ * activations; the unsigned offset (8, 128, or W4G*R's per-group z) comes
+ * off through the activations' precomputed d*sum (repack.h). Each weight
+ * vector is loaded, unpacked and its scales converted once for all T
+ * tokens (small-batch decode unpacks each weight once per step); per token
+ * the operations and their order are those of T = 1, the decode dot, so
+ * the results are identical to T one-token calls. `kind` and T are
+ * constants after inlining. */
 static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
-                                                               size_t a_stride, float *out, const int four,
-                                                               const int T, const int group) {
-    const int64_t nb = n / 32, qs = four ? 16 : 32, ng = group ? n / group : nb;
-    const uint16_t *wd = w, *wz = wd + ng; /* wz: W4G*R's zero points */
-    const uint8_t *q = (const uint8_t *)w + (group ? ng * 4 : nb * 2);
+                                                               size_t a_stride, float *out, const int kind,
+                                                               const int T) {
+    const int four = NB_PL_NIBBLES(kind);
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc0[4], acc1[4];
     __m128 off[4];
@@ -92,14 +83,8 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
             w0 = _mm512_loadu_si512((const void *)qi);
             w1 = _mm512_loadu_si512((const void *)(qi + 64));
         }
-        /* per block: the scale, and what the offset is multiplied by */
         __m128 dw, dz;
-        if (group) {
-            dw = nb_w4r_blocks4(wd, i, group);
-            dz = _mm_mul_ps(dw, nb_w4r_blocks4(wz, i, group));
-        } else {
-            dz = dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(wd + i)));
-        }
+        nb_pl_scales4(w, n, i, kind, &dw, &dz);
     #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
             const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
@@ -113,56 +98,50 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
             off[t] = _mm_fmadd_ps(dz, _mm_loadu_ps(ads + i), off[t]);
         }
     }
-    const float offset = group ? 1.0f : four ? 8.0f : 128.0f; /* W4G*R: z is in dz */
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
-        const uint8_t *ad = (const uint8_t *)x + nb * 32;
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - offset * hsum128(off[t]);
-        for (int64_t j = i; j < nb; j++) {
-            if (group)
-                sum += tail_scale(w, ad, j * 32 / group, j) * (float)nb_q4_0r_tail_isum(q, x, j, nb_w4r_zero(wz, j, group));
-            else
-                sum += tail_scale(w, ad, j, j) * (float)(four ? nb_q4_0r_tail_isum(q, x, j, 8) : nb_q8_0r_tail_isum(q, x, j));
-        }
+        const float *ad = (const float *)((const uint8_t *)x + nb * 32);
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - NB_PL_OFFSET(kind) * hsum128(off[t]);
+        for (int64_t j = i; j < nb; j++)
+            sum += nb_pl_scale(w, n, j, kind) * ad[j] *
+                   (float)(four ? nb_q4_0r_tail_isum(q, x, j, nb_pl_zero(w, n, j, kind)) : nb_q8_0r_tail_isum(q, x, j));
         out[t] = sum;
     }
 }
-
-/* One token: the decode dots. */
-void nb_q4_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 0); }
-void nb_q8_0r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 0, 1, 0); }
-void nb_w4g32r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 32); }
-void nb_w4g64r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 64); }
-void nb_w4g128r_dot_avx512(int64_t n, const void *w, const void *a, float *out) { planar_dot_t(n, w, a, 0, out, 1, 1, 128); }
 
 /* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
  * out[i*ldo + j]), a row at a time. */
 static inline __attribute__((always_inline)) void planar_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
                                                              const void *act, size_t a_stride, float *out, size_t ldo,
-                                                             const int four, const int group) {
+                                                             const int kind) {
     for (int r = 0; r < m; r++) {
         const void *wr = (const uint8_t *)w + (size_t)r * w_stride;
         float *o = out + (size_t)r * ldo;
         switch (nn) {
-        case 1: planar_dot_t(n, wr, act, a_stride, o, four, 1, group); break;
-        case 2: planar_dot_t(n, wr, act, a_stride, o, four, 2, group); break;
-        case 3: planar_dot_t(n, wr, act, a_stride, o, four, 3, group); break;
-        default: planar_dot_t(n, wr, act, a_stride, o, four, 4, group); break;
+        case 1: planar_dot_t(n, wr, act, a_stride, o, kind, 1); break;
+        case 2: planar_dot_t(n, wr, act, a_stride, o, kind, 2); break;
+        case 3: planar_dot_t(n, wr, act, a_stride, o, kind, 3); break;
+        default: planar_dot_t(n, wr, act, a_stride, o, kind, 4); break;
         }
     }
 }
 
-#define PLANAR_MXN(name, four, group)                                                                        \
-    void name(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,      \
-              float *out, size_t ldo) {                                                                       \
-        planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, four, group);                             \
+/* One token (the decode dots) and the small-batch dots, per kind. */
+#define PLANAR(name, kind)                                                                                   \
+    void nb_##name##_dot_avx512(int64_t n, const void *w, const void *a, float *out) {                       \
+        planar_dot_t(n, w, a, 0, out, kind, 1);                                                              \
+    }                                                                                                        \
+    void nb_##name##_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, \
+                                    size_t a_stride, float *out, size_t ldo) {                               \
+        planar_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, kind);                                    \
     }
-PLANAR_MXN(nb_q4_0r_dot_mxn_avx512, 1, 0)
-PLANAR_MXN(nb_q8_0r_dot_mxn_avx512, 0, 0)
-PLANAR_MXN(nb_w4g32r_dot_mxn_avx512, 1, 32)
-PLANAR_MXN(nb_w4g64r_dot_mxn_avx512, 1, 64)
-PLANAR_MXN(nb_w4g128r_dot_mxn_avx512, 1, 128)
+PLANAR(q4_0r, NB_PL_Q4_0R)
+PLANAR(q8_0r, NB_PL_Q8_0R)
+PLANAR(w8r, NB_PL_W8R)
+PLANAR(w4g32r, NB_PL_W4G32R)
+PLANAR(w4g64r, NB_PL_W4G64R)
+PLANAR(w4g128r, NB_PL_W4G128R)
 
 /* Dequantization of repacked rows (token embeddings, the float fallback):
  * 16 weights at a time widened to floats. */
@@ -171,45 +150,43 @@ static inline void put16(float *dst, __m128i q8, float s, float off) {
     _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(off)), _mm512_set1_ps(s)));
 }
 
-/* Q4_0R (group 0: offset 8) and W4G*R (per-group scale and zero point). */
-static inline __attribute__((always_inline)) void nibbles_to_float(const void *src, float *dst, int64_t n,
-                                                                    const int group) {
-    const int64_t nb = n / 32, ng = group ? n / group : nb;
-    const uint16_t *d = src, *z = d + ng;
-    const uint8_t *q = (const uint8_t *)src + (group ? ng * 4 : nb * 2);
+/* Q4_0R, Q8_0R, W8R and W4G*R (planar_kind.h), a block at a time. */
+static inline __attribute__((always_inline)) void planar_to_float(const void *src, float *dst, int64_t n,
+                                                                   const int kind) {
+    const int64_t nb = n / 32;
+    const uint8_t *q = (const uint8_t *)src + nb_pl_head(n, kind);
     const __m128i m4 = _mm_set1_epi8(15);
-#define SCALE(b) _cvtsh_ss(d[group ? (b) * 32 / group : (b)])
-#define ZERO(b) (group ? _cvtsh_ss(z[(b) * 32 / group]) : 8.0f)
+#define SCALE(b) nb_pl_scale(src, n, b, kind)
+#define ZERO(b) ((float)nb_pl_zero(src, n, b, kind))
     int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) /* 64 bytes: low nibbles weights 0..63, high 64..127 of the group */
-        for (int c = 0; c < 4; c++) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16 + 16 * c));
-            int64_t lo = i + c / 2, hi = i + 2 + c / 2; /* chunk c: weights 16c.. (low), 64+16c.. (high) */
-            put16(dst + i * 32 + 16 * c, _mm_and_si128(b, m4), SCALE(lo), ZERO(lo));
-            put16(dst + i * 32 + 64 + 16 * c, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(hi), ZERO(hi));
-        }
+    if (NB_PL_NIBBLES(kind))
+        for (; i + 4 <= nb; i += 4) /* 64 bytes: low nibbles weights 0..63, high 64..127 of the group */
+            for (int c = 0; c < 4; c++) {
+                __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16 + 16 * c));
+                int64_t lo = i + c / 2, hi = i + 2 + c / 2; /* chunk c: weights 16c.. (low), 64+16c.. (high) */
+                put16(dst + i * 32 + 16 * c, _mm_and_si128(b, m4), SCALE(lo), ZERO(lo));
+                put16(dst + i * 32 + 64 + 16 * c, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(hi), ZERO(hi));
+            }
     for (; i < nb; i++) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16));
-        put16(dst + i * 32, _mm_and_si128(b, m4), SCALE(i), ZERO(i));
-        put16(dst + i * 32 + 16, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(i), ZERO(i));
+        if (NB_PL_NIBBLES(kind)) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(q + i * 16));
+            put16(dst + i * 32, _mm_and_si128(b, m4), SCALE(i), ZERO(i));
+            put16(dst + i * 32 + 16, _mm_and_si128(_mm_srli_epi16(b, 4), m4), SCALE(i), ZERO(i));
+        } else {
+            for (int h = 0; h < 2; h++)
+                put16(dst + i * 32 + h * 16, _mm_loadu_si128((const __m128i *)(q + i * 32 + h * 16)), SCALE(i), 128.0f);
+        }
     }
 #undef SCALE
 #undef ZERO
 }
 
-void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 0); }
-void nb_w4g32r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 32); }
-void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 64); }
-void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n) { nibbles_to_float(src, dst, n, 128); }
-
-void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) {
-    const int64_t nb = n / 32;
-    const uint16_t *d = src;
-    const uint8_t *q = (const uint8_t *)src + nb * 2;
-    for (int64_t i = 0; i < nb; i++)
-        for (int h = 0; h < 2; h++)
-            put16(dst + i * 32 + h * 16, _mm_loadu_si128((const __m128i *)(q + i * 32 + h * 16)), _cvtsh_ss(d[i]), 128.0f);
-}
+void nb_q4_0r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_Q4_0R); }
+void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_Q8_0R); }
+void nb_w8r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_W8R); }
+void nb_w4g32r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_W4G32R); }
+void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_W4G64R); }
+void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n) { planar_to_float(src, dst, n, NB_PL_W4G128R); }
 
 /* Batched int8 GEMM (see repack.h): per row and group of 16 tokens, per
  * block: 8 x (broadcast 4 weight bytes, vpdpbusd with 16 tokens' 4 bytes),

@@ -43,6 +43,11 @@ static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode
             b->d = d;
             b->dmin = dm;
         }
+    if (gguf == NB_W8)
+        for (nb_block_w8 *b = (nb_block_w8 *)g; (uint8_t *)(b + 1) <= g + bytes; b++) {
+            b->d = 0.02f;
+            if (mode == 2) memset(b->qs, 0x80, 32); /* -128 */
+        }
     if (gguf >= NB_W4G32 && gguf <= NB_W4G128S) { /* header: d, z (any byte: 0..255), pad */
         const int group = 32 << ((gguf - NB_W4G32) % 3);
         for (uint64_t o = 0; o + NB_W4_BLOCK_BYTES(group) <= bytes; o += NB_W4_BLOCK_BYTES(group)) memcpy(g + o, &d, 2);

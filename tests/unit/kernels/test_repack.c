@@ -1,4 +1,4 @@
-/* Repacking (kernels/repack.h) of Q4_0, Q8_0, Q4_K, Q6_K and W4G*: the repacked
+/* Repacking (kernels/repack.h) of Q4_0, Q8_0, Q4_K, Q6_K, W8 and W4G*: the repacked
  * rows dequantize to exactly the GGUF blocks' values, the scalar repacked
  * dot equals the GGUF kernel's dot on the same activations (same integers;
  * float order only), and the AVX-512 kernels equal the scalar reference
@@ -291,6 +291,7 @@ static void test_mxn(void **state) {
     (void)state;
     check_mxn(NB_Q4_0, NB_Q4_0R);
     check_mxn(NB_Q8_0, NB_Q8_0R);
+    check_mxn(NB_W8, NB_W8R);
     check_mxn(NB_W4G32, NB_W4G32R);
     check_mxn(NB_W4G64, NB_W4G64R);
     check_mxn(NB_W4G128, NB_W4G128R);
@@ -304,6 +305,11 @@ static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q
 
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, NB_Q8_0R); }
+static void test_w8(void **state) {
+    (void)state;
+    assert_int_equal(nb_repack_layout(NB_W8), NB_W8R);
+    check_type(NB_W8, NB_W8R);
+}
 static void test_q4_k(void **state) { (void)state; check_type(NB_Q4_K, NB_Q4_KR); }
 static void test_q6_k(void **state) { (void)state; check_type(NB_Q6_K, NB_Q6_KR); }
 /* W4G* (asymmetric and symmetric) load as W4G*R: nb_repack_layout says so */
@@ -320,7 +326,7 @@ static void test_w4g(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0),      cmocka_unit_test(test_q8_0),
                                        cmocka_unit_test(test_q4_k),      cmocka_unit_test(test_q6_k),
-                                       cmocka_unit_test(test_w4g),
+                                       cmocka_unit_test(test_w8),        cmocka_unit_test(test_w4g),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
                                        cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_quantize_act_simd), cmocka_unit_test(test_rows),

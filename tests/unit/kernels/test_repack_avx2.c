@@ -173,6 +173,7 @@ static void test_dots(void **state) {
     check_dots(NB_Q8_0, NB_Q8_0R);
     check_dots(NB_Q4_K, NB_Q4_KR);
     check_dots(NB_Q6_K, NB_Q6_KR);
+    check_dots(NB_W8, NB_W8R);
     check_dots(NB_W4G32, NB_W4G32R);
     check_dots(NB_W4G64, NB_W4G64R);
     check_dots(NB_W4G128, NB_W4G128R);

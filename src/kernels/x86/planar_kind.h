@@ -1,0 +1,98 @@
+/* The planar int8 rows of kernels/repack.h that the Q8_0P decode dots read
+ * (Q4_0R, Q8_0R, W8R, W4G32R/64R/128R): one dot loop for all, told apart by
+ * a constant `kind` after inlining. A row is its scales (and W4G*R's zero
+ * points) and then its quants; per four 32-weight blocks the loop takes
+ *   dw: each block's scale,
+ *   dz: what the unsigned quants' offset is multiplied by through the
+ *       activations' d*sum - the scale again, times nb_pl_offset at the
+ *       end of the row (8, 128), or for W4G*R the scale times the block's
+ *       group's zero point (offset 1).
+ * Needs F16C (the AVX2 and AVX-512 kernels include it). */
+#ifndef NB_KERNELS_X86_PLANAR_KIND_H
+#define NB_KERNELS_X86_PLANAR_KIND_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { NB_PL_Q4_0R, NB_PL_Q8_0R, NB_PL_W8R, NB_PL_W4G32R, NB_PL_W4G64R, NB_PL_W4G128R };
+
+/* 4-bit quants (Q4_0R's nibble order), else 8-bit (q + 128). */
+#define NB_PL_NIBBLES(kind) ((kind) == NB_PL_Q4_0R || (kind) >= NB_PL_W4G32R)
+/* W4G*R's group, 0 for the others. */
+#define NB_PL_GROUP(kind) ((kind) >= NB_PL_W4G32R ? 32 << ((kind) - NB_PL_W4G32R) : 0)
+
+/* Bytes before the quants of a row of n weights. */
+static inline __attribute__((always_inline)) int64_t nb_pl_head(int64_t n, const int kind) {
+    if (NB_PL_GROUP(kind)) return n / NB_PL_GROUP(kind) * 4;
+    return n / 32 * (kind == NB_PL_W8R ? 4 : 2);
+}
+
+/* The end-of-row factor of the offset (see above). */
+#define NB_PL_OFFSET(kind) ((kind) == NB_PL_Q4_0R ? 8.0f : NB_PL_GROUP(kind) ? 1.0f : 128.0f)
+
+/* Blocks i .. i+3's values of a W4G*R per-group fp16 stream h. */
+static inline __attribute__((always_inline)) __m128 nb_pl_group4(const uint16_t *h, int64_t i, const int group) {
+    if (group == 32) return _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(h + i)));
+    if (group == 64) { /* groups i/2, i/2 + 1, each for two blocks */
+        int32_t two;
+        memcpy(&two, h + i / 2, 4);
+        const __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128(two));
+        return _mm_unpacklo_ps(v, v);
+    }
+    return _mm_set1_ps(_cvtsh_ss(h[i / 4]));
+}
+
+/* dw and dz (above) of blocks i .. i+3 of the row w of n weights. */
+static inline __attribute__((always_inline)) void nb_pl_scales4(const void *w, int64_t n, int64_t i, const int kind,
+                                                                __m128 *dw, __m128 *dz) {
+    const int group = NB_PL_GROUP(kind);
+    if (group) {
+        const uint16_t *d = w;
+        *dw = nb_pl_group4(d, i, group);
+        *dz = _mm_mul_ps(*dw, nb_pl_group4(d + n / group, i, group));
+    } else if (kind == NB_PL_W8R) {
+        *dz = *dw = _mm_loadu_ps((const float *)w + i);
+    } else {
+        *dz = *dw = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)((const uint16_t *)w + i)));
+    }
+}
+
+/* The same for blocks i .. i+7 (the AVX2 dot's step). */
+static inline __attribute__((always_inline)) void nb_pl_scales8(const void *w, int64_t n, int64_t i, const int kind,
+                                                                __m256 *dw, __m256 *dz) {
+    if (NB_PL_GROUP(kind)) {
+        __m128 w0, z0, w1, z1;
+        nb_pl_scales4(w, n, i, kind, &w0, &z0);
+        nb_pl_scales4(w, n, i + 4, kind, &w1, &z1);
+        *dw = _mm256_set_m128(w1, w0);
+        *dz = _mm256_set_m128(z1, z0);
+    } else if (kind == NB_PL_W8R) {
+        *dz = *dw = _mm256_loadu_ps((const float *)w + i);
+    } else {
+        *dz = *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    }
+}
+
+/* Block i's scale, and the offset its quants take (8, 128 or z) (the
+ * scalar tails). */
+static inline __attribute__((always_inline)) float nb_pl_scale(const void *w, int64_t n, int64_t i, const int kind) {
+    const int group = NB_PL_GROUP(kind);
+    if (kind == NB_PL_W8R) {
+        float f;
+        memcpy(&f, (const float *)w + i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const uint16_t *)w + (group ? i * 32 / group : i), 2);
+    return _cvtsh_ss(h);
+}
+static inline __attribute__((always_inline)) int nb_pl_zero(const void *w, int64_t n, int64_t i, const int kind) {
+    const int group = NB_PL_GROUP(kind);
+    if (!group) return NB_PL_NIBBLES(kind) ? 8 : 128;
+    uint16_t h;
+    memcpy(&h, (const uint16_t *)w + n / group + i * 32 / group, 2);
+    return (int)_cvtsh_ss(h);
+}
+
+#endif
