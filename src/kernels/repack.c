@@ -455,6 +455,21 @@ static int repack_variant(nb_isa max_isa) {
     return 0;
 }
 
+/* The index of a repacked type in the kernel tables below, -1 if none. */
+static int repacked_kind(nb_dtype t) {
+    switch (t) {
+    case NB_Q4_0R: return 0;
+    case NB_Q8_0R: return 1;
+    case NB_Q4_KR: return 2;
+    case NB_Q6_KR: return 3;
+    case NB_W4G32R: return 4;
+    case NB_W4G64R: return 5;
+    case NB_W4G128R: return 6;
+    case NB_W8R: return 7;
+    default: return -1;
+    }
+}
+
 static bool variant_ok(int variant) {
     const nb_cpu *c = nb_cpu_get();
     switch (variant) {
@@ -474,8 +489,7 @@ const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
         {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni, &w8r_vnni},
         {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512, &w8r_512},
     };
-    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : t == NB_W8R ? 7 : -1;
-    if (k < 0 && t >= NB_W4G32R && t <= NB_W4G128R) k = 4 + (int)(t - NB_W4G32R);
+    int k = repacked_kind(t);
     return k < 0 ? NULL : tab[variant][k];
 }
 
@@ -583,24 +597,26 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     nb_dispatch_default()->actpack_group(ap, X, g, row);
 }
 
-static const nb_rgemm gemm_q4_0r = {nb_q4_0r_gemm_avx512, NB_Q8_0P, 4, 0};
-static const nb_rgemm gemm_q8_0r = {nb_q8_0r_gemm_avx512, NB_Q8_0P, 4, 0};
-static const nb_rgemm gemm_q4_kr = {nb_q4_kr_gemm_avx512, NB_Q8_K, 4, 0};
-static const nb_rgemm gemm_q6_kr = {nb_q6_kr_gemm_avx512, NB_Q8_K, 4, 0};
-
-static const nb_rgemm gemm_avx2[4] = {{nb_q4_0r_gemm_avx2, NB_Q8_0P, 4, 0}, {nb_q8_0r_gemm_avx2, NB_Q8_0P, 4, 0},
-                                      {nb_q4_kr_gemm_avx2, NB_Q8_K, 4, 0}, {nb_q6_kr_gemm_avx2, NB_Q8_K, 4, 0}};
-static const nb_rgemm gemm_vnni[4] = {{nb_q4_0r_gemm_avxvnni, NB_Q8_0P, 4, 0}, {nb_q8_0r_gemm_avxvnni, NB_Q8_0P, 4, 0},
-                                      {nb_q4_kr_gemm_avxvnni, NB_Q8_K, 4, 0}, {nb_q6_kr_gemm_avxvnni, NB_Q8_K, 4, 0}};
+/* By repacked_kind: Q4_0R, Q8_0R, Q4_KR, Q6_KR, W4G32R, W4G64R, W4G128R, W8R. */
+#define Q0(fn) {fn, NB_Q8_0P, 4, 0}
+#define QK(fn) {fn, NB_Q8_K, 4, 0}
+static const nb_rgemm gemm_avx2[8] = {Q0(nb_q4_0r_gemm_avx2),   Q0(nb_q8_0r_gemm_avx2),   QK(nb_q4_kr_gemm_avx2),
+                                      QK(nb_q6_kr_gemm_avx2),   Q0(nb_w4g32r_gemm_avx2),  Q0(nb_w4g64r_gemm_avx2),
+                                      Q0(nb_w4g128r_gemm_avx2), Q0(nb_w8r_gemm_avx2)};
+static const nb_rgemm gemm_vnni[8] = {Q0(nb_q4_0r_gemm_avxvnni),   Q0(nb_q8_0r_gemm_avxvnni),  QK(nb_q4_kr_gemm_avxvnni),
+                                      QK(nb_q6_kr_gemm_avxvnni),   Q0(nb_w4g32r_gemm_avxvnni), Q0(nb_w4g64r_gemm_avxvnni),
+                                      Q0(nb_w4g128r_gemm_avxvnni), Q0(nb_w8r_gemm_avxvnni)};
+static const nb_rgemm gemm_512[8] = {Q0(nb_q4_0r_gemm_avx512),   Q0(nb_q8_0r_gemm_avx512),  QK(nb_q4_kr_gemm_avx512),
+                                     QK(nb_q6_kr_gemm_avx512),   Q0(nb_w4g32r_gemm_avx512), Q0(nb_w4g64r_gemm_avx512),
+                                     Q0(nb_w4g128r_gemm_avx512), Q0(nb_w8r_gemm_avx512)};
+#undef Q0
+#undef QK
 
 const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
     if (variant < 1 || !variant_ok(variant)) return NULL;
-    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
+    int k = repacked_kind(t);
     if (k < 0) return NULL;
-    if (variant == 1) return &gemm_avx2[k];
-    if (variant == 2) return &gemm_vnni[k];
-    static const nb_rgemm *const g512[4] = {&gemm_q4_0r, &gemm_q8_0r, &gemm_q4_kr, &gemm_q6_kr};
-    return g512[k];
+    return variant == 1 ? &gemm_avx2[k] : variant == 2 ? &gemm_vnni[k] : &gemm_512[k];
 }
 
 const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
@@ -611,8 +627,8 @@ const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
     static const nb_rgemm amx[4] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16, 13},
                                     {nb_q4_kr_gemm_amx, NB_Q8_K, 16, 13}, {nb_q6_kr_gemm_amx, NB_Q8_K, 16, 33}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
-    int k = t == NB_Q4_0R ? 0 : t == NB_Q8_0R ? 1 : t == NB_Q4_KR ? 2 : t == NB_Q6_KR ? 3 : -1;
-    return k < 0 ? NULL : &amx[k];
+    int k = repacked_kind(t);
+    return k < 0 || k > 3 ? NULL : &amx[k];
 }
 
 /* NULL below AVX2 (the scalar path has no int8 GEMM). */

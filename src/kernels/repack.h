@@ -178,6 +178,18 @@ void nb_q8_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 #define NB_RGEMM_DECL(name) void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const struct nb_actpack *ap, float *y, int64_t ldy)
+NB_RGEMM_DECL(nb_w8r_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g32r_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g64r_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g128r_gemm_avx2);
+NB_RGEMM_DECL(nb_w8r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g32r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g64r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g128r_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w8r_gemm_avx512);
+NB_RGEMM_DECL(nb_w4g32r_gemm_avx512);
+NB_RGEMM_DECL(nb_w4g64r_gemm_avx512);
+NB_RGEMM_DECL(nb_w4g128r_gemm_avx512);
 NB_RGEMM_DECL(nb_q4_0r_gemm_avx2);
 NB_RGEMM_DECL(nb_q8_0r_gemm_avx2);
 NB_RGEMM_DECL(nb_q4_kr_gemm_avx2);

@@ -459,10 +459,12 @@ static inline void unpack_q4_0r(const uint8_t *q, int64_t nb, int64_t b, uint8_t
 
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
-                                                              const int four) {
-    const int64_t nb = ap->nb;
+                                                              const int kind) {
+    const int four = NB_PL_NIBBLES(kind), group = NB_PL_GROUP(kind);
+    const int64_t nb = ap->nb, K = ap->K;
     const int mode = four ? W_Q4 : W_Q8;
-    const int shift = four ? 3 : (Q8OFF ? 7 : -1); /* offset 8 or 128 = 1 << shift; -1: none */
+    /* the fixed offset 8 or 128 = 1 << shift; -1: none (W4G*R: per row, below) */
+    const int shift = group ? -1 : kind == NB_PL_Q4_0R ? 3 : (Q8OFF ? 7 : -1);
     _Alignas(32) uint8_t u[2][32], sg[2][32];
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
@@ -472,7 +474,7 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *p[2], *s[2] = {sg[0], sg[1]};
                 for (int k = 0; k < 2; k++) {
-                    const uint8_t *qk = row[k] + nb * 2;
+                    const uint8_t *qk = row[k] + nb_pl_head(K, kind);
                     if (four) {
                         unpack_q4_0r(qk, nb, b, u[k]);
                         p[k] = u[k];
@@ -490,15 +492,21 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
                 tile(p[0], p[1], s[0], s[1], a, 0, 8, mode, 0, i);
                 const int64_t at = (g * nb + b) * 16;
                 __m256 da[2] = {_mm256_load_ps(ap->d + at), _mm256_load_ps(ap->d + at + 8)};
-                __m256i o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-                if (shift >= 0)
-                    for (int hf = 0; hf < 2; hf++)
-                        o[hf] = _mm256_slli_epi32(_mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf)), shift);
+                __m256i sum[2], o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                for (int hf = 0; hf < 2; hf++) {
+                    sum[hf] = _mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf));
+                    if (shift >= 0) o[hf] = _mm256_slli_epi32(sum[hf], shift);
+                }
                 for (int k = 0; k < 2; k++) {
-                    __m256 sw = _mm256_set1_ps(h2f(((const uint16_t *)row[k])[b]));
-                    for (int hf = 0; hf < 2; hf++)
-                        f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], o[hf])),
+                    __m256 sw = _mm256_set1_ps(nb_pl_scale(row[k], K, b, kind));
+                    /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a sum
+                     * of 32 int8 and z <= 255 fit in 16 bits) */
+                    const __m256i zk = _mm256_set1_epi32(group ? nb_pl_zero(row[k], K, b, kind) : 0);
+                    for (int hf = 0; hf < 2; hf++) {
+                        const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk) : o[hf];
+                        f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)),
                                                    _mm256_mul_ps(da[hf], sw), f[k][hf]);
+                    }
                 }
             }
             store_tile(y, ldy, r, two ? 2 : 1, g, ap->n, f);
@@ -506,12 +514,16 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
     }
 }
 
-void RP_FN(q4_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
-    planar_gemm(w, row_bytes, nr, ap, y, ldy, 1);
-}
-void RP_FN(q8_0r_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
-    planar_gemm(w, row_bytes, nr, ap, y, ldy, 0);
-}
+#define PLANAR_GEMM(name, kind)                                                                                    \
+    void RP_FN(name)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) { \
+        planar_gemm(w, row_bytes, nr, ap, y, ldy, kind);                                                           \
+    }
+PLANAR_GEMM(q4_0r_gemm, NB_PL_Q4_0R)
+PLANAR_GEMM(q8_0r_gemm, NB_PL_Q8_0R)
+PLANAR_GEMM(w8r_gemm, NB_PL_W8R)
+PLANAR_GEMM(w4g32r_gemm, NB_PL_W4G32R)
+PLANAR_GEMM(w4g64r_gemm, NB_PL_W4G64R)
+PLANAR_GEMM(w4g128r_gemm, NB_PL_W4G128R)
 
 /* K types: per four rows and token group, super-block by super-block:
  * the rows' weights unpacked into u (lane order), their scales into sc

@@ -208,23 +208,26 @@ static inline uint32_t w4_q8(const uint8_t *q, int64_t nb, int64_t b, int kk) {
     return v;
 }
 
-/* Rows r .. r+3 (d, q: their scales and quants; a short tile repeats its
+/* Rows r .. r+3 (w, q: the rows and their quants; a short tile repeats its
  * last row) x token groups g .. g+NG-1 (NG 1 or 2): per step, NG activation
  * loads and four weight broadcasts feed 4 x NG vpdpbusd. Two groups, not
  * four: 4 x 4 tiles need 16 integer and 16 float accumulators, all 32
  * registers, and spilled (Q8_0 pp512 +7-10% at two). The integer sums start
  * at minus the offset times the tokens' sums instead of subtracting it per
- * row. A Q4_0R row's four-block group is unpacked to bytes on the stack
- * once (two vector ops per row), so every weight word is broadcast straight
- * from memory: extracting the nibbles per word in general registers and
- * moving them to vectors cost Q4_0 pp512 8-10% (docs/speed.md, session 11). */
-static inline __attribute__((always_inline)) void planar_tile(const uint16_t *const d[4], const uint8_t *const q[4],
+ * row (W4G*R: each row's zero point times the sums, one vpmaddwd: a sum of
+ * 32 int8 and z <= 255 fit in 16 bits). A four-block group of nibbles is
+ * unpacked to bytes on the stack once (two vector ops per row), so every
+ * weight word is broadcast straight from memory: extracting the nibbles per
+ * word in general registers and moving them to vectors cost Q4_0 pp512
+ * 8-10% (docs/speed.md, session 11). `kind`: kernels/x86/planar_kind.h. */
+static inline __attribute__((always_inline)) void planar_tile(const uint8_t *const w[4], const uint8_t *const q[4],
                                                               int nrows, int64_t r, int64_t g, const nb_actpack *ap,
-                                                              float *y, int64_t ldy, const __m512i idx, const int four,
+                                                              float *y, int64_t ldy, const __m512i idx, const int kind,
                                                               const int NG, const int pf) {
-    const int64_t nb = ap->nb, grouped_nb = four ? nb / 4 * 4 : 0;
-    const int shift = four ? 3 : 7;
-    _Alignas(64) uint8_t wu[4][128]; /* Q4_0R: the current group's low nibbles, then its high ones, per row */
+    const int four = NB_PL_NIBBLES(kind);
+    const int64_t nb = ap->nb, K = ap->K, grouped_nb = four ? nb / 4 * 4 : 0;
+    const int shift = kind == NB_PL_Q4_0R ? 3 : 7; /* the fixed offsets 8 and 128 */
+    _Alignas(64) uint8_t wu[4][128]; /* 4-bit: the current group's low nibbles, then its high ones, per row */
     __m512 f[4][2];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
@@ -235,7 +238,7 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
         if (pf && (b & (four ? 3 : 1)) == 0) /* the first pass over the rows: their line nb_prefetch_bytes ahead */
             for (int k = 0; k < 4; k++) {
                 _mm_prefetch((const char *)q[k] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
-                if ((b & 31) == 0) _mm_prefetch((const char *)(d[k] + b) + nb_prefetch_bytes, _MM_HINT_T0);
+                if ((b & 31) == 0) _mm_prefetch((const char *)w[k] + b * 2 + nb_prefetch_bytes, _MM_HINT_T0);
             }
         if (grouped && (b & 3) == 0) {
             const __m512i m4 = _mm512_set1_epi8(15);
@@ -252,14 +255,16 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
         __m512 da[2];
 #pragma GCC unroll 2
         for (int c = 0; c < NG; c++) {
-            no[c] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                     _mm512_slli_epi32(_mm512_load_si512((const void *)(ap->sum + ((g + c) * nb + b) * 16)), shift));
+            const __m512i sum = _mm512_load_si512((const void *)(ap->sum + ((g + c) * nb + b) * 16));
+            no[c] = _mm512_sub_epi32(_mm512_setzero_si512(), NB_PL_GROUP(kind) ? sum : _mm512_slli_epi32(sum, shift));
             da[c] = _mm512_load_ps(ap->d + ((g + c) * nb + b) * 16);
         }
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
+            const __m512i zk = _mm512_set1_epi32(NB_PL_GROUP(kind) ? nb_pl_zero(w[k], K, b, kind) : 0);
 #pragma GCC unroll 2
-            for (int c = 0; c < NG; c++) I[k][c] = no[c];
+            for (int c = 0; c < NG; c++) I[k][c] = NB_PL_GROUP(kind) ? _mm512_madd_epi16(no[c], zk) : no[c];
+        }
 #pragma GCC unroll 8
         for (int kk = 0; kk < 8; kk++) {
             __m512i av[2], wv[4];
@@ -281,7 +286,7 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            const __m512 sk = _mm512_set1_ps(_cvtsh_ss(d[k][b]));
+            const __m512 sk = _mm512_set1_ps(nb_pl_scale(w[k], K, b, kind));
 #pragma GCC unroll 2
             for (int c = 0; c < NG; c++)
                 f[k][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[k][c]), _mm512_mul_ps(da[c], sk), f[k][c]);
@@ -296,41 +301,39 @@ static inline __attribute__((always_inline)) void planar_tile(const uint16_t *co
 }
 
 /* Four rows x up to two token groups per step: every activation load feeds
- * four vpdpbusd and every weight broadcast up to two. four: Q4_0R (offset
- * 8), else Q8_0R (offset 128). */
+ * four vpdpbusd and every weight broadcast up to two. */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
-                                                              const int four) {
-    const int64_t nb = ap->nb;
+                                                              const int kind) {
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                            _mm512_set1_epi32((int)ldy));
     for (int64_t r = 0; r < nr; r += 4) {
         const int nrows = nr - r < 4 ? (int)(nr - r) : 4;
-        const uint16_t *d[4];
-        const uint8_t *q[4];
+        const uint8_t *wr[4], *q[4];
         for (int k = 0; k < 4; k++) {
-            const uint8_t *row = w + (r + (k < nrows ? k : nrows - 1)) * row_bytes;
-            d[k] = (const uint16_t *)row;
-            q[k] = row + nb * 2;
+            wr[k] = w + (r + (k < nrows ? k : nrows - 1)) * row_bytes;
+            q[k] = wr[k] + nb_pl_head(ap->K, kind);
         }
         for (int64_t g = 0; g < ap->ng; g += 2) {
             if (ap->ng - g >= 2)
-                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 2, g == 0);
+                planar_tile(wr, q, nrows, r, g, ap, y, ldy, idx, kind, 2, g == 0);
             else
-                planar_tile(d, q, nrows, r, g, ap, y, ldy, idx, four, 1, g == 0);
+                planar_tile(wr, q, nrows, r, g, ap, y, ldy, idx, kind, 1, g == 0);
         }
     }
 }
 
-void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                          int64_t ldy) {
-    planar_gemm(w, row_bytes, nr, ap, y, ldy, 1);
-}
-
-void nb_q8_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                          int64_t ldy) {
-    planar_gemm(w, row_bytes, nr, ap, y, ldy, 0);
-}
+#define PLANAR_GEMM(name, kind)                                                                              \
+    void nb_##name##_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap,     \
+                                 float *y, int64_t ldy) {                                                    \
+        planar_gemm(w, row_bytes, nr, ap, y, ldy, kind);                                                     \
+    }
+PLANAR_GEMM(q4_0r, NB_PL_Q4_0R)
+PLANAR_GEMM(q8_0r, NB_PL_Q8_0R)
+PLANAR_GEMM(w8r, NB_PL_W8R)
+PLANAR_GEMM(w4g32r, NB_PL_W4G32R)
+PLANAR_GEMM(w4g64r, NB_PL_W4G64R)
+PLANAR_GEMM(w4g128r, NB_PL_W4G128R)
 
 /* ---- activation pack for the int8 GEMMs ---------------------------------- */
 

@@ -302,6 +302,13 @@ static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, NB_Q
 
 static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, NB_Q4_KR); }
 static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q6_KR); }
+static void test_gemm_w8_w4g(void **state) {
+    (void)state;
+    check_gemm(NB_W8, NB_W8R);
+    check_gemm(NB_W4G32, NB_W4G32R);
+    check_gemm(NB_W4G64, NB_W4G64R);
+    check_gemm(NB_W4G128, NB_W4G128R);
+}
 
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, NB_Q8_0R); }
@@ -329,6 +336,7 @@ int main(void) {
                                        cmocka_unit_test(test_w8),        cmocka_unit_test(test_w4g),
                                        cmocka_unit_test(test_gemm_q4_0), cmocka_unit_test(test_gemm_q8_0),
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
+                                       cmocka_unit_test(test_gemm_w8_w4g),
                                        cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_quantize_act_simd), cmocka_unit_test(test_rows),
                                        cmocka_unit_test(test_mxn)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,7 @@
  *    sum |w*a|, for block counts with and without the 4-block tail, on
  *    random codes (every byte value, so Q8_0's -128 and Q4's 0/15 occur),
  *    all-extreme codes, and activations at +-127 (a one-hot max);
- *  - int8 GEMMs equal the scalar dot per (row, token) on the same
+ *  - int8 GEMMs (and the AVX-512 VNNI ones) equal the scalar dot per (row, token) on the same
  *    quantized activations, for odd rows, partial token groups and K
  *    spanning 1..several blocks;
  *  - the AVX2 activation pack is byte-identical to the scalar pack. */
@@ -85,7 +85,7 @@ static void check_dots(nb_dtype gguf, nb_dtype planar) {
 static void check_gemm(nb_dtype gguf, nb_dtype planar) {
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot_variant(planar, 0);
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) { /* and the AVX-512 VNNI GEMM on the same extreme codes */
         const nb_rgemm *gemm = nb_repack_gemm_variant(planar, v);
         if (!gemm) {
             fprintf(stderr, "  %s GEMM %s: not on this CPU, skipped\n", nb_dtype_name(planar), vname(v));
@@ -183,10 +183,18 @@ static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q
 static void test_gemm_q8_0(void **state) { (void)state; check_gemm(NB_Q8_0, NB_Q8_0R); }
 static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, NB_Q4_KR); }
 static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q6_KR); }
+static void test_gemm_w8_w4g(void **state) {
+    (void)state;
+    check_gemm(NB_W8, NB_W8R);
+    check_gemm(NB_W4G32, NB_W4G32R);
+    check_gemm(NB_W4G64, NB_W4G64R);
+    check_gemm(NB_W4G128, NB_W4G128R);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_dots),       cmocka_unit_test(test_gemm_q4_0),
                                        cmocka_unit_test(test_gemm_q8_0),  cmocka_unit_test(test_gemm_q4_k),
-                                       cmocka_unit_test(test_gemm_q6_k),  cmocka_unit_test(test_actpack_avx2)};
+                                       cmocka_unit_test(test_gemm_q6_k),  cmocka_unit_test(test_gemm_w8_w4g),
+                                       cmocka_unit_test(test_actpack_avx2)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
