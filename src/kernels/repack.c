@@ -624,11 +624,13 @@ const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
      * weights, ms per step (docs/speed.md, session 27): Q4_0R 8 tokens 53 vs
      * 62 (AMX), 12: 66 vs 64, 16: 79 vs 66, 24: 104 vs 92; Q4_KR 12: 70 vs
      * 70, 16: 80 vs 71. Q6_KR's AMX GEMM takes batches of 33+ only. */
-    static const nb_rgemm amx[4] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_q8_0r_gemm_amx, NB_Q8_0P, 16, 13},
-                                    {nb_q4_kr_gemm_amx, NB_Q8_K, 16, 13}, {nb_q6_kr_gemm_amx, NB_Q8_K, 16, 33}};
+    static const nb_rgemm amx[8] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16, 13},  {nb_q8_0r_gemm_amx, NB_Q8_0P, 16, 13},
+                                    {nb_q4_kr_gemm_amx, NB_Q8_K, 16, 13},   {nb_q6_kr_gemm_amx, NB_Q8_K, 16, 33},
+                                    {nb_w4g32r_gemm_amx, NB_Q8_0P, 16, 0},  {nb_w4g64r_gemm_amx, NB_Q8_0P, 16, 0},
+                                    {nb_w4g128r_gemm_amx, NB_Q8_0P, 16, 0}, {nb_w8r_gemm_amx, NB_Q8_0P, 16, 0}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
     int k = repacked_kind(t);
-    return k < 0 || k > 3 ? NULL : &amx[k];
+    return k < 0 ? NULL : &amx[k];
 }
 
 /* NULL below AVX2 (the scalar path has no int8 GEMM). */

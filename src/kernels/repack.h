@@ -262,7 +262,7 @@ typedef struct nb_rgemm {
  * or AVX2 kernels by what it has, and for the four types the AMX ones at
  * NB_ISA_AMX where the OS granted the tile unit). */
 const nb_rgemm *nb_repack_gemm(nb_dtype t, nb_isa max_isa);
-/* The AMX GEMMs (kernels/x86/gemm_amx.c: Q4_0R, Q8_0R, Q4_KR, Q6_KR), tiles of 16 rows; NULL when this
+/* The AMX GEMMs (kernels/x86/gemm_amx.c: Q4_0R, Q8_0R, Q4_KR, Q6_KR, W8R, W4G*R), tiles of 16 rows; NULL when this
  * CPU has no usable AMX-INT8 or t has none. Bit-identical to the AVX-512
  * VNNI GEMMs. */
 const nb_rgemm *nb_repack_gemm_amx(nb_dtype t);
@@ -270,6 +270,10 @@ NB_RGEMM_DECL(nb_q4_0r_gemm_amx);
 NB_RGEMM_DECL(nb_q8_0r_gemm_amx);
 NB_RGEMM_DECL(nb_q4_kr_gemm_amx);
 NB_RGEMM_DECL(nb_q6_kr_gemm_amx);
+NB_RGEMM_DECL(nb_w8r_gemm_amx);
+NB_RGEMM_DECL(nb_w4g32r_gemm_amx);
+NB_RGEMM_DECL(nb_w4g64r_gemm_amx);
+NB_RGEMM_DECL(nb_w4g128r_gemm_amx);
 /* y[t*ldy + r] for rows r < nr (weights at w + r*row_bytes) and all tokens. */
 void nb_q4_0r_gemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
                           int64_t ldy);

@@ -1,4 +1,4 @@
-/* Int8 GEMMs for Q4_0R / Q8_0R weights on the AMX tile unit (the
+/* Int8 GEMMs for Q4_0R / Q8_0R / Q4_KR / Q6_KR / W8R / W4G*R weights on the AMX tile unit (the
  * nb_repack_gemm_fn contract of kernels/repack.h: y[t*ldy + r] for rows
  * r < nr and every token of the pack).
  *
@@ -34,8 +34,13 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* The weight types, as the kernels' constant `kind`. */
-enum { Q4_0R, Q8_0R, Q4_KR, Q6_KR };
+/* The weight types, as the kernels' constant `kind`. W4GR (any group): the
+ * nibbles as they are (0..15, signed bytes too) into A, each row's zero
+ * point times the tokens' sums off C in integers (one vpmaddwd, as the
+ * VNNI kernel starts its sums there); W8R: Q8_0R with f32 scales. */
+enum { Q4_0R, Q8_0R, Q4_KR, Q6_KR, W8R, W4GR };
+/* Kinds scaled per block, like Q4_0R (the K types: per super-block). */
+#define PER_BLOCK(kind) ((kind) == Q4_0R || (kind) == Q8_0R || (kind) == W8R || (kind) == W4GR)
 /* Q6_KR's scales are per 16 weights: its steps are half-blocks, 16 bytes
  * of each A row against 4 rows of B (the other types: 32 bytes, 8 rows). */
 #define HALVES(kind) ((kind) == Q6_KR)
@@ -72,13 +77,17 @@ static void tiles_begin(const int kind) {
 
 /* Blocks b0 .. b0+kc-1 of rows w .. w+15 (row_bytes apart, nb blocks):
  * signed quants into A (row i at a + i*AROW, block b - b0 at 32 (b - b0)),
- * the rows' scales as floats into sc[b - b0][16]. */
+ * the rows' scales as floats into sc[b - b0][16] (W4GR, groups of `group`:
+ * and their zero points into zs[b - b0][16]). */
 AI void load_tile_q0(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b0, int64_t kc, int8_t *a, float *sc,
-                     const int four) {
-    const __m512i m4 = _mm512_set1_epi8(15), e8 = _mm512_set1_epi8(8), x80 = _mm512_set1_epi8((char)0x80);
-    const int64_t nb4 = nb / 4 * 4, end = b0 + kc;
+                     int32_t *zs, const int kind, const int group) {
+    const int four = kind == Q4_0R || kind == W4GR;
+    const __m512i m4 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i e8 = _mm512_set1_epi8(kind == Q4_0R ? 8 : 0); /* W4GR: z comes off C */
+    const int64_t nb4 = nb / 4 * 4, end = b0 + kc, ng = kind == W4GR ? nb * 32 / group : nb;
+    const int64_t head = kind == W4GR ? ng * 4 : kind == W8R ? nb * 4 : nb * 2; /* bytes before the quants */
     for (int i = 0; i < TM; i++) {
-        const uint8_t *q = w + (uint64_t)i * row_bytes + nb * 2;
+        const uint8_t *q = w + (uint64_t)i * row_bytes + head;
         int8_t *dst = a + i * AROW - b0 * 32;
         int64_t b = b0;
         if (four) {
@@ -108,13 +117,23 @@ AI void load_tile_q0(const uint8_t *w, uint64_t row_bytes, int64_t nb, int64_t b
                                                      _mm512_castsi512_si256(x80)));
         }
     }
-    /* row i's fp16 scale of block b at w + i*row_bytes + 2b; the 32-bit
-     * gather reads 2 bytes past it, inside the row (its quants follow) */
+    /* row i's fp16 scale of block b at w + i*row_bytes + 2b (W4GR: of its
+     * group; W8R: f32 at 4b); the 32-bit gather reads 2 bytes past an fp16,
+     * inside the row (its zero points or quants follow) */
     const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32((int)row_bytes));
     for (int64_t b = b0; b < end; b++) {
-        const __m512i h = _mm512_i32gather_epi32(rows, (const void *)(w + b * 2), 1);
+        const int64_t gi = kind == W4GR ? b * 32 / group : b;
+        if (kind == W8R) {
+            _mm512_store_ps(sc + (b - b0) * 16, _mm512_i32gather_ps(rows, (const void *)(w + b * 4), 1));
+            continue;
+        }
+        const __m512i h = _mm512_i32gather_epi32(rows, (const void *)(w + gi * 2), 1);
         _mm512_store_ps(sc + (b - b0) * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+        if (kind == W4GR) {
+            const __m512i z = _mm512_i32gather_epi32(rows, (const void *)(w + (ng + gi) * 2), 1);
+            _mm512_store_si512((void *)(zs + (b - b0) * 16), _mm512_cvttps_epi32(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(z))));
+        }
     }
 }
 
@@ -194,7 +213,8 @@ AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc
     } while (0)
 #define SCALE(S, kb)                                                                                         \
     do {                                                                                                     \
-        if ((kb) < kc) scale_block(cb[S], ap, g, b0 + (kb), sc + (kb) * 16, mn + (kb) * 16, f, acc, kind);   \
+        if ((kb) < kc)                                                                                       \
+            scale_block(cb[S], ap, g, b0 + (kb), sc + (kb) * 16, mn + (kb) * 16, zs + (kb) * 16, f, acc, kind); \
     } while (0)
 
 /* Step b's products C (16 rows x 16 tokens of group g) into f, with the
@@ -204,9 +224,20 @@ AI void load_tile_k(const uint8_t *w, uint64_t row_bytes, int64_t b0, int64_t kc
  *   Q6_KR: f += float(C) * d*sc_row,
  *   and for both at the end of a super-block acc += f * d_tokens, f = 0. */
 AI void scale_block(const int32_t *c, const nb_actpack *ap, int64_t g, int64_t b, const float *sc, const float *mn,
-                    __m512 f[TM], float *acc, const int kind) {
+                    const int32_t *zs, __m512 f[TM], float *acc, const int kind) {
     const int64_t lane = (g * ap->nb + (b >> HALVES(kind))) * 16;
-    if (kind == Q4_0R || kind == Q8_0R) {
+    if (kind == W4GR) { /* C - z*sum: the VNNI kernel's integer, then its float operations */
+        const __m512 da = _mm512_load_ps(ap->d + lane);
+        const __m512i sum = _mm512_load_si512((const void *)(ap->sum + lane));
+#pragma GCC unroll 16
+        for (int r = 0; r < TM; r++) {
+            const __m512i cz = _mm512_sub_epi32(_mm512_load_si512((const void *)(c + 16 * r)),
+                                                _mm512_madd_epi16(sum, _mm512_set1_epi32(zs[r])));
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cz), _mm512_mul_ps(da, _mm512_set1_ps(sc[r])), f[r]);
+        }
+        return;
+    }
+    if (PER_BLOCK(kind)) {
         const __m512 da = _mm512_load_ps(ap->d + lane);
 #pragma GCC unroll 16
         for (int r = 0; r < TM; r++)
@@ -239,8 +270,8 @@ AI void scale_block(const int32_t *c, const nb_actpack *ap, int64_t g, int64_t b
 
 /* Group g's tokens against the chunk in A (blocks b0 .. b0+kc-1): acc
  * (16 rows x 16 tokens) += the chunk's products, from zero when first. */
-AI void group_chunk(const int8_t *a, const float *sc, const float *mn, const nb_actpack *ap, int64_t g, int64_t b0,
-                    int64_t kc, float *acc, int first, const int kind) {
+AI void group_chunk(const int8_t *a, const float *sc, const float *mn, const int32_t *zs, const nb_actpack *ap,
+                    int64_t g, int64_t b0, int64_t kc, float *acc, int first, const int kind) {
     const int8_t *q = ap->q + (g * ap->nb + (b0 >> HALVES(kind))) * 512;
     _Alignas(64) int32_t cb[4][TM * 16];
     __m512 f[TM];
@@ -266,7 +297,7 @@ AI void group_chunk(const int8_t *a, const float *sc, const float *mn, const nb_
         ISSUE(2, 0, kb + 6);
         SCALE(3, kb + 3);
     }
-    if (kind == Q4_0R || kind == Q8_0R)
+    if (PER_BLOCK(kind))
 #pragma GCC unroll 16
         for (int r = 0; r < TM; r++) _mm512_store_ps(acc + 16 * r, f[r]);
 }
@@ -274,16 +305,21 @@ AI void group_chunk(const int8_t *a, const float *sc, const float *mn, const nb_
 /* One instance per kind, so each inner loop compiles once. */
 static __attribute__((noinline)) void group_chunk_q4_0r(const int8_t *a, const float *sc, const nb_actpack *ap,
                                                          int64_t g, int64_t b0, int64_t kc, float *acc, int first) {
-    group_chunk(a, sc, NULL, ap, g, b0, kc, acc, first, Q4_0R);
+    group_chunk(a, sc, NULL, NULL, ap, g, b0, kc, acc, first, Q4_0R);
+}
+static __attribute__((noinline)) void group_chunk_w4gr(const int8_t *a, const float *sc, const int32_t *zs,
+                                                        const nb_actpack *ap, int64_t g, int64_t b0, int64_t kc,
+                                                        float *acc, int first) {
+    group_chunk(a, sc, NULL, zs, ap, g, b0, kc, acc, first, W4GR);
 }
 static __attribute__((noinline)) void group_chunk_q4_kr(const int8_t *a, const float *sc, const float *mn,
                                                          const nb_actpack *ap, int64_t g, int64_t b0, int64_t kc,
                                                          float *acc, int first) {
-    group_chunk(a, sc, mn, ap, g, b0, kc, acc, first, Q4_KR);
+    group_chunk(a, sc, mn, NULL, ap, g, b0, kc, acc, first, Q4_KR);
 }
 static __attribute__((noinline)) void group_chunk_q6_kr(const int8_t *a, const float *sc, const nb_actpack *ap,
                                                          int64_t g, int64_t b0, int64_t kc, float *acc, int first) {
-    group_chunk(a, sc, NULL, ap, g, b0, kc, acc, first, Q6_KR);
+    group_chunk(a, sc, NULL, NULL, ap, g, b0, kc, acc, first, Q6_KR);
 }
 
 /* acc (16 rows x 16 tokens) of group g into y: token t's 16 rows at y[t*ldy]. */
@@ -297,7 +333,7 @@ static void store_group(const float *acc, const nb_actpack *ap, int64_t g, float
 }
 
 AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy,
-                 const int kind) {
+                 const int kind, const int group, nb_repack_gemm_fn rest) {
     /* Q6_KR: each 16-row tile's unpack (a transpose per super-block) costs
      * more than two token groups save: 32 tokens, one thread, 256 MiB of
      * 5632 x 2048 weights: 93-96 ms against the VNNI GEMM's 90, 64 tokens
@@ -307,6 +343,7 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
     if (whole) {
         _Alignas(64) int8_t a[TM * AROW];
         _Alignas(64) float sc[KC * 16], mn[KC * 16];
+        _Alignas(64) int32_t zs[KC * 16];
         _Alignas(64) float acc[GB][TM * 16];
         tiles_begin(kind);
         for (int64_t r = 0; r < whole; r += TM) {
@@ -316,11 +353,12 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
                 for (int64_t b0 = 0; b0 < nb; b0 += KC) {
                     const int64_t kc = nb - b0 < KC ? nb - b0 : KC;
                     if (kind == Q4_KR || kind == Q6_KR) load_tile_k(wr, row_bytes, b0, kc, a, sc, mn, kind);
-                    else load_tile_q0(wr, row_bytes, nb, b0, kc, a, sc, kind == Q4_0R);
+                    else load_tile_q0(wr, row_bytes, nb, b0, kc, a, sc, zs, kind, group);
                     for (int64_t gi = 0; gi < gn; gi++) {
-                        /* Q8_0R shares Q4_0R's instance: only the loads differ */
+                        /* Q8_0R and W8R share Q4_0R's instance: only the loads differ */
                         if (kind == Q4_KR) group_chunk_q4_kr(a, sc, mn, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
                         else if (kind == Q6_KR) group_chunk_q6_kr(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
+                        else if (kind == W4GR) group_chunk_w4gr(a, sc, zs, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
                         else group_chunk_q4_0r(a, sc, ap, g0 + gi, b0, kc, acc[gi], b0 == 0);
                     }
                 }
@@ -329,20 +367,19 @@ AI void gemm_amx(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actp
         }
         _tile_release();
     }
-    if (nr > whole) {
-        const nb_repack_gemm_fn rest = kind == Q4_0R ? nb_q4_0r_sgemm_avx512
-                                       : kind == Q8_0R ? nb_q8_0r_sgemm_avx512
-                                       : kind == Q4_KR ? nb_q4_kr_sgemm_avx512
-                                                       : nb_q6_kr_sgemm_avx512;
-        rest(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
-    }
+    /* the rows past the last whole tile: the AVX-512 kernel the results equal bit for bit */
+    if (nr > whole) rest(w + (uint64_t)whole * row_bytes, row_bytes, nr - whole, ap, y + whole, ldy);
 }
 
-#define GEMM_AMX(name, kind)                                                                                         \
+#define GEMM_AMX(name, kind, group, rest)                                                                            \
     void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {       \
-        gemm_amx(w, row_bytes, nr, ap, y, ldy, kind);                                                                \
+        gemm_amx(w, row_bytes, nr, ap, y, ldy, kind, group, rest);                                                   \
     }
-GEMM_AMX(nb_q4_0r_gemm_amx, Q4_0R)
-GEMM_AMX(nb_q8_0r_gemm_amx, Q8_0R)
-GEMM_AMX(nb_q4_kr_gemm_amx, Q4_KR)
-GEMM_AMX(nb_q6_kr_gemm_amx, Q6_KR)
+GEMM_AMX(nb_q4_0r_gemm_amx, Q4_0R, 0, nb_q4_0r_sgemm_avx512)
+GEMM_AMX(nb_q8_0r_gemm_amx, Q8_0R, 0, nb_q8_0r_sgemm_avx512)
+GEMM_AMX(nb_q4_kr_gemm_amx, Q4_KR, 0, nb_q4_kr_sgemm_avx512)
+GEMM_AMX(nb_q6_kr_gemm_amx, Q6_KR, 0, nb_q6_kr_sgemm_avx512)
+GEMM_AMX(nb_w8r_gemm_amx, W8R, 0, nb_w8r_gemm_avx512)
+GEMM_AMX(nb_w4g32r_gemm_amx, W4GR, 32, nb_w4g32r_gemm_avx512)
+GEMM_AMX(nb_w4g64r_gemm_amx, W4GR, 64, nb_w4g64r_gemm_avx512)
+GEMM_AMX(nb_w4g128r_gemm_amx, W4GR, 128, nb_w4g128r_gemm_avx512)

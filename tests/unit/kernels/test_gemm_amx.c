@@ -1,9 +1,10 @@
-/* The AMX int8 GEMMs (kernels/x86/gemm_amx.c) for Q4_0R, Q8_0R, Q4_KR and Q6_KR: for
+/* The AMX int8 GEMMs (kernels/x86/gemm_amx.c) for Q4_0R, Q8_0R, Q4_KR, Q6_KR, W8R and W4G*R: for
  * batches of 1..16 tokens and larger ones (17, 33, 64, and 300: more token
  * groups than one pass over a chunk takes), row counts of whole 16-row
  * tiles, tiles plus the rows the AVX-512 kernel takes, and those rows
  * alone, block counts with and without Q4_0R's 4-block tail and across the
- * 64-block chunks (1, 3, 7, 64, 65, 131; K types: 1, 2, 8, 9, 17 super-blocks),
+ * 64-block chunks (1, 3, 7, 64, 65, 131; K types: 1, 2, 8, 9, 17 super-blocks;
+ * W4G64/128: whole groups),
  * and extreme codes (every weight
  * at the type's maximum, activations that quantize to +-127), they are
  *   - bit-identical to the AVX-512 VNNI GEMM on the same pack (the same
@@ -31,10 +32,12 @@ static void check(nb_dtype gguf, nb_dtype planar) {
     assert_int_equal(amx->tile_rows, 16);
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
+    /* blocks per row: with and without the 4-block tail, across chunks (W4G64/128: whole groups) */
     static const int64_t kb0[] = {1, 3, 7, 64, 65, 131}, kbk[] = {8, 16, 64, 72, 136};
+    static const int64_t kb64[] = {2, 6, 64, 66, 130, 0}, kb128[] = {4, 8, 64, 68, 132, 0};
     const bool k = qt->block == 256;
-    const int64_t *kbs = k ? kbk : kb0;
-    const size_t nkb = k ? 5 : 6;
+    const int64_t *kbs = k ? kbk : qt->block == 128 ? kb128 : qt->block == 64 ? kb64 : kb0;
+    const size_t nkb = qt->block == 32 ? 6 : 5;
     static const int64_t toks[] = {1, 2, 3, 5, 7, 8, 9, 12, 15, 16, 17, 33, 64, 300};
     static const int64_t rows[] = {16, 32, 17, 35, 5};
     const int64_t R = 48, nmax = 300;
@@ -90,6 +93,13 @@ static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R); }
 static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR); }
 static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR); }
+static void test_w8r(void **state) { (void)state; check(NB_W8, NB_W8R); }
+static void test_w4gr(void **state) {
+    (void)state;
+    check(NB_W4G32, NB_W4G32R);
+    check(NB_W4G64, NB_W4G64R);
+    check(NB_W4G128, NB_W4G128R);
+}
 
 /* The table takes the AMX GEMMs at isa amx only (for the four repacked
  * types, no others), and not with amx_gemm off. */
@@ -129,6 +139,7 @@ static void test_dispatch(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0r), cmocka_unit_test(test_q8_0r),
                                        cmocka_unit_test(test_q4_kr), cmocka_unit_test(test_q6_kr),
+                                       cmocka_unit_test(test_w8r),   cmocka_unit_test(test_w4gr),
                                        cmocka_unit_test(test_dispatch)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
