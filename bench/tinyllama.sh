@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The TinyLlama-1.1B-shaped benchmark (issues 3 and 14): a model of that shape
 # (dim 2048, 22 layers, 32 heads, 4 KV heads, ffn 5632, 32000 vocab)
-# synthesized with nibble synth, quantized to Q8_0, Q4_0 and Q4_K_M with
-# nibble quantize, then `nibble bench model` on each type: tg and pp tok/s
+# synthesized with nibble synth, quantized to Q8_0, Q4_0, Q4_K_M and nibble's
+# own W8 and W4G128 (the issue's types) with nibble quantize, then `nibble bench model` on each type: tg and pp tok/s
 # (mean +/- sd over reps) and decode against the roofline, i.e. the weight
 # bytes per token over the read bandwidth of the best of the probe's access
 # patterns (`nibble bench bw`, printed once at the top, with the CPU's name).
@@ -20,7 +20,7 @@ REPS=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
 [ "${1:-}" = "--" ] && shift
 EXTRA=("$@")
-TYPES=${TYPES:-F16 Q8_0 Q4_0 Q4_K_M}
+TYPES=${TYPES:-F16 Q8_0 Q4_0 Q4_K_M W8 W4G128}
 VOCAB=$(dirname "$0")/../../shared/vocab/ggml-vocab-llama-spm.gguf
 mkdir -p "$DIR"
 F16=$DIR/tl-f16.gguf

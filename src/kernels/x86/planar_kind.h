@@ -61,12 +61,30 @@ static inline __attribute__((always_inline)) void nb_pl_scales4(const void *w, i
 /* The same for blocks i .. i+7 (the AVX2 dot's step). */
 static inline __attribute__((always_inline)) void nb_pl_scales8(const void *w, int64_t n, int64_t i, const int kind,
                                                                 __m256 *dw, __m256 *dz) {
-    if (NB_PL_GROUP(kind)) {
-        __m128 w0, z0, w1, z1;
-        nb_pl_scales4(w, n, i, kind, &w0, &z0);
-        nb_pl_scales4(w, n, i + 4, kind, &w1, &z1);
-        *dw = _mm256_set_m128(w1, w0);
-        *dz = _mm256_set_m128(z1, z0);
+    const int group = NB_PL_GROUP(kind);
+    if (group) { /* the 256/group groups' d and d*z converted together, then spread over their blocks */
+        const uint16_t *d = w, *z = d + n / group;
+        const int64_t g = i * 32 / group;
+        if (group == 32) {
+            *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(d + g)));
+            *dz = _mm256_mul_ps(*dw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(z + g))));
+            return;
+        }
+        __m128i hd, hz;
+        if (group == 64) {
+            hd = _mm_loadl_epi64((const __m128i *)(const void *)(d + g));
+            hz = _mm_loadl_epi64((const __m128i *)(const void *)(z + g));
+        } else {
+            int32_t a, b;
+            memcpy(&a, d + g, 4);
+            memcpy(&b, z + g, 4);
+            hd = _mm_cvtsi32_si128(a);
+            hz = _mm_cvtsi32_si128(b);
+        }
+        const __m128 d4 = _mm_cvtph_ps(hd), dz4 = _mm_mul_ps(d4, _mm_cvtph_ps(hz));
+        const __m256i spread = group == 64 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3) : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        *dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d4), spread);
+        *dz = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dz4), spread);
     } else if (kind == NB_PL_W8R) {
         *dz = *dw = _mm256_loadu_ps((const float *)w + i);
     } else {
