@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) __m128 nb_pl_group4(const uint16_t 
         const __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128(two));
         return _mm_unpacklo_ps(v, v);
     }
-    return _mm_set1_ps(_cvtsh_ss(h[i / 4]));
+    return _mm_cvtph_ps(_mm_set1_epi16((short)h[i / 4])); /* vpbroadcastw from memory, one conversion */
 }
 
 /* dw and dz (above) of blocks i .. i+3 of the row w of n weights. */
