@@ -145,8 +145,14 @@ static int64_t now_ns(void) {
             }                                                               \
         }                                                                   \
     } while (0)
-static bool spin_while_eq(atomic_uint *a, unsigned v) { SPIN_WHILE_EQ(a, v); }
-static bool spin_while_eq64(_Atomic uint64_t *a, uint64_t v) { SPIN_WHILE_EQ(a, v); }
+/* The hand-off code (these waits, worker, run_on, nb_pool_chunk) starts on
+ * a cache line of its own: decode runs it a hundred times a token, and where
+ * the linker happened to put it cost TinyLlama Q4_0 decode 5-7% on the
+ * Intel guest of session 31 (80 KB more code before it: 45.1-45.9 -> 41.9-43.5
+ * tok/s; the same 80 KB of data instead: 44.5-44.7; aligned: 44.6-45.5). */
+#define NB_HOT_ALIGN __attribute__((aligned(64)))
+NB_HOT_ALIGN static bool spin_while_eq(atomic_uint *a, unsigned v) { SPIN_WHILE_EQ(a, v); }
+NB_HOT_ALIGN static bool spin_while_eq64(_Atomic uint64_t *a, uint64_t v) { SPIN_WHILE_EQ(a, v); }
 
 /* Pins worker ith to the ith CPU it may run on (NIBBLE_PIN=1). */
 static void pin_self(int ith) {
@@ -174,7 +180,7 @@ static void sit_out(nb_pool *p, int ith) {
     atomic_fetch_sub(&p->benched_sleeping, 1);
 }
 
-static void *worker(void *v) {
+NB_HOT_ALIGN static void *worker(void *v) {
     worker_arg wa = *(worker_arg *)v;
     free(v);
     nb_pool *p = wa.p;
@@ -266,7 +272,7 @@ int64_t nb_pool_benchings(const nb_pool *p) { return p->benchings; }
 /* Runs fn on threads 0..nth-1 (the caller is 0) and returns when all are
  * done: the time then; *own_ns and *wait_ns: how long the caller's part
  * took and how long it then waited for the workers. */
-static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *own_ns, int64_t *wait_ns) {
+NB_HOT_ALIGN static int64_t run_on(nb_pool *p, nb_pool_fn fn, void *arg, int nth, int64_t *own_ns, int64_t *wait_ns) {
     p->fn = fn;
     p->arg = arg;
     atomic_store(&p->pending, (unsigned)(nth - 1));
@@ -361,7 +367,7 @@ void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t
     adapt(p, t, nth, own, wait);
 }
 
-bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
+NB_HOT_ALIGN bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
     for (int k = 0; k < p->chunk_threads; k++) {
         share *s = &p->shares[(ith + k) % p->chunk_threads];
         if (atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
