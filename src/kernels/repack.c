@@ -424,23 +424,26 @@ static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_av
 static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni", NULL};
 
 /* W8R: Q8_0R's with f32 scales; W4G*R: Q4_0R's with per-group scales and zero points. */
-#define PLANAR_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, NULL};
-PLANAR_QDOT(w8r_ref, nb_q8_0p_quantize_ref, w8r_dot_ref, NULL, "scalar")
-PLANAR_QDOT(w8r_avx2, nb_q8_0p_quantize_avx2, nb_w8r_dot_avx2, NULL, "avx2")
-PLANAR_QDOT(w8r_vnni, nb_q8_0p_quantize_avx2, nb_w8r_dot_avxvnni, NULL, "avxvnni")
-PLANAR_QDOT(w8r_512, nb_q8_0p_quantize_avx512, nb_w8r_dot_avx512, nb_w8r_dot_mxn_avx512, "avx512")
-PLANAR_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar")
-PLANAR_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar")
-PLANAR_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar")
-PLANAR_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2")
-PLANAR_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2")
-PLANAR_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2")
-PLANAR_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni")
-PLANAR_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni")
-PLANAR_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni")
-PLANAR_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512")
-PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512")
-PLANAR_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512")
+#define PLANAR_QDOT(name, quant, dot, mxn, isa, ...) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, __VA_ARGS__};
+PLANAR_QDOT(w8r_ref, nb_q8_0p_quantize_ref, w8r_dot_ref, NULL, "scalar", NULL)
+PLANAR_QDOT(w8r_avx2, nb_q8_0p_quantize_avx2, nb_w8r_dot_avx2, NULL, "avx2", NULL)
+PLANAR_QDOT(w8r_vnni, nb_q8_0p_quantize_avx2, nb_w8r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w8r_512, nb_q8_0p_quantize_avx512, nb_w8r_dot_avx512, nb_w8r_dot_mxn_avx512, "avx512", NULL)
+PLANAR_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar", NULL)
+PLANAR_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar", NULL)
+PLANAR_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar", NULL)
+PLANAR_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2", NULL)
+PLANAR_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2", NULL)
+PLANAR_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2", NULL)
+PLANAR_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512",
+            nb_w4g32r_rows_avx512)
+PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512",
+            nb_w4g64r_rows_avx512)
+PLANAR_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512",
+            nb_w4g128r_rows_avx512)
 #undef PLANAR_QDOT
 
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
@@ -626,8 +629,8 @@ const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
      * 70, 16: 80 vs 71. Q6_KR's AMX GEMM takes batches of 33+ only. */
     static const nb_rgemm amx[8] = {{nb_q4_0r_gemm_amx, NB_Q8_0P, 16, 13},  {nb_q8_0r_gemm_amx, NB_Q8_0P, 16, 13},
                                     {nb_q4_kr_gemm_amx, NB_Q8_K, 16, 13},   {nb_q6_kr_gemm_amx, NB_Q8_K, 16, 33},
-                                    {nb_w4g32r_gemm_amx, NB_Q8_0P, 16, 0},  {nb_w4g64r_gemm_amx, NB_Q8_0P, 16, 0},
-                                    {nb_w4g128r_gemm_amx, NB_Q8_0P, 16, 0}, {nb_w8r_gemm_amx, NB_Q8_0P, 16, 0}};
+                                    {nb_w4g32r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_w4g64r_gemm_amx, NB_Q8_0P, 16, 13},
+                                    {nb_w4g128r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_w8r_gemm_amx, NB_Q8_0P, 16, 0}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
     int k = repacked_kind(t);
     return k < 0 ? NULL : &amx[k];

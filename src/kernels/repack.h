@@ -144,12 +144,18 @@ void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
-/* Q4_0R / Q4_KR rows x tokens with the rows in the vector lanes (the vec_dot_rows
+/* Q4_0R / W4G*R / Q4_KR / Q6_KR rows x tokens with the rows in the vector lanes (the vec_dot_rows
  * form of kernels/qdot.h; kernels/x86/rows_avx512.c). */
 void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy);
 void nb_q4_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy); /* act: Q8_KP */
+void nb_w4g32r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                           size_t a_stride, float *y, int64_t ldy);
+void nb_w4g64r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                           size_t a_stride, float *y, int64_t ldy);
+void nb_w4g128r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+                            size_t a_stride, float *y, int64_t ldy);
 void nb_q6_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy); /* act: Q8_KP */
 void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);

@@ -1,4 +1,4 @@
-/* Q4_0R / Q4_KR / Q6_KR weight rows x a few tokens with the rows in the
+/* Q4_0R / W4G*R / Q4_KR / Q6_KR weight rows x a few tokens with the rows in the
  * vector lanes: the vec_dot_rows form of kernels/qdot.h, for decode and
  * small batches (AVX-512 VNNI).
  *
@@ -24,6 +24,9 @@
  *
  * The Q4_0 offset (q - 8) comes off in integers, from the activations'
  * block sums (Q8_0P carries them), and Q6_K's (q - 32) from Q8_K's bsums.
+ * W4G*R (Q4_0R's nibbles with a scale and zero point per group) goes
+ * Q4_0R's way with the 16 rows' zero points in the lanes: each block's sum
+ * starts at -z times the token's block sum, one vpmaddwd.
  *
  * Per lane the integer sums are exact; the float order differs from the
  * per-row kernels (the tests compare against the scalar reference). */
@@ -38,6 +41,7 @@
 #include "base/blocks.h"
 #include "kernels/repack.h"
 #include "kernels/x86/dpbusd_bcast.h"
+#include "kernels/x86/planar_kind.h"
 #include "kernels/x86/transpose16.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -50,26 +54,36 @@
 enum { RL = 16, TT = 8, SEG = 4 };
 
 /* One transposed 4-block group: 16 word vectors, then the 16 rows' scales
- * of its 4 blocks as floats. */
+ * of its 4 blocks as floats (W4G*R: and their zero points). */
 typedef struct {
     __m512i v[16];
     __m512 d[4];
+    __m512i z[4];
 } tgroup;
 
-/* Group g of the panel's rows (rows >= nr read as zeros) into *o. The
- * rows are at q + i * stride; the scales at dw + i * stride. The scales
- * come in by two 64-bit gathers: 16 8-byte stores to the stack read back
- * as vectors stalled on store forwarding twice a group. */
-AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, int64_t g, tgroup *o) {
-    __m512i r[16];
-    const uint8_t *p = q + 64 * g;
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        r[i] = i < nr ? _mm512_loadu_si512((const void *)(p + (size_t)i * stride)) : _mm512_setzero_si512();
-    nb_transpose16(r, o->v);
+/* Per lane (row) the fp16 scale (or zero point) of each of a 4-block
+ * group's blocks, from per-group fp16 streams at s + i * stride (W4G*R,
+ * group 64 or 128): two or one values a row, one 32-bit gather (the 2
+ * bytes past a value are still in the row). */
+AI void gather_groups(const uint8_t *s, size_t stride, __mmask16 m, int64_t g, int group, __m512 out[4]) {
+    const __m512i ix = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)stride));
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, ix, (const void *)(s + 2 * g * (128 / group)), 1);
+    const __m512 lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+    const __m512 hi = group == 64 ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h, 16))) : lo;
+    out[0] = out[1] = lo;
+    out[2] = out[3] = hi;
+}
+
+/* Per lane (row) the fp16 values of a 4-block group's blocks from
+ * per-block fp16 streams at s + i * stride (Q4_0R's scales, W4G32R's
+ * scales and zero points) as floats: two 64-bit gathers (16 8-byte stores
+ * to the stack read back as vectors stalled on store forwarding twice a
+ * group). */
+AI void gather_blocks(const uint8_t *s, size_t stride, int nr, int64_t g, __m512 out[4]) {
     const __m512i ix = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)stride));
     const __mmask8 m0 = (__mmask8)(nr >= 8 ? 0xff : (1u << nr) - 1), m1 = (__mmask8)(nr >= 16 ? 0xff : nr > 8 ? (1u << (nr - 8)) - 1 : 0);
-    const uint8_t *sp = dw + 8 * g;
+    const uint8_t *sp = s + 8 * g;
     __m512i a = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m0, ix, (const void *)sp, 1);
     __m512i b = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m1, ix, (const void *)(sp + 8 * stride), 1);
     /* element 4i + j of a (rows 0-7) and of b (rows 8-15, index 32 + ...) */
@@ -78,8 +92,33 @@ AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, i
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         const __m512i idx = _mm512_add_epi16(idx0, _mm512_set1_epi16((short)j));
-        o->d[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(a, idx, b)));
+        out[j] = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(a, idx, b)));
     }
+}
+
+/* Group g of the panel's rows (rows >= nr read as zeros) into *o. The
+ * rows are at q + i * stride; the scales at dw + i * stride (W4G*R, group
+ * `group`: per-group scales there and zero points at zw + i * stride). */
+AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, int64_t g, tgroup *o,
+                   const uint8_t *zw, const int group) {
+    __m512i r[16];
+    const uint8_t *p = q + 64 * g;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = i < nr ? _mm512_loadu_si512((const void *)(p + (size_t)i * stride)) : _mm512_setzero_si512();
+    nb_transpose16(r, o->v);
+    __m512 z[4];
+    if (group == 64 || group == 128) {
+        const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+        gather_groups(dw, stride, m, g, group, o->d);
+        gather_groups(zw, stride, m, g, group, z);
+    } else {
+        gather_blocks(dw, stride, nr, g, o->d);
+        if (group == 32) gather_blocks(zw, stride, nr, g, z);
+    }
+    if (group)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) o->z[j] = _mm512_cvttps_epi32(z[j]);
 }
 
 static inline int32_t word(const int8_t *p) {
@@ -96,7 +135,7 @@ static inline int32_t word(const int8_t *p) {
  * nibbles of words 0-7 are block 0 and of 8-15 block 1, high nibbles blocks
  * 2 and 3 (the Q4_0R group layout). */
 AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const *da, const int32_t *const *is,
-                     int64_t b0, __m512 *f, const int T) {
+                     int64_t b0, __m512 *f, const int T, const int group) {
     const __m512i m4 = _mm512_set1_epi8(15);
     #pragma GCC unroll 16
     for (int h = 0; h < 2; h++) {
@@ -104,8 +143,13 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
         __m512i lo[TT], hi[TT];
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) {
-            lo[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bl]), 3));
-            hi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bh]), 3));
+            if (group) { /* -z * sum: a block sum of 32 int8 and z <= 255 fit in 16 bits */
+                lo[t] = _mm512_madd_epi16(_mm512_set1_epi32(-is[t][bl]), G->z[h]);
+                hi[t] = _mm512_madd_epi16(_mm512_set1_epi32(-is[t][bh]), G->z[2 + h]);
+            } else {
+                lo[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bl]), 3));
+                hi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bh]), 3));
+            }
         }
         #pragma GCC unroll 16
         for (int s = 8 * h; s < 8 * h + 8; s++) {
@@ -117,7 +161,7 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
                 dpbusd_bcast(&hi[t], wh, x[t] + 64 + 4 * s);
             }
         }
-        /* blocks h (low) and 2 + h (high): d_w * d_a * sum((q - 8) * a) */
+        /* blocks h (low) and 2 + h (high): d_w * d_a * sum((q - z) * a) */
         const __m512 dl = G->d[h], dh = G->d[2 + h];
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) {
@@ -129,7 +173,7 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
 
 /* Groups [g0, g1) of the segment buffer against tokens [t0, t0 + T). */
 AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t *act, size_t a_stride, int64_t nb,
-                       int64_t t0, float *yt, const int T) {
+                       int64_t t0, float *yt, const int T, const int group) {
     const int8_t *x[TT];
     const float *da[TT];
     const int32_t *is[TT];
@@ -146,7 +190,7 @@ AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t 
         const int8_t *xg[TT];
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) xg[t] = x[t] + 128 * g;
-        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T);
+        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T, group);
     }
     #pragma GCC unroll 16
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
@@ -315,14 +359,14 @@ AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f
 }
 
 /* Blocks past the last whole group (nb % 4 of them, in Q4_0's order), one
- * row and token at a time. */
-static float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb) {
-    const uint16_t *dw = (const uint16_t *)row;
-    const uint8_t *q = row + nb * 2;
+ * row and token at a time (pl: the planar kind, planar_kind.h). */
+AI float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb, const int pl) {
+    const uint8_t *q = row + nb_pl_head(nb * 32, pl);
     const int8_t *x = (const int8_t *)a;
     const float *da = (const float *)(a + nb * 32);
     float s = 0;
-    for (int64_t b = nb / 4 * 4; b < nb; b++) s += _cvtsh_ss(dw[b]) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b, 8);
+    for (int64_t b = nb / 4 * 4; b < nb; b++)
+        s += nb_pl_scale(row, nb * 32, b, pl) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b, nb_pl_zero(row, nb * 32, b, pl));
     return s;
 }
 
@@ -348,12 +392,15 @@ AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, c
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
 }
 
-enum { K_Q4_0R, K_Q4_KR, K_Q6_KR };
+enum { K_Q4_0R, K_Q4_KR, K_Q6_KR, K_W4G32R, K_W4G64R, K_W4G128R };
+/* Q4_0R and W4G*R: 4-block groups of nibbles; their W4G group (0: Q4_0R). */
+#define NIBBLE_GROUPS(kind) ((kind) == K_Q4_0R || (kind) >= K_W4G32R)
+#define W4G_GROUP(kind) ((kind) >= K_W4G32R ? 32 << ((kind) - K_W4G32R) : 0)
 
 /* One segment of units against tokens [t0, t0 + T) (kind: the layout). */
 AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
                      int64_t nb, int64_t t0, float *yt, const int T) {
-    if (kind == K_Q4_0R) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T);
+    if (NIBBLE_GROUPS(kind)) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T, W4G_GROUP(kind));
     else segment_supers(buf, kind == K_Q6_KR, u0, u1, act, a_stride, t0, yt, T);
 }
 
@@ -362,7 +409,9 @@ AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, co
  * in segments that stay transposed for every pass of up to 8 tokens. */
 AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                    size_t a_stride, float *y, int64_t ldy) {
-    const int64_t nb = n / 32, nu = kind == K_Q4_0R ? nb / 4 : n / 256;
+    const int64_t nb = n / 32, nu = NIBBLE_GROUPS(kind) ? nb / 4 : n / 256;
+    const int group = W4G_GROUP(kind);
+    const int pl = group ? NB_PL_W4G32R + (kind - K_W4G32R) : NB_PL_Q4_0R; /* for the tails */
     _Alignas(64) union {
         tgroup g[SEG];
         tsuper k[SEG];
@@ -371,7 +420,8 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
     _Alignas(64) float yt[64 * 16];
     for (int64_t r0 = 0; r0 < nr; r0 += RL) {
         const int rows = (int)(nr - r0 < RL ? nr - r0 : RL);
-        const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride, *q = dw + nb * 2;
+        const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride, *q = dw + nb_pl_head(n, pl);
+        const uint8_t *zw = group ? dw + n / group * 2 : NULL; /* W4G*R's zero points */
         const uint8_t *next = (const uint8_t *)w + (size_t)(r0 + RL) * w_stride;
         const uint64_t pf_step = nu ? ((uint64_t)RL * w_stride / (uint64_t)nu + 63) & ~(uint64_t)63 : 0;
         for (int64_t c0 = 0; c0 < nt; c0 += 64) {
@@ -387,9 +437,9 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
                     if (c0 == 0)
                         for (uint64_t o = (uint64_t)u * pf_step; o < (uint64_t)(u + 1) * pf_step; o += 64)
                             _mm_prefetch((const char *)next + o, _MM_HINT_T0);
-                    if (kind == K_Q4_0R) {
-                        if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0]);
-                        else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0]);
+                    if (NIBBLE_GROUPS(kind)) {
+                        if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0], zw, group);
+                        else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0], zw, group);
                     } else if (kind == K_Q4_KR) {
                         if (rows == RL) load_super(dw, w_stride, RL, u, &buf.k[u - u0]);
                         else load_super(dw, w_stride, rows, u, &buf.k[u - u0]);
@@ -414,9 +464,9 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
             const __mmask16 m = (__mmask16)((1u << rows) - 1);
             for (int64_t t = 0; t < nc; t++) {
                 float *o = y + (size_t)(c0 + t) * (size_t)ldy + r0;
-                if (kind == K_Q4_0R && nu * 4 < nb)
+                if (NIBBLE_GROUPS(kind) && nu * 4 < nb)
                     for (int i = 0; i < rows; i++)
-                        yt[16 * t + i] += tail_blocks(dw + (size_t)i * w_stride, ac + (size_t)t * a_stride, nb);
+                        yt[16 * t + i] += tail_blocks(dw + (size_t)i * w_stride, ac + (size_t)t * a_stride, nb, pl);
                 _mm512_mask_storeu_ps(o, m, _mm512_load_ps(yt + 16 * t));
             }
         }
@@ -437,3 +487,12 @@ void nb_q6_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride,
                           size_t a_stride, float *y, int64_t ldy) {
     rows_drive(K_Q6_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }
+
+#define ROWS_W4G(name, kind)                                                                                   \
+    void name(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act, size_t a_stride, \
+              float *y, int64_t ldy) {                                                                         \
+        rows_drive(kind, n, nr, w, w_stride, nt, act, a_stride, y, ldy);                                       \
+    }
+ROWS_W4G(nb_w4g32r_rows_avx512, K_W4G32R)
+ROWS_W4G(nb_w4g64r_rows_avx512, K_W4G64R)
+ROWS_W4G(nb_w4g128r_rows_avx512, K_W4G128R)

@@ -186,8 +186,8 @@ static void test_quantize_act_simd(void **state) {
     if (!ran) NB_TEST_SKIP("no AVX2 here");
 }
 
-/* The rows-in-lanes kernels (vec_dot_rows, kernels/x86/rows_avx512.c)
- * against the scalar dot of every (row, token): row counts below, at and
+/* The rows-in-lanes kernels (vec_dot_rows, kernels/x86/rows_avx512.c:
+ * Q4_0R, W4G*R, Q4_KR, Q6_KR) against the scalar dot of every (row, token): row counts below, at and
  * past a 16-row panel, token counts across its 8-token passes and 64-token
  * tiles, K with no whole 4-block group, with tail blocks and with several
  * segments; nothing written past the rows asked for. */
@@ -241,6 +241,12 @@ static void test_rows(void **state) {
     check_rows(NB_Q4_0, NB_Q4_0R, k0, sizeof k0 / sizeof *k0);
     check_rows(NB_Q4_K, NB_Q4_KR, kk, sizeof kk / sizeof *kk); /* 4352: one super-block past two segments */
     check_rows(NB_Q6_K, NB_Q6_KR, kk, sizeof kk / sizeof *kk);
+    /* W4G*R: whole groups, with and without Q4_0R's tail blocks (W4G32/64), across segments */
+    static const int64_t k64[] = {128, 64, 192, 320, 2112, 8256}, k128[] = {128, 256, 384, 2176, 8320};
+    check_rows(NB_W4G32, NB_W4G32R, k0, sizeof k0 / sizeof *k0);
+    check_rows(NB_W4G64, NB_W4G64R, k64, sizeof k64 / sizeof *k64);
+    check_rows(NB_W4G128, NB_W4G128R, k128, sizeof k128 / sizeof *k128);
+    check_rows(NB_W4G128S, NB_W4G128R, k128, 2);
 }
 
 /* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
