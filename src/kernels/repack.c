@@ -175,21 +175,14 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
             uint8_t *d = (uint8_t *)dst + r * nb * 18;
             for (int64_t i = 0; i < nb; i++) memcpy(d + i * 2, &b[i].d, 2);
             planar_nibbles((const uint8_t *)b, nb, 0, d + nb * 2);
-        } else if (from == NB_Q8_0) {
-            const nb_block_q8_0 *b = (const nb_block_q8_0 *)src + r * nb;
-            uint8_t *d = (uint8_t *)dst + r * nb * 34;
-            uint8_t *q = d + nb * 2;
+        } else if (from == NB_Q8_0 || from == NB_W8) { /* the scales (fp16 / f32), then q + 128 */
+            const int sb = from == NB_W8 ? 4 : 2;
+            const uint8_t *b = (const uint8_t *)src + r * nb * (sb + 32);
+            uint8_t *d = (uint8_t *)dst + r * nb * (sb + 32), *q = d + nb * sb;
             for (int64_t i = 0; i < nb; i++) {
-                for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)(b[i].qs[j] + 128);
-                memcpy(d + i * 2, &b[i].d, 2);
-            }
-        } else if (from == NB_W8) {
-            const nb_block_w8 *b = (const nb_block_w8 *)src + r * nb;
-            uint8_t *d = (uint8_t *)dst + r * nb * 36;
-            uint8_t *q = d + nb * 4;
-            for (int64_t i = 0; i < nb; i++) {
-                for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)(b[i].qs[j] + 128);
-                memcpy(d + i * 4, &b[i].d, 4);
+                const uint8_t *blk = b + i * (sb + 32);
+                for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)((int8_t)blk[sb + j] + 128);
+                memcpy(d + i * sb, blk, (size_t)sb);
             }
         }
     }

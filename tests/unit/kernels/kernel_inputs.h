@@ -59,6 +59,11 @@ static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode
         }
 }
 
+/* nibble's own types and the planar layouts they load as (repack.h). */
+static const nb_dtype nb_test_own_types[][2] = {
+    {NB_W8, NB_W8R}, {NB_W4G32, NB_W4G32R}, {NB_W4G64, NB_W4G64R}, {NB_W4G128, NB_W4G128R}};
+#define NB_TEST_OWN_TYPES (sizeof nb_test_own_types / sizeof *nb_test_own_types)
+
 /* pattern 0: random; 1: every weight the max, activations one-hot large;
  * 2: weights alternating +-max, activations +-large in every block. */
 static inline void fill_patterns(float *w, int64_t nw, float *x, int64_t nx, int pattern) {

@@ -93,12 +93,9 @@ static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R); }
 static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR); }
 static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR); }
-static void test_w8r(void **state) { (void)state; check(NB_W8, NB_W8R); }
-static void test_w4gr(void **state) {
+static void test_own_types(void **state) {
     (void)state;
-    check(NB_W4G32, NB_W4G32R);
-    check(NB_W4G64, NB_W4G64R);
-    check(NB_W4G128, NB_W4G128R);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
 /* The table takes the AMX GEMMs at isa amx only (for the four repacked
@@ -139,7 +136,7 @@ static void test_dispatch(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0r), cmocka_unit_test(test_q8_0r),
                                        cmocka_unit_test(test_q4_kr), cmocka_unit_test(test_q6_kr),
-                                       cmocka_unit_test(test_w8r),   cmocka_unit_test(test_w4gr),
+                                       cmocka_unit_test(test_own_types),
                                        cmocka_unit_test(test_dispatch)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -297,10 +297,7 @@ static void test_mxn(void **state) {
     (void)state;
     check_mxn(NB_Q4_0, NB_Q4_0R);
     check_mxn(NB_Q8_0, NB_Q8_0R);
-    check_mxn(NB_W8, NB_W8R);
-    check_mxn(NB_W4G32, NB_W4G32R);
-    check_mxn(NB_W4G64, NB_W4G64R);
-    check_mxn(NB_W4G128, NB_W4G128R);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_mxn(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
@@ -310,10 +307,7 @@ static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, NB_Q
 static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q6_KR); }
 static void test_gemm_w8_w4g(void **state) {
     (void)state;
-    check_gemm(NB_W8, NB_W8R);
-    check_gemm(NB_W4G32, NB_W4G32R);
-    check_gemm(NB_W4G64, NB_W4G64R);
-    check_gemm(NB_W4G128, NB_W4G128R);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_gemm(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R); }

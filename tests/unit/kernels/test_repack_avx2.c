@@ -173,10 +173,7 @@ static void test_dots(void **state) {
     check_dots(NB_Q8_0, NB_Q8_0R);
     check_dots(NB_Q4_K, NB_Q4_KR);
     check_dots(NB_Q6_K, NB_Q6_KR);
-    check_dots(NB_W8, NB_W8R);
-    check_dots(NB_W4G32, NB_W4G32R);
-    check_dots(NB_W4G64, NB_W4G64R);
-    check_dots(NB_W4G128, NB_W4G128R);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_dots(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
@@ -185,10 +182,7 @@ static void test_gemm_q4_k(void **state) { (void)state; check_gemm(NB_Q4_K, NB_Q
 static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q6_KR); }
 static void test_gemm_w8_w4g(void **state) {
     (void)state;
-    check_gemm(NB_W8, NB_W8R);
-    check_gemm(NB_W4G32, NB_W4G32R);
-    check_gemm(NB_W4G64, NB_W4G64R);
-    check_gemm(NB_W4G128, NB_W4G128R);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_gemm(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
 int main(void) {
