@@ -120,6 +120,21 @@ static int kernel_opt(nb_engine_opts *o, const char *cmd, int argc, char **argv,
         }
         k->decode_prefetch_l2 = (int)v;
         k->decode_prefetch_l2_set = true;
+    } else if (!strcmp(a, "--decode-streams")) {
+        if (!(val = nb_arg_value(cmd, argc, argv, i))) return -1;
+        if (!strcmp(val, "auto")) {
+            k->decode_streams = 0;
+            goto configure;
+        }
+        char *end;
+        errno = 0;
+        v = strtoll(val, &end, 10);
+        if (errno || end == val || *end || v < 1 || v > NB_DECODE_STREAMS_MAX) {
+            fprintf(stderr, "nibble %s: --decode-streams: '%s': expected auto or 1..%d\n", cmd, val,
+                    NB_DECODE_STREAMS_MAX);
+            return -1;
+        }
+        k->decode_streams = (int)v;
     } else {
         return 0;
     }
@@ -260,6 +275,9 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   second time, into L2 only (0: not; a multiple of 64 in\n"
               "                                   0..65536). Default auto: 4096 on Intel AVX-512 + AMX servers\n"
               "                                   (measured), else 0 or what the load-time measurement chose\n"
+              "      --decode-streams auto|N      runs of rows each thread of a one-token matmul reads in\n"
+              "                                   lockstep (1..4; env NIBBLE_DECODE_STREAMS). Default auto: 4 on\n"
+              "                                   AMD family 26 (measured), else 1\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
               "                                   row passes (64..65536; default per CPU: a quarter of the L2, all\n"
               "                                   of it with the AMX GEMMs; env NIBBLE_GEMM_SLAB_KIB)\n",

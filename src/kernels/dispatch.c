@@ -73,6 +73,9 @@ nb_status nb_kernel_opts_from_env(nb_kernel_opts *o) {
     if (e) o->amx_gemm = !strcmp(e, "1");
     NB_TRY(env_int("NIBBLE_QGEMM_MIN", 0, (int64_t)1 << 40, &o->qgemm_min));
     NB_TRY(env_int("NIBBLE_SGEMM_MAX", 0, (int64_t)1 << 40, &o->sgemm_max));
+    int64_t streams = o->decode_streams;
+    NB_TRY(env_int("NIBBLE_DECODE_STREAMS", 0, NB_DECODE_STREAMS_MAX, &streams));
+    o->decode_streams = (int)streams;
     NB_TRY(env_int("NIBBLE_GEMM_SLAB_KIB", NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB, &o->gemm_slab_kib));
     return NB_OK;
 }
@@ -121,6 +124,18 @@ int nb_prefetch_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->
 int nb_prefetch_l2_for_cpu(const nb_cpu *c) {
     return c->vendor == NB_CPU_INTEL && c->family == 6 && c->avx512f && c->amx_tile ? 4096 : 0;
 }
+
+/* Runs of rows per thread in one-token matmuls (matmul.c seg_streams). On
+ * the AMD Zen 5-class EPYC guest (family 26) of session 32 a read-only sum,
+ * 2 threads, 512 MiB on huge pages, read 38.5 GB/s as one stream per thread
+ * (8 KiB prefetch) and 51.7 as 4 streams per thread in 64-byte lockstep (2
+ * KiB prefetch; 2 streams 42.8; the same 4 streams over 32 KiB chunks only
+ * 22.6, row-sized turns 38.8): TinyLlama tg64, 2 threads, 1 -> 4 streams,
+ * Q4_0 63.3 -> 74.1 and 56.9 -> 62.0 tok/s, Q8_0 26.3 -> 43.9, W4G128 45.0
+ * -> 60.0, Q4_K_M 53.9-55.0 -> 59.9-69.1, F16 17.5-18.2 -> 21.3-22.4
+ * (docs/speed.md, session 32). Zen 4 and Intel were not measured: one
+ * stream, as before. */
+int nb_decode_streams_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 26 ? 4 : 1; }
 
 /* Measured, both distances: Intel's AVX-512 + AMX server parts (Sapphire
  * Rapids and the guests reporting family 6 model 167 with AMX: L1 2 KiB
@@ -175,9 +190,13 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     d->dot_f32 = pick->dot_f32;
     d->dot_f16 = pick->dot_f16;
     d->dot_bf16 = pick->dot_bf16;
+    d->dot_f32_m = pick->dot_f32_m;
+    d->dot_f16_m = pick->dot_f16_m;
+    d->dot_bf16_m = pick->dot_bf16_m;
     d->decode_dot = pick->isa;
     d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
     d->decode_prefetch_l2 = o->decode_prefetch_l2_set ? o->decode_prefetch_l2 : nb_prefetch_l2_for_cpu(c);
+    d->decode_streams = o->decode_streams ? o->decode_streams : nb_decode_streams_for_cpu(c);
     d->decode_prefetch_tune = !o->decode_prefetch_set &&
                               (o->decode_prefetch_tune == NB_CHOICE_ON ||
                                (o->decode_prefetch_tune == NB_CHOICE_AUTO && !nb_prefetch_measured_for_cpu(c)));
@@ -210,6 +229,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         (o->decode_prefetch_l2 < 0 || o->decode_prefetch_l2 > NB_PREFETCH_MAX || o->decode_prefetch_l2 % 64))
         return nb_fail(NB_ERR_INVALID, "kernel options: decode_prefetch_l2 %d: expected a multiple of 64 in 0..%d bytes",
                        o->decode_prefetch_l2, NB_PREFETCH_MAX);
+    if (o->decode_streams < 0 || o->decode_streams > NB_DECODE_STREAMS_MAX)
+        return nb_fail(NB_ERR_INVALID, "kernel options: decode_streams %d: expected 0 (per CPU) or 1..%d",
+                       o->decode_streams, NB_DECODE_STREAMS_MAX);
     if (o->gemm_slab_kib && (o->gemm_slab_kib < NB_GEMM_SLAB_MIN_KIB || o->gemm_slab_kib > NB_GEMM_SLAB_MAX_KIB))
         return nb_fail(NB_ERR_INVALID, "kernel options: gemm_slab_kib %lld: expected 0 (per CPU) or %d..%d KiB",
                        (long long)o->gemm_slab_kib, NB_GEMM_SLAB_MIN_KIB, NB_GEMM_SLAB_MAX_KIB);
@@ -278,10 +300,12 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     char l2[32] = "";
     if (d->decode_prefetch_l2) snprintf(l2, sizeof l2, ", L2 %d", d->decode_prefetch_l2);
+    char streams[40] = "";
+    if (d->decode_streams > 1) snprintf(streams, sizeof streams, " in %d streams per thread", d->decode_streams);
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s), repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
-             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, o->repack && rp ? "on" : "off",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
+             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"

@@ -68,6 +68,10 @@ typedef struct nb_kernel_opts {
     int decode_prefetch_l2;  /* else: bytes ahead the x86 decode dots ask for each line into L2 too
                                 (kernels.h nb_prefetch_l2_bytes; 0: not), as decode_prefetch.
                                 --decode-prefetch-l2 auto|BYTES */
+    int decode_streams;      /* 0 (default): per CPU (nb_decode_streams_for_cpu); else 1..NB_DECODE_STREAMS_MAX:
+                                how many far-apart runs of rows each thread of a one-token matmul reads in
+                                lockstep, where the weight type's kernel has the multi-row dot
+                                (kernels/qdot.h vec_dot_mxn). --decode-streams auto|N */
     int64_t rows_min, rows_max; /* batches of rows_min .. rows_max tokens go through the kernels'
                                    rows-in-lanes form (kernels/qdot.h vec_dot_rows) where every weight of
                                    the job has one, before the other paths (default 8 .. 24; rows_max 0 =
@@ -115,10 +119,13 @@ typedef struct nb_dispatch {
     nb_isa isa;            /* the effective ISA: min(CPU, opts.max_isa) */
     const nb_float_kernels *fk; /* float GEMM and conversions (prefill) */
     nb_dot_fn dot_f32, dot_f16, dot_bf16; /* one-token float dots (decode) */
+    nb_dot_m_fn dot_f32_m, dot_f16_m, dot_bf16_m; /* the same, several rows in lockstep (NULL: none) */
     const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
     int decode_prefetch;    /* bytes ahead the streaming kernels prefetch (nb_prefetch_for_cpu, or the option) */
     bool decode_prefetch_tune; /* a model's forward pass measures its own distance at load (opts) */
     int decode_prefetch_l2; /* the L2 distance (nb_prefetch_l2_for_cpu, or the option; 0: none) */
+    int decode_streams;     /* runs of rows per thread in one-token matmuls (nb_decode_streams_for_cpu, or
+                               the option) */
     /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
     const nb_qdot *qdot[NB_DISPATCH_SLOTS];
     const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
@@ -149,6 +156,9 @@ bool nb_prefetch_measured_for_cpu(const nb_cpu *c);
 /* The decode dots' second, L2 distance the table takes on this CPU
  * (kernels.h nb_prefetch_l2_bytes; 0: none). */
 int nb_prefetch_l2_for_cpu(const nb_cpu *c);
+/* Runs of rows each thread reads in lockstep in one-token matmuls on this
+ * CPU (opts.decode_streams; dispatch.c says what it rests on). */
+int nb_decode_streams_for_cpu(const nb_cpu *c);
 /* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
  * the options leave it to the table (dispatch.c says what it rests on). */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);

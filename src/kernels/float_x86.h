@@ -29,26 +29,50 @@
  * first again in the AVX-512 build; kernels/x86/prefetch_here.h keeps
  * them where they are written. */
 #define DOT_ROWS(NAME, ETYPE, LOAD, SCALAR, ES)                                                          \
-    static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
+    /* M rows (w_stride bytes apart) read in lockstep, 4*VW elements of each   \
+     * in turn (decode's several streams per thread, matmul.c); each row's     \
+     * operations and their order do not depend on M */                        \
+    static inline __attribute__((always_inline)) void NAME##_lockstep(int64_t n, const void *w, size_t w_stride, \
+                                                                    const float *x, float *y, size_t ldy,    \
+                                                                    const int M) {                           \
         const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;                                         \
-        for (int64_t r = 0; r < rows; r++) {                                                                  \
-            const ETYPE *a = (const ETYPE *)((const uint8_t *)w + (size_t)r * row_bytes);                     \
-            VF a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;                                                       \
-            int64_t i = 0;                                                                                    \
-            for (; i + 4 * VW <= n; i += 4 * VW) {                                                            \
-                nb_prefetch_ahead((const char *)(a + i), pf, pf2);                                            \
-                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 64, pf, pf2);                \
-                a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                                                     \
-                a1 = VFMA(LOAD(a + i + VW), VLOAD(x + i + VW), a1);                                           \
-                nb_prefetch_ahead((const char *)(a + i) + (4 * VW * ES > 128 ? 128 : 64), pf, pf2);           \
-                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 192, pf, pf2);               \
-                a2 = VFMA(LOAD(a + i + 2 * VW), VLOAD(x + i + 2 * VW), a2);                                   \
-                a3 = VFMA(LOAD(a + i + 3 * VW), VLOAD(x + i + 3 * VW), a3);                                   \
+        const ETYPE *a[4];                                                                                    \
+        VF a0[4], a1[4], a2[4], a3[4];                                                                        \
+        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                                 \
+            a[r] = (const ETYPE *)((const uint8_t *)w + (size_t)r * w_stride);                                \
+            a0[r] = a1[r] = a2[r] = a3[r] = VZERO();                                                          \
+        }                                                                                                     \
+        int64_t i = 0;                                                                                        \
+        for (; i + 4 * VW <= n; i += 4 * VW) {                                                                \
+            _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                             \
+                nb_prefetch_ahead((const char *)(a[r] + i), pf, pf2);                                         \
+                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a[r] + i) + 64, pf, pf2);             \
+                a0[r] = VFMA(LOAD(a[r] + i), VLOAD(x + i), a0[r]);                                            \
+                a1[r] = VFMA(LOAD(a[r] + i + VW), VLOAD(x + i + VW), a1[r]);                                  \
+                nb_prefetch_ahead((const char *)(a[r] + i) + (4 * VW * ES > 128 ? 128 : 64), pf, pf2);        \
+                if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a[r] + i) + 192, pf, pf2);            \
+                a2[r] = VFMA(LOAD(a[r] + i + 2 * VW), VLOAD(x + i + 2 * VW), a2[r]);                          \
+                a3[r] = VFMA(LOAD(a[r] + i + 3 * VW), VLOAD(x + i + 3 * VW), a3[r]);                          \
             }                                                                                                 \
-            for (; i + VW <= n; i += VW) a0 = VFMA(LOAD(a + i), VLOAD(x + i), a0);                            \
-            float s = VHSUM(VADD(VADD(a0, a1), VADD(a2, a3)));                                                \
-            for (; i < n; i++) s += SCALAR(a[i]) * x[i];                                                      \
-            y[r] = s;                                                                                         \
+        }                                                                                                     \
+        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                                 \
+            int64_t j = i;                                                                                    \
+            for (; j + VW <= n; j += VW) a0[r] = VFMA(LOAD(a[r] + j), VLOAD(x + j), a0[r]);                   \
+            float s = VHSUM(VADD(VADD(a0[r], a1[r]), VADD(a2[r], a3[r])));                                    \
+            for (; j < n; j++) s += SCALAR(a[r][j]) * x[j];                                                   \
+            y[(size_t)r * ldy] = s;                                                                           \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void NAME(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y) {    \
+        for (int64_t r = 0; r < rows; r++)                                                                    \
+            NAME##_lockstep(n, (const uint8_t *)w + (size_t)r * row_bytes, 0, x, y + r, 0, 1);                \
+    }                                                                                                         \
+    static void NAME##_m(int64_t n, int m, const void *w, size_t w_stride, const float *x, float *y, size_t ldy) { \
+        switch (m) {                                                                                          \
+        case 1: NAME##_lockstep(n, w, w_stride, x, y, ldy, 1); break;                                         \
+        case 2: NAME##_lockstep(n, w, w_stride, x, y, ldy, 2); break;                                         \
+        case 3: NAME##_lockstep(n, w, w_stride, x, y, ldy, 3); break;                                         \
+        default: NAME##_lockstep(n, w, w_stride, x, y, ldy, 4); break;                                        \
         }                                                                                                     \
     }
 

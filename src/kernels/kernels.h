@@ -21,6 +21,10 @@
  * consecutive rows per call (one call per row cost F16 decode 2-7% of its
  * stream, docs/speed.md "Session 25"). */
 typedef void (*nb_dot_fn)(int64_t n, int64_t rows, const void *w, size_t row_bytes, const float *x, float *y);
+/* y[r * ldy] = dot of weight row r (at w + r * w_stride) with x, for r < m
+ * (<= NB_DECODE_STREAMS_MAX): rows far apart read in lockstep (decode's
+ * several streams per thread, matmul.c); each result is nb_dot_fn's. */
+typedef void (*nb_dot_m_fn)(int64_t n, int m, const void *w, size_t w_stride, const float *x, float *y, size_t ldy);
 /* Convert n elements to float. */
 typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 
@@ -55,6 +59,7 @@ typedef void (*nb_gemm_f32_fn)(int64_t kc, const float *wp, const float *xp, int
  * job, e.g. a test calling a kernel directly, sees NB_PREFETCH_DEFAULT. */
 #define NB_PREFETCH_DEFAULT 2048
 #define NB_PREFETCH_MAX 65536
+#define NB_DECODE_STREAMS_MAX 4 /* vec_dot_mxn takes up to 4 rows */
 extern _Thread_local int nb_prefetch_bytes __attribute__((tls_model("initial-exec")));
 /* And how far ahead the x86 decode dots ask for each line a second time,
  * into L2 only (0: no second request): more lines in flight than the L1
@@ -81,6 +86,7 @@ typedef struct nb_float_kernels {
     nb_swiglu_fn swiglu;
     nb_rmsnorm_fn rmsnorm;
     nb_add_fn add;
+    nb_dot_m_fn dot_f32_m, dot_f16_m, dot_bf16_m; /* NULL in the scalar set */
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);
@@ -106,6 +112,7 @@ typedef struct nb_kctx {
     int prefetch;            /* bytes the streaming kernels prefetch ahead (nb_prefetch_bytes): the
                                 table's decode_prefetch, or what nb_kctx_tune_prefetch chose */
     int prefetch_l2;         /* the second, L2 distance (nb_prefetch_l2_bytes): the table's */
+    int streams;             /* runs of rows per thread in one-token matmuls: the table's decode_streams */
 } nb_kctx;
 
 /* With the process's table (nb_dispatch_default), or the given one. */

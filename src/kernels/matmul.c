@@ -45,6 +45,7 @@ nb_status nb_kctx_init_with(nb_kctx *k, int n_threads, const nb_dispatch *d) {
     k->fk = d->fk;
     k->prefetch = d->decode_prefetch;
     k->prefetch_l2 = d->decode_prefetch_l2;
+    k->streams = d->decode_streams;
     return NB_OK;
 }
 
@@ -291,9 +292,12 @@ typedef struct {
     float *Y;
     nb_vec_dot_fn dot;
     nb_vec_dot_mxn_fn dot_mxn; /* PATH_DOTS with several tokens, where the kernel has one */
+    nb_vec_dot_mxn_fn dot_streams; /* PATH_DOTS, one token: the multi-row dot for `streams` runs of rows */
+    int streams;
     nb_vec_dot_rows_fn dot_rows; /* PATH_ROWS */
     nb_repack_gemm_fn gemm;
     nb_dot_fn fdot; /* PATH_FLOAT_DOTS */
+    nb_dot_m_fn fdot_streams; /* PATH_FLOAT_DOTS: fdot for `streams` runs of rows */
 } mm_seg;
 
 /* PATH_FLOAT_DOTS: one token with f32 / f16 / bf16 weights, a dot per row.
@@ -305,6 +309,9 @@ static bool is_float(nb_dtype t) { return t == NB_F32 || t == NB_F16 || t == NB_
 /* The one-token float dots: the dispatch table's decode choice (width and prefetch per CPU). */
 static nb_dot_fn float_dot(const nb_kctx *k, nb_dtype t) {
     return t == NB_F32 ? k->d->dot_f32 : t == NB_F16 ? k->d->dot_f16 : k->d->dot_bf16;
+}
+static nb_dot_m_fn float_dot_m(const nb_kctx *k, nb_dtype t) {
+    return t == NB_F32 ? k->d->dot_f32_m : t == NB_F16 ? k->d->dot_f16_m : k->d->dot_bf16_m;
 }
 
 typedef struct {
@@ -383,6 +390,36 @@ static void pack_worker(void *arg, int ith, int nth) {
         for (int64_t g = lo; g < hi; g++) j->pack(&j->ap, j->X, g, row);
 }
 
+/* One token, several runs of rows per thread (nb_kctx.streams = S): item k
+ * < S*Q of a weight of R rows (Q = R / S) is row (k % S)*Q + k / S, so the
+ * contiguous items a thread takes read S far-apart runs of rows, which the
+ * multi-row dot walks in lockstep (on the AMD Zen 5-class guest several
+ * streams per thread read faster than one; dispatch.c). The R - S*Q rows
+ * past them are items of their own. Each row's result is the one-row
+ * dot's. */
+static void seg_streams(const quant_job *j, const mm_seg *g, int64_t k, int64_t k1) {
+    const int S = g->streams;
+    const int64_t Q = g->R / S, full = Q * S;
+    const uint64_t rb = g->row_bytes;
+    while (k < k1 && k < full) {
+        if (k % S == 0 && k + S <= k1) {
+            int64_t i = k / S;
+            const uint8_t *w = g->w + (uint64_t)i * rb;
+            size_t stride = (size_t)((uint64_t)Q * rb);
+            if (g->fdot) g->fdot_streams(j->K, S, w, stride, j->X, g->Y + i, (size_t)Q);
+            else g->dot_streams(j->K, S, 1, w, stride, j->act, 0, g->Y + i, (size_t)Q);
+            k += S;
+            continue;
+        }
+        int64_t r = (k % S) * Q + k / S;
+        if (g->fdot) g->fdot(j->K, 1, g->w + (uint64_t)r * rb, rb, j->X, &g->Y[r]);
+        else g->dot(j->K, g->w + (uint64_t)r * rb, j->act, &g->Y[r]);
+        k++;
+    }
+    if (k < k1 && g->fdot) g->fdot(j->K, k1 - k, g->w + (uint64_t)k * rb, rb, j->X, &g->Y[k]);
+    else for (; k < k1; k++) g->dot(j->K, g->w + (uint64_t)k * rb, j->act, &g->Y[k]);
+}
+
 /* Rows [lo, hi) of the concatenated range, weight by weight, against the
  * tokens of `ap` (PATH_INT8_GEMM: one slab, whose first token is t0). */
 static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64_t lo, int64_t hi) {
@@ -392,6 +429,10 @@ static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64
         if (r0 >= r1) continue;
         if (g->gemm) {
             g->gemm(g->w + (uint64_t)r0 * g->row_bytes, g->row_bytes, r1 - r0, ap, g->Y + t0 * g->R + r0, g->R);
+            continue;
+        }
+        if (g->streams > 1) {
+            seg_streams(j, g, r0, r1);
             continue;
         }
         if (g->fdot) {
@@ -480,11 +521,18 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
             g->gemm = sg ? sg : rg->run;
             if (!sg) tile_rows = NB_MAX(tile_rows, rg->tile_rows);
         }
-        else if (path == PATH_FLOAT_DOTS) g->fdot = float_dot(k, W[i]->type);
+        else if (path == PATH_FLOAT_DOTS) {
+            g->fdot = float_dot(k, W[i]->type);
+            g->fdot_streams = float_dot_m(k, W[i]->type);
+            if (k->streams > 1 && g->fdot_streams && g->R >= 16 * k->streams) g->streams = k->streams;
+        }
         else if (path == PATH_ROWS) g->dot_rows = qdot_for(k, W[i]->type)->vec_dot_rows;
         else {
             g->dot = qdot_for(k, W[i]->type)->vec_dot;
             g->dot_mxn = k->d->opts.small_batch ? qdot_for(k, W[i]->type)->vec_dot_mxn : NULL;
+            g->dot_streams = qdot_for(k, W[i]->type)->vec_dot_mxn;
+            /* at least a few rows per run; each run's rows stay in order */
+            if (n == 1 && k->streams > 1 && g->dot_streams && g->R >= 16 * k->streams) g->streams = k->streams;
         }
     }
     int64_t chunk = chunk_rows(max_rb);
@@ -523,6 +571,8 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
             else nb_pool_run_chunks(k->pool, quant_act_worker, &j, n, 1);
         }
     }
+    if ((path == PATH_DOTS || path == PATH_FLOAT_DOTS) && n == 1 && k->streams > 1)
+        chunk = (chunk + k->streams - 1) / k->streams * k->streams; /* whole groups of rows for the multi-row dots */
     nb_pool_run_chunks(k->pool, quant_worker, &j, j.rows * NB_MAX(j.slabs, 1), chunk);
     return NB_OK;
 }

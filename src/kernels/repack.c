@@ -403,8 +403,10 @@ static const nb_qdot q8r_512 = {NB_Q8_0P, nb_q8_0p_quantize_avx512, nb_q8_0r_dot
 #define Q8_KP (NB_Q8_KP)
 static const nb_qdot q4kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q4_kr_dot_ref, NULL, "scalar", NULL};
 static const nb_qdot q6kr_ref = {Q8_KP, nb_q8_kp_quantize_ref, nb_q6_kr_dot_ref, NULL, "scalar", NULL};
-static const nb_qdot q4kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q4_kr_dot_avx512, NULL, "avx512", nb_q4_kr_rows_avx512};
-static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_avx512, NULL, "avx512", nb_q6_kr_rows_avx512};
+static const nb_qdot q4kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q4_kr_dot_avx512, nb_q4_kr_dot_mxn_avx512, "avx512",
+                                 nb_q4_kr_rows_avx512};
+static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_avx512, nb_q6_kr_dot_mxn_avx512, "avx512",
+                                 nb_q6_kr_rows_avx512};
 
 /* AVX2 (vpmaddubsw) and AVX-VNNI (256-bit vpdpbusd) decode dots. */
 static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, NULL, "avx2", NULL};

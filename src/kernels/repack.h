@@ -144,6 +144,11 @@ void nb_w4g64r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_w4g128r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q8_0r_to_float_avx512(const void *src, float *dst, int64_t n);
 void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out);
+/* Q4_KR / Q6_KR m x nn tiles (the vec_dot_mxn contract of kernels/qdot.h): one token's rows read in lockstep */
+void nb_q4_kr_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo);
+void nb_q6_kr_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo);
 /* Q4_0R / W4G*R / Q4_KR / Q6_KR rows x tokens with the rows in the vector lanes (the vec_dot_rows
  * form of kernels/qdot.h; kernels/x86/rows_avx512.c). */
 void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,

@@ -97,6 +97,7 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
             panel_6x16(kc, wp + r * NB_GEMM_KC, xp + t, NB_MIN(16, nt - t), c + r * ldc + t, ldc, add);
 }
 
-static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu, rmsnorm, add};
+static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu, rmsnorm, add,
+                                   dot_f32_m, dot_f16_m, dot_bf16_m};
 
 const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }

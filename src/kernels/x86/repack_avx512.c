@@ -110,11 +110,83 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     }
 }
 
+/* M rows (w_stride apart) x one token, the rows read in lockstep, 64 bytes
+ * of each in turn: decode's several streams per thread (matmul.c). Each
+ * row's operations and their order are planar_dot_t's at T = 1, so the
+ * results are identical to M one-row dots; the activations are loaded once
+ * for all M rows. */
+static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
+                                                                  const uint8_t *a, float *out, size_t ldo,
+                                                                  const int kind, const int M) {
+    const int four = NB_PL_NIBBLES(kind);
+    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const int8_t *x = (const int8_t *)a;
+    const float *ad = (const float *)(a + nb * 32), *ads = ad + nb;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const uint8_t *wr[4], *q[4];
+    __m512 acc0[4], acc1[4];
+    __m128 off[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        wr[r] = (const uint8_t *)w + (size_t)r * w_stride;
+        q[r] = wr[r] + nb_pl_head(n, kind);
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+        off[r] = _mm_setzero_ps();
+    }
+    const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m512i x0 = _mm512_loadu_si512((const void *)(x + i * 32));
+        const __m512i x1 = _mm512_loadu_si512((const void *)(x + i * 32 + 64));
+        const __m128 adi = _mm_loadu_ps(ad + i), adsi = _mm_loadu_ps(ads + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; r++) {
+            const uint8_t *qi = q[r] + i * qs;
+            __m512i w0, w1;
+            nb_prefetch_ahead(qi, pf, pf2);
+            if (four) {
+                __m512i v = _mm512_loadu_si512((const void *)qi);
+                w0 = _mm512_and_si512(v, m4);
+                w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            } else {
+                nb_prefetch_ahead(qi + 64, pf, pf2);
+                w0 = _mm512_loadu_si512((const void *)qi);
+                w1 = _mm512_loadu_si512((const void *)(qi + 64));
+            }
+            __m128 dw, dz;
+            nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
+            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, x0);
+            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, x1);
+            __m128 sc = _mm_mul_ps(dw, adi);
+            acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1[r]);
+            off[r] = _mm_fmadd_ps(dz, adsi, off[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) - NB_PL_OFFSET(kind) * hsum128(off[r]);
+        for (int64_t j = i; j < nb; j++)
+            sum += nb_pl_scale(wr[r], n, j, kind) * ad[j] *
+                   (float)(four ? nb_q4_0r_tail_isum(q[r], x, j, nb_pl_zero(wr[r], n, j, kind))
+                                : nb_q8_0r_tail_isum(q[r], x, j));
+        out[(size_t)r * ldo] = sum;
+    }
+}
+
 /* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
- * out[i*ldo + j]), a row at a time. */
+ * out[i*ldo + j]): one token's rows in lockstep, more tokens a row at a
+ * time. */
 static inline __attribute__((always_inline)) void planar_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
                                                              const void *act, size_t a_stride, float *out, size_t ldo,
                                                              const int kind) {
+    if (nn == 1 && m > 1) {
+        switch (m) {
+        case 2: planar_dot_rows(n, w, w_stride, act, out, ldo, kind, 2); return;
+        case 3: planar_dot_rows(n, w, w_stride, act, out, ldo, kind, 3); return;
+        default: planar_dot_rows(n, w, w_stride, act, out, ldo, kind, 4); return;
+        }
+    }
     for (int r = 0; r < m; r++) {
         const void *wr = (const uint8_t *)w + (size_t)r * w_stride;
         float *o = out + (size_t)r * ldo;

@@ -79,49 +79,91 @@ static inline __m512i pair_index(int a) {
                              a + 7, a + 7);
 }
 
-void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const nb_block_q4_kr *x = w;
+/* Q4_KR / Q6_KR x Q8_KP for M rows (w_stride bytes apart) and one token,
+ * the rows read in lockstep, a super-block of each in turn (decode's
+ * several streams per thread, matmul.c); M = 1 is the decode dot. Each
+ * row's operations and their order do not depend on M, so the results are
+ * identical to M one-row dots. `six` and M are constants after inlining. */
+static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const void *w, size_t w_stride,
+                                                              const void *a, float *out, size_t ldo, const int six,
+                                                              const int M) {
     const nb_block_q8_K *y = a;
     const __m512i sc_idx = pair_index(0), m_idx = pair_index(8); /* lane l: sub-block l/2 */
-    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps(); /* scales and mins: two chains */
-    for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_lines(&x[i], 0, 1);
-        __m512i q[4];
-        unpack_q4_kr(&x[i], q);
-        prefetch_lines(&x[i], 1, 2);
-        __m512i s = group_sums(q, y[i].qs);
-        prefetch_lines(&x[i], 2, 3);
-        __m512i scm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)); /* sc[0..7], m[0..7] */
-        __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
-        __m512i isc = _mm512_madd_epi16(s, _mm512_permutexvar_epi32(sc_idx, scm));
-        __m512i imn = _mm512_madd_epi16(bs, _mm512_permutexvar_epi32(m_idx, scm));
-        uint32_t h2;
-        memcpy(&h2, &x[i].d, 4); /* d, dmin */
-        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)), _mm_set1_ps(y[i].d));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_broadcastss_ps(dd), acc);
-        accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_broadcastss_ps(_mm_movehdup_ps(dd)), accm);
+    const uint8_t *base[4];
+    __m512 acc[4], accm[4]; /* Q4_K: scales and mins, two chains */
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        base[r] = (const uint8_t *)w + (size_t)r * w_stride;
+        acc[r] = accm[r] = _mm512_setzero_ps();
     }
-    *out = _mm512_reduce_add_ps(_mm512_sub_ps(acc, accm));
+    for (int64_t i = 0; i < n / 256; i++) {
+        const __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
+#pragma GCC unroll 4
+        for (int r = 0; r < M; r++) {
+            __m512i q[4];
+            if (six) {
+                const nb_block_q6_kr *x = (const nb_block_q6_kr *)base[r] + i;
+                prefetch_lines(x, 0, 2);
+                unpack_q6_kr(x, q);
+                prefetch_lines(x, 2, 3);
+                __m512i s = group_sums(q, y[i].qs);
+                prefetch_lines(x, 3, 4);
+                /* q - 32: minus 32 * the group's activation sum, then times its scale */
+                s = _mm512_sub_epi32(s, _mm512_slli_epi32(bs, 5));
+                s = _mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)x->sc)));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x->d) * y[i].d), acc[r]);
+                continue;
+            }
+            const nb_block_q4_kr *x = (const nb_block_q4_kr *)base[r] + i;
+            prefetch_lines(x, 0, 1);
+            unpack_q4_kr(x, q);
+            prefetch_lines(x, 1, 2);
+            __m512i s = group_sums(q, y[i].qs);
+            prefetch_lines(x, 2, 3);
+            __m512i scm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x->sc)); /* sc[0..7], m[0..7] */
+            __m512i isc = _mm512_madd_epi16(s, _mm512_permutexvar_epi32(sc_idx, scm));
+            __m512i imn = _mm512_madd_epi16(bs, _mm512_permutexvar_epi32(m_idx, scm));
+            uint32_t h2;
+            memcpy(&h2, &x->d, 4); /* d, dmin */
+            __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h2)), _mm_set1_ps(y[i].d));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isc), _mm512_broadcastss_ps(dd), acc[r]);
+            accm[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imn), _mm512_broadcastss_ps(_mm_movehdup_ps(dd)), accm[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) out[(size_t)r * ldo] = _mm512_reduce_add_ps(six ? acc[r] : _mm512_sub_ps(acc[r], accm[r]));
 }
 
-void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) {
-    const nb_block_q6_kr *x = w;
-    const nb_block_q8_K *y = a;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_lines(&x[i], 0, 2);
-        __m512i q[4];
-        unpack_q6_kr(&x[i], q);
-        prefetch_lines(&x[i], 2, 3);
-        __m512i s = group_sums(q, y[i].qs);
-        prefetch_lines(&x[i], 3, 4);
-        /* q - 32: minus 32 * the group's activation sum, then times its scale */
-        __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y[i].bsums));
-        s = _mm512_sub_epi32(s, _mm512_slli_epi32(bs, 5));
-        s = _mm512_mullo_epi32(s, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)x[i].sc)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), acc);
+void nb_q4_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 0, 1); }
+void nb_q6_kr_dot_avx512(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 1, 1); }
+
+/* The vec_dot_mxn contract of kernels/qdot.h: one token's rows in
+ * lockstep, more tokens a dot at a time. */
+static inline __attribute__((always_inline)) void kr_mxn(int64_t n, int m, int nn, const void *w, size_t w_stride,
+                                                         const void *act, size_t a_stride, float *out, size_t ldo,
+                                                         const int six) {
+    if (nn == 1) {
+        switch (m) {
+        case 1: kr_dot_rows(n, w, w_stride, act, out, ldo, six, 1); return;
+        case 2: kr_dot_rows(n, w, w_stride, act, out, ldo, six, 2); return;
+        case 3: kr_dot_rows(n, w, w_stride, act, out, ldo, six, 3); return;
+        default: kr_dot_rows(n, w, w_stride, act, out, ldo, six, 4); return;
+        }
     }
-    *out = _mm512_reduce_add_ps(acc);
+    for (int r = 0; r < m; r++)
+        for (int t = 0; t < nn; t++)
+            kr_dot_rows(n, (const uint8_t *)w + (size_t)r * w_stride, 0, (const uint8_t *)act + (size_t)t * a_stride,
+                        out + (size_t)r * ldo + t, 0, six, 1);
+}
+
+void nb_q4_kr_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo) {
+    kr_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 0);
+}
+
+void nb_q6_kr_dot_mxn_avx512(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,
+                             size_t a_stride, float *out, size_t ldo) {
+    kr_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, 1);
 }
 
 /* ---- batched ------------------------------------------------------------ */

@@ -214,7 +214,65 @@ static void test_slabs(void **state) {
     free(X); free(Y); free(Y2);
 }
 
+/* One token with S runs of rows per thread (dispatch.h decode_streams; the
+ * kernels' multi-row dots read them in lockstep) gives exactly what one run
+ * gives, for every type that has the multi-row dot and for row counts that
+ * S does not divide (the rows past S*Q, and groups cut by a chunk's edge,
+ * take the one-row dot), in a shared job whose second weight starts
+ * mid-group, on 1 and 2 threads. Out-of-range counts are refused. */
+static void test_streams(void **state) {
+    (void)state;
+    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_F16, NB_W8, NB_W4G128};
+    const int64_t K = 512, R[2] = {203, 130};
+    float *X = malloc((size_t)K * sizeof *X);
+    for (int64_t i = 0; i < K; i++) X[i] = frand();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        nb_tensor W[2];
+        void *mem[2];
+        const nb_tensor *wp[2];
+        float *want[2], *got[2];
+        for (int i = 0; i < 2; i++) {
+            W[i] = make_weight(types[ti], K, R[i], &mem[i]);
+            wp[i] = &W[i];
+            want[i] = malloc((size_t)R[i] * sizeof(float));
+            got[i] = malloc((size_t)R[i] * sizeof(float));
+        }
+        for (int threads = 1; threads <= 2; threads++)
+            for (int s = 1; s <= NB_DECODE_STREAMS_MAX; s++) {
+                nb_kernel_opts o;
+                nb_kernel_opts_defaults(&o);
+                o.decode_streams = s;
+                nb_dispatch d;
+                nb_kctx k;
+                assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+                assert_int_equal(d.decode_streams, s);
+                assert_int_equal(nb_kctx_init_with(&k, threads, &d), NB_OK);
+                assert_int_equal(nb_matmul_many(&k, 2, wp, X, 1, s == 1 && threads == 1 ? want : got), NB_OK);
+                if (s > 1 || threads > 1)
+                    for (int i = 0; i < 2; i++) assert_memory_equal(got[i], want[i], (size_t)R[i] * sizeof(float));
+                nb_kctx_free(&k);
+            }
+        for (int i = 0; i < 2; i++) {
+            free(mem[i]); free(want[i]); free(got[i]);
+        }
+    }
+    nb_kernel_opts o;
+    nb_kernel_opts_defaults(&o);
+    nb_dispatch d;
+    o.decode_streams = NB_DECODE_STREAMS_MAX + 1;
+    assert_int_equal(nb_dispatch_build(&o, &d), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "decode_streams"));
+    setenv("NIBBLE_DECODE_STREAMS", "9", 1);
+    nb_kernel_opts_defaults(&o);
+    assert_int_equal(nb_kernel_opts_from_env(&o), NB_ERR_INVALID);
+    assert_non_null(strstr(nb_errmsg(), "NIBBLE_DECODE_STREAMS"));
+    unsetenv("NIBBLE_DECODE_STREAMS");
+    fprintf(stderr, "  1-4 runs of rows per thread give identical one-token outputs\n");
+    free(X);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs), cmocka_unit_test(test_small_batch), cmocka_unit_test(test_slabs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_shared_jobs), cmocka_unit_test(test_small_batch),
+                                       cmocka_unit_test(test_slabs), cmocka_unit_test(test_streams)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
