@@ -409,30 +409,30 @@ static const nb_qdot q6kr_512 = {Q8_KP, nb_q8_kp_quantize_avx512, nb_q6_kr_dot_a
                                  nb_q6_kr_rows_avx512};
 
 /* AVX2 (vpmaddubsw) and AVX-VNNI (256-bit vpdpbusd) decode dots. */
-static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, NULL, "avx2", NULL};
-static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avx2, NULL, "avx2", NULL};
-static const nb_qdot q4kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avx2, NULL, "avx2", NULL};
-static const nb_qdot q6kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avx2, NULL, "avx2", NULL};
-static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avxvnni, NULL, "avxvnni", NULL};
-static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avxvnni, NULL, "avxvnni", NULL};
-static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, NULL, "avxvnni", NULL};
-static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, NULL, "avxvnni", NULL};
+static const nb_qdot q4r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avx2, nb_q4_0r_dot_mxn_avx2, "avx2", NULL};
+static const nb_qdot q8r_avx2 = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avx2, nb_q8_0r_dot_mxn_avx2, "avx2", NULL};
+static const nb_qdot q4kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avx2, nb_q4_kr_dot_mxn_avx2, "avx2", NULL};
+static const nb_qdot q6kr_avx2 = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avx2, nb_q6_kr_dot_mxn_avx2, "avx2", NULL};
+static const nb_qdot q4r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q4_0r_dot_avxvnni, nb_q4_0r_dot_mxn_avxvnni, "avxvnni", NULL};
+static const nb_qdot q8r_vnni = {NB_Q8_0P, nb_q8_0p_quantize_avx2, nb_q8_0r_dot_avxvnni, nb_q8_0r_dot_mxn_avxvnni, "avxvnni", NULL};
+static const nb_qdot q4kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q4_kr_dot_avxvnni, nb_q4_kr_dot_mxn_avxvnni, "avxvnni", NULL};
+static const nb_qdot q6kr_vnni = {Q8_KP, nb_q8_kp_quantize_avx2, nb_q6_kr_dot_avxvnni, nb_q6_kr_dot_mxn_avxvnni, "avxvnni", NULL};
 
 /* W8R: Q8_0R's with f32 scales; W4G*R: Q4_0R's with per-group scales and zero points. */
 #define PLANAR_QDOT(name, quant, dot, mxn, isa, ...) static const nb_qdot name = {NB_Q8_0P, quant, dot, mxn, isa, __VA_ARGS__};
 PLANAR_QDOT(w8r_ref, nb_q8_0p_quantize_ref, w8r_dot_ref, NULL, "scalar", NULL)
-PLANAR_QDOT(w8r_avx2, nb_q8_0p_quantize_avx2, nb_w8r_dot_avx2, NULL, "avx2", NULL)
-PLANAR_QDOT(w8r_vnni, nb_q8_0p_quantize_avx2, nb_w8r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w8r_avx2, nb_q8_0p_quantize_avx2, nb_w8r_dot_avx2, nb_w8r_dot_mxn_avx2, "avx2", NULL)
+PLANAR_QDOT(w8r_vnni, nb_q8_0p_quantize_avx2, nb_w8r_dot_avxvnni, nb_w8r_dot_mxn_avxvnni, "avxvnni", NULL)
 PLANAR_QDOT(w8r_512, nb_q8_0p_quantize_avx512, nb_w8r_dot_avx512, nb_w8r_dot_mxn_avx512, "avx512", NULL)
 PLANAR_QDOT(w4g32r_ref, nb_q8_0p_quantize_ref, w4g32r_dot_ref, NULL, "scalar", NULL)
 PLANAR_QDOT(w4g64r_ref, nb_q8_0p_quantize_ref, w4g64r_dot_ref, NULL, "scalar", NULL)
 PLANAR_QDOT(w4g128r_ref, nb_q8_0p_quantize_ref, w4g128r_dot_ref, NULL, "scalar", NULL)
-PLANAR_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, NULL, "avx2", NULL)
-PLANAR_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, NULL, "avx2", NULL)
-PLANAR_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, NULL, "avx2", NULL)
-PLANAR_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, NULL, "avxvnni", NULL)
-PLANAR_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, NULL, "avxvnni", NULL)
-PLANAR_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, NULL, "avxvnni", NULL)
+PLANAR_QDOT(w4g32r_avx2, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avx2, nb_w4g32r_dot_mxn_avx2, "avx2", NULL)
+PLANAR_QDOT(w4g64r_avx2, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avx2, nb_w4g64r_dot_mxn_avx2, "avx2", NULL)
+PLANAR_QDOT(w4g128r_avx2, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avx2, nb_w4g128r_dot_mxn_avx2, "avx2", NULL)
+PLANAR_QDOT(w4g32r_vnni, nb_q8_0p_quantize_avx2, nb_w4g32r_dot_avxvnni, nb_w4g32r_dot_mxn_avxvnni, "avxvnni", NULL)
+PLANAR_QDOT(w4g64r_vnni, nb_q8_0p_quantize_avx2, nb_w4g64r_dot_avxvnni, nb_w4g64r_dot_mxn_avxvnni, "avxvnni", NULL)
+PLANAR_QDOT(w4g128r_vnni, nb_q8_0p_quantize_avx2, nb_w4g128r_dot_avxvnni, nb_w4g128r_dot_mxn_avxvnni, "avxvnni", NULL)
 PLANAR_QDOT(w4g32r_512, nb_q8_0p_quantize_avx512, nb_w4g32r_dot_avx512, nb_w4g32r_dot_mxn_avx512, "avx512",
             nb_w4g32r_rows_avx512)
 PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64r_dot_mxn_avx512, "avx512",

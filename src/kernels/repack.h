@@ -188,6 +188,21 @@ void nb_w4g128r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out)
 void nb_q8_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+/* Their m x nn tiles (the vec_dot_mxn contract of kernels/qdot.h): one token's rows read in lockstep */
+#define NB_MXN_DECL(name)                                                                                     \
+    void name(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride, float *out, \
+              size_t ldo)
+#define NB_MXN_DECL_BOTH(type) NB_MXN_DECL(nb_##type##_dot_mxn_avx2); NB_MXN_DECL(nb_##type##_dot_mxn_avxvnni)
+NB_MXN_DECL_BOTH(q4_0r);
+NB_MXN_DECL_BOTH(q8_0r);
+NB_MXN_DECL_BOTH(w8r);
+NB_MXN_DECL_BOTH(w4g32r);
+NB_MXN_DECL_BOTH(w4g64r);
+NB_MXN_DECL_BOTH(w4g128r);
+NB_MXN_DECL_BOTH(q4_kr);
+NB_MXN_DECL_BOTH(q6_kr);
+#undef NB_MXN_DECL_BOTH
+#undef NB_MXN_DECL
 #define NB_RGEMM_DECL(name) void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const struct nb_actpack *ap, float *y, int64_t ldy)
 NB_RGEMM_DECL(nb_w8r_gemm_avx2);
 NB_RGEMM_DECL(nb_w4g32r_gemm_avx2);

@@ -123,58 +123,107 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
  * converted and scaled by one vector (four blocks once at the end when nb
  * % 8 >= 4). The unsigned offset (8, Q8OFF, or W4G*R's per-group z) comes
  * off once per row through the activations' d*sum (repack.h). `kind`: the
- * planar row (planar_kind.h). */
-static inline __attribute__((always_inline)) float planar_dot(int64_t n, const void *w, const void *a, const int kind) {
+ * planar row (planar_kind.h). M rows (w_stride bytes apart) are read in
+ * lockstep, a step of each in turn (decode's several streams per thread,
+ * matmul.c); each row's operations and their order do not depend on M, so
+ * M = 1 is the decode dot and the results are identical to M of them. */
+static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
+                                                                  const void *a, float *out, size_t ldo,
+                                                                  const int kind, const int M) {
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = n / 32, qs = four ? 16 : 32;
-    const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
     const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
     const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
-    __m256 acc = _mm256_setzero_ps(), off = _mm256_setzero_ps();
+    const uint8_t *wr[4], *q[4];
+    __m256 acc[4], off[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        wr[r] = (const uint8_t *)w + (size_t)r * w_stride;
+        q[r] = wr[r] + nb_pl_head(n, kind);
+        acc[r] = off[r] = _mm256_setzero_ps();
+    }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        const uint8_t *qi = q + i * qs;
-        /* each line's prefetch beside its loads (prefetch_here.h) */
-        nb_prefetch_ahead(qi, pf, pf2);
-        if (!four) nb_prefetch_ahead(qi + 64, pf, pf2);
-        const __m256i h0 = group4(qi, x + i * 32, four);
-        nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
-        if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
-        const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
-        const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-        __m256 dw, dz;
-        nb_pl_scales8(w, n, i, kind, &dw, &dz);
-        const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc);
-        off = _mm256_fmadd_ps(dz, _mm256_loadu_ps(ads + i), off);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; r++) {
+            const uint8_t *qi = q[r] + i * qs;
+            /* each line's prefetch beside its loads (prefetch_here.h) */
+            nb_prefetch_ahead(qi, pf, pf2);
+            if (!four) nb_prefetch_ahead(qi + 64, pf, pf2);
+            const __m256i h0 = group4(qi, x + i * 32, four);
+            nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
+            if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
+            const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
+            const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                               _mm256_permute2x128_si256(h0, h1, 0x31));
+            __m256 dw, dz;
+            nb_pl_scales8(wr[r], n, i, kind, &dw, &dz);
+            const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[r]);
+            off[r] = _mm256_fmadd_ps(dz, _mm256_loadu_ps(ads + i), off[r]);
+        }
     }
-    if (i + 4 <= nb) {
-        const __m256i h = group4(q + i * qs, x + i * 32, four);
-        __m128 dw, dz;
-        nb_pl_scales4(w, n, i, kind, &dw, &dz);
-        const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc);
-        off = _mm256_add_ps(off, _mm256_zextps128_ps256(_mm_mul_ps(dz, _mm_loadu_ps(ads + i))));
-        i += 4;
+    const int64_t i8 = i;
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        i = i8;
+        if (i + 4 <= nb) {
+            const __m256i h = group4(q[r] + i * qs, x + i * 32, four);
+            __m128 dw, dz;
+            nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
+            const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc[r]);
+            off[r] = _mm256_add_ps(off[r], _mm256_zextps128_ps256(_mm_mul_ps(dz, _mm_loadu_ps(ads + i))));
+            i += 4;
+        }
+        /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
+        const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
+        float sum = hsum256(acc[r]) - offset * hsum256(off[r]);
+        for (; i < nb; i++)
+            sum += nb_pl_scale(wr[r], n, i, kind) * ad[i] *
+                   (float)(four ? nb_q4_0r_tail_isum(q[r], x, i, nb_pl_zero(wr[r], n, i, kind))
+                                : nb_q8_0r_tail_isum(q[r], x, i));
+        out[(size_t)r * ldo] = sum;
     }
-    /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
-    const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
-    float sum = hsum256(acc) - offset * hsum256(off);
-    for (; i < nb; i++)
-        sum += nb_pl_scale(w, n, i, kind) * ad[i] *
-               (float)(four ? nb_q4_0r_tail_isum(q, x, i, nb_pl_zero(w, n, i, kind)) : nb_q8_0r_tail_isum(q, x, i));
-    return sum;
 }
 
-void RP_FN(q4_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_Q4_0R); }
-void RP_FN(q8_0r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_Q8_0R); }
-void RP_FN(w8r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W8R); }
-void RP_FN(w4g32r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G32R); }
-void RP_FN(w4g64r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G64R); }
-void RP_FN(w4g128r_dot)(int64_t n, const void *w, const void *a, float *out) { *out = planar_dot(n, w, a, NB_PL_W4G128R); }
+/* The vec_dot_mxn contract of kernels/qdot.h (one token's rows in
+ * lockstep, more tokens a dot at a time) over a rows kernel
+ * ROWS(n, w, w_stride, a, out, ldo, M). */
+#define RP_MXN(ROWS, ...)                                                                                     \
+    do {                                                                                                      \
+        if (nn == 1) {                                                                                        \
+            switch (m) {                                                                                      \
+            case 1: ROWS(n, w, w_stride, act, out, ldo, __VA_ARGS__, 1); return;                              \
+            case 2: ROWS(n, w, w_stride, act, out, ldo, __VA_ARGS__, 2); return;                              \
+            case 3: ROWS(n, w, w_stride, act, out, ldo, __VA_ARGS__, 3); return;                              \
+            default: ROWS(n, w, w_stride, act, out, ldo, __VA_ARGS__, 4); return;                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (int r_ = 0; r_ < m; r_++)                                                                        \
+            for (int t_ = 0; t_ < nn; t_++)                                                                   \
+                ROWS(n, (const uint8_t *)w + (size_t)r_ * w_stride, 0, (const uint8_t *)act + (size_t)t_ * a_stride, \
+                     out + (size_t)r_ * ldo + t_, 0, __VA_ARGS__, 1);                                         \
+    } while (0)
+
+#define RP_PLANAR(name, kind)                                                                                 \
+    void RP_FN(name##_dot)(int64_t n, const void *w, const void *a, float *out) {                             \
+        planar_dot_rows(n, w, 0, a, out, 0, kind, 1);                                                         \
+    }                                                                                                         \
+    void RP_FN(name##_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,     \
+                               size_t a_stride, float *out, size_t ldo) {                                     \
+        RP_MXN(planar_dot_rows, kind);                                                                        \
+    }
+RP_PLANAR(q4_0r, NB_PL_Q4_0R)
+RP_PLANAR(q8_0r, NB_PL_Q8_0R)
+RP_PLANAR(w8r, NB_PL_W8R)
+RP_PLANAR(w4g32r, NB_PL_W4G32R)
+RP_PLANAR(w4g64r, NB_PL_W4G64R)
+RP_PLANAR(w4g128r, NB_PL_W4G128R)
+#undef RP_PLANAR
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
 
@@ -216,53 +265,73 @@ static inline __m256i half_sums(const __m256i q[4], const int8_t *a8, int h) {
     return dp(s, q[3], loadu(a8 + 192 + 32 * h));
 }
 
-void RP_FN(q4_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
-    const nb_block_q4_kr *x = w;
+/* Q4_KR / Q6_KR x Q8_KP for M rows (w_stride bytes apart) in lockstep, a
+ * super-block of each in turn; M = 1 is the decode dot (as planar_dot_rows). */
+static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const void *w, size_t w_stride,
+                                                              const void *a, float *out, size_t ldo, const int six,
+                                                              const int M) {
     const nb_block_q8_K *y = a;
     /* bytes of (sc[0..7], m[0..7]) for lane l of half h: sc[4h + l/2]; the
      * mins of groups 0..15 as int16: m[g/2] */
     const __m128i sidx0 = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m128i sidx1 = _mm_setr_epi8(4, 4, 5, 5, 6, 6, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m128i midx = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        prefetch_lines(&x[i], 0, 2);
-        __m128i scm = _mm_loadu_si128((const __m128i *)x[i].sc);
-        __m256i q[4];
-        q4_kr_half(&x[i], 0, q);
-        __m256i s0 = half_sums(q, y[i].qs, 0); /* |lane| <= 16*15*128 < 2^15: vpmaddwd by the scale is exact */
-        __m256i isc = _mm256_madd_epi16(s0, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx0)));
-        prefetch_lines(&x[i], 2, 3);
-        q4_kr_half(&x[i], 1, q);
-        __m256i s1 = half_sums(q, y[i].qs, 1);
-        isc = _mm256_add_epi32(isc, _mm256_madd_epi16(s1, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx1))));
-        __m256i imn = _mm256_madd_epi16(loadu(y[i].bsums), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, midx)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
-        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_set1_ps(h2f(x[i].dmin) * y[i].d), acc);
+    const uint8_t *base[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) {
+        base[r] = (const uint8_t *)w + (size_t)r * w_stride;
+        acc[r] = _mm256_setzero_ps();
     }
-    *out = hsum256(acc);
+    for (int64_t i = 0; i < n / 256; i++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < M; r++) {
+            if (six) {
+                const nb_block_q6_kr *x = (const nb_block_q6_kr *)base[r] + i;
+                __m256i isum = _mm256_setzero_si256();
+                for (int h = 0; h < 2; h++) {
+                    __m256i q[4];
+                    prefetch_lines(x, 2 * h, 2 * h + 2);
+                    q6_kr_half(x, h, q);
+                    __m256i s = half_sums(q, y[i].qs, h);
+                    /* q - 32: minus 32 * the group's activation sum, then times its scale */
+                    __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[i].bsums + 8 * h)));
+                    s = _mm256_sub_epi32(s, _mm256_slli_epi32(bs, 5));
+                    s = _mm256_mullo_epi32(s, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x->sc + 8 * h))));
+                    isum = _mm256_add_epi32(isum, s);
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(x->d) * y[i].d), acc[r]);
+                continue;
+            }
+            const nb_block_q4_kr *x = (const nb_block_q4_kr *)base[r] + i;
+            prefetch_lines(x, 0, 2);
+            __m128i scm = _mm_loadu_si128((const __m128i *)x->sc);
+            __m256i q[4];
+            q4_kr_half(x, 0, q);
+            __m256i s0 = half_sums(q, y[i].qs, 0); /* |lane| <= 16*15*128 < 2^15: vpmaddwd by the scale is exact */
+            __m256i isc = _mm256_madd_epi16(s0, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx0)));
+            prefetch_lines(x, 2, 3);
+            q4_kr_half(x, 1, q);
+            __m256i s1 = half_sums(q, y[i].qs, 1);
+            isc = _mm256_add_epi32(isc, _mm256_madd_epi16(s1, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx1))));
+            __m256i imn = _mm256_madd_epi16(loadu(y[i].bsums), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, midx)));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_set1_ps(h2f(x->d) * y[i].d), acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_set1_ps(h2f(x->dmin) * y[i].d), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) out[(size_t)r * ldo] = hsum256(acc[r]);
 }
 
-void RP_FN(q6_kr_dot)(int64_t n, const void *w, const void *a, float *out) {
-    const nb_block_q6_kr *x = w;
-    const nb_block_q8_K *y = a;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        __m256i isum = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i q[4];
-            prefetch_lines(&x[i], 2 * h, 2 * h + 2);
-            q6_kr_half(&x[i], h, q);
-            __m256i s = half_sums(q, y[i].qs, h);
-            /* q - 32: minus 32 * the group's activation sum, then times its scale */
-            __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[i].bsums + 8 * h)));
-            s = _mm256_sub_epi32(s, _mm256_slli_epi32(bs, 5));
-            s = _mm256_mullo_epi32(s, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x[i].sc + 8 * h))));
-            isum = _mm256_add_epi32(isum, s);
-        }
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(x[i].d) * y[i].d), acc);
-    }
-    *out = hsum256(acc);
+void RP_FN(q4_kr_dot)(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 0, 1); }
+void RP_FN(q6_kr_dot)(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 1, 1); }
+void RP_FN(q4_kr_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
+                          float *out, size_t ldo) {
+    RP_MXN(kr_dot_rows, 0);
+}
+void RP_FN(q6_kr_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
+                          float *out, size_t ldo) {
+    RP_MXN(kr_dot_rows, 1);
 }
 
 /* ---- batched int8 GEMM ------------------------------------------------- */

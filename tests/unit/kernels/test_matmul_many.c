@@ -219,7 +219,8 @@ static void test_slabs(void **state) {
  * gives, for every type that has the multi-row dot and for row counts that
  * S does not divide (the rows past S*Q, and groups cut by a chunk's edge,
  * take the one-row dot), in a shared job whose second weight starts
- * mid-group, on 1 and 2 threads. Out-of-range counts are refused. */
+ * mid-group, on 1 and 2 threads, with the widest kernels and with the
+ * 256-bit ones. Out-of-range counts are refused. */
 static void test_streams(void **state) {
     (void)state;
     static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_F16, NB_W8, NB_W4G128};
@@ -237,10 +238,12 @@ static void test_streams(void **state) {
             want[i] = malloc((size_t)R[i] * sizeof(float));
             got[i] = malloc((size_t)R[i] * sizeof(float));
         }
+        for (int avx2 = 0; avx2 < 2; avx2++) /* the widest kernels, then the 256-bit ones */
         for (int threads = 1; threads <= 2; threads++)
             for (int s = 1; s <= NB_DECODE_STREAMS_MAX; s++) {
                 nb_kernel_opts o;
                 nb_kernel_opts_defaults(&o);
+                if (avx2) o.max_isa = NB_ISA_AVX2;
                 o.decode_streams = s;
                 nb_dispatch d;
                 nb_kctx k;

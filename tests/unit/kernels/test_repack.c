@@ -249,57 +249,63 @@ static void test_rows(void **state) {
     check_rows(NB_W4G128S, NB_W4G128R, k128, 2);
 }
 
-/* The small-batch kernels (vec_dot_mxn: up to 4 rows x 4 tokens, each weight
- * unpacked once for all tokens) equal vec_dot per (row, token) exactly -
- * same operations in the same order - for block counts with and without
- * the 4-block tail, and extreme codes (activations at +-127 from a
- * one-hot max, all-max weights). */
-static void check_mxn(nb_dtype gguf, nb_dtype planar) {
-    const nb_qdot *simd = nb_repack_qdot(planar, NB_ISA_AVX512);
-    if (!simd || !simd->vec_dot_mxn) {
-        fprintf(stderr, "  %s: no small-batch kernel on this CPU, skipped\n", nb_dtype_name(planar));
-        return;
-    }
+/* The small-batch and multi-row kernels (vec_dot_mxn: up to 4 rows x 4
+ * tokens, each weight unpacked once for all tokens; one token's rows read
+ * in lockstep, decode's several streams per thread) equal vec_dot per
+ * (row, token) exactly - same operations in the same order - for block
+ * counts with and without the kernels' tails, and extreme codes
+ * (activations at +-127 from a one-hot max, all-max weights), in every
+ * variant this CPU runs (AVX2, AVX-VNNI, AVX-512 VNNI). Returns how many
+ * variants ran. */
+static int check_mxn(nb_dtype gguf, nb_dtype planar) {
     const nb_qtype *qt = nb_qtype_get(gguf);
-    static const int64_t nblocks[] = {1, 4, 7, 64};
-    for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
-        int64_t K = nblocks[bi] * (int64_t)qt->block;
-        const int rows = 4, toks = 4;
-        uint64_t grb, prb, arb;
-        assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
-        assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
-        assert_true(nb_dtype_row_bytes(simd->act_type, (uint64_t)K, &arb));
-        float *w = malloc((size_t)(K * rows) * 4), *x = malloc((size_t)(K * toks) * 4);
-        uint8_t *g = malloc(grb * rows), *p = malloc(prb * rows), *a = malloc(arb * toks);
-        for (int64_t i = 0; i < K * rows; i++) w[i] = bi == 1 ? 1.0f : frand(); /* bi 1: every weight the max */
-        for (int64_t i = 0; i < K * toks; i++) x[i] = (i % 29 == 0) ? 100.0f : frand();
-        for (int r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
-        nb_repack_rows(gguf, g, p, rows, K);
-        for (int t = 0; t < toks; t++) simd->quantize_act(x + t * K, a + t * arb, K);
-        for (int m = 1; m <= rows; m++)
-            for (int nn = 1; nn <= toks; nn++) {
-                float out[16];
-                simd->vec_dot_mxn(K, m, nn, p, prb, a, arb, out, 4);
-                for (int i = 0; i < m; i++)
-                    for (int j = 0; j < nn; j++) {
-                        float want;
-                        simd->vec_dot(K, p + i * prb, a + j * arb, &want);
-                        if (out[i * 4 + j] != want)
-                            fail_msg("%s K=%lld m=%d n=%d (%d,%d): %g vs %g", nb_dtype_name(planar), (long long)K, m,
-                                     nn, i, j, (double)out[i * 4 + j], (double)want);
-                    }
-            }
-        free(w); free(x); free(g); free(p); free(a);
+    int ran = 0;
+    for (int v = 1; v <= 3; v++) {
+        const nb_qdot *simd = nb_repack_qdot_variant(planar, v);
+        if (!simd || !simd->vec_dot_mxn) continue;
+        ran++;
+        static const int64_t nblocks[] = {1, 4, 7, 9, 13, 64};
+        for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
+            int64_t K = nblocks[bi] * (int64_t)qt->block;
+            const int rows = 4, toks = 4;
+            uint64_t grb, prb, arb;
+            assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
+            assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
+            assert_true(nb_dtype_row_bytes(simd->act_type, (uint64_t)K, &arb));
+            float *w = malloc((size_t)(K * rows) * 4), *x = malloc((size_t)(K * toks) * 4);
+            uint8_t *g = malloc(grb * rows), *p = malloc(prb * rows), *a = malloc(arb * toks);
+            for (int64_t i = 0; i < K * rows; i++) w[i] = bi == 1 ? 1.0f : frand(); /* bi 1: every weight the max */
+            for (int64_t i = 0; i < K * toks; i++) x[i] = (i % 29 == 0) ? 100.0f : frand();
+            for (int r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
+            nb_repack_rows(gguf, g, p, rows, K);
+            for (int t = 0; t < toks; t++) simd->quantize_act(x + t * K, a + t * arb, K);
+            for (int m = 1; m <= rows; m++)
+                for (int nn = 1; nn <= toks; nn++) {
+                    float out[16];
+                    simd->vec_dot_mxn(K, m, nn, p, prb, a, arb, out, 4);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < nn; j++) {
+                            float want;
+                            simd->vec_dot(K, p + i * prb, a + j * arb, &want);
+                            if (out[i * 4 + j] != want)
+                                fail_msg("%s %s K=%lld m=%d n=%d (%d,%d): %g vs %g", nb_dtype_name(planar),
+                                         simd->isa, (long long)K, m, nn, i, j, (double)out[i * 4 + j], (double)want);
+                        }
+                }
+            free(w); free(x); free(g); free(p); free(a);
+        }
     }
+    fprintf(stderr, "  %s: vec_dot_mxn == vec_dot in %d variant(s)\n", nb_dtype_name(planar), ran);
+    return ran;
 }
 
 static void test_mxn(void **state) {
     (void)state;
-    const nb_qdot *simd = nb_repack_qdot(NB_Q4_0R, NB_ISA_AVX512);
-    if (!simd || !simd->vec_dot_mxn) NB_TEST_SKIP("no AVX-512 VNNI here: no small-batch dots"); /* a skip, not a pass */
-    check_mxn(NB_Q4_0, NB_Q4_0R);
-    check_mxn(NB_Q8_0, NB_Q8_0R);
-    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_mxn(nb_test_own_types[i][0], nb_test_own_types[i][1]);
+    if (!nb_repack_qdot_variant(NB_Q4_0R, 1)) NB_TEST_SKIP("no AVX2 here: no multi-row dots"); /* a skip, not a pass */
+    int ran = check_mxn(NB_Q4_0, NB_Q4_0R) + check_mxn(NB_Q8_0, NB_Q8_0R) + check_mxn(NB_Q4_K, NB_Q4_KR) +
+              check_mxn(NB_Q6_K, NB_Q6_KR);
+    for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) ran += check_mxn(nb_test_own_types[i][0], nb_test_own_types[i][1]);
+    assert_true(ran >= 4 + (int)NB_TEST_OWN_TYPES); /* every type in the AVX2 variant at least */
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
