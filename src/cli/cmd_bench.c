@@ -259,11 +259,13 @@ static nb_status conc_run(nb_engine *e, int n, int32_t prefix_len, int32_t in_le
 /* The decode prefetch distance and how it was chosen (kernels/tune.c). */
 static void print_prefetch(const nb_fwd *f) {
     const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
-    printf("decode prefetch: %d bytes, L2 %d", nb_fwd_prefetch(f), nb_fwd_prefetch_l2(f));
+    printf("decode prefetch: %d bytes, L2 %d, %d stream(s) per thread", nb_fwd_prefetch(f), nb_fwd_prefetch_l2(f),
+           nb_fwd_decode_streams(f));
     if (t->n) {
         printf(" (%s;", t->why);
         for (int i = 0; i < t->n; i++)
-            printf(" %d/L2 %d: %.1f GB/s%s", t->bytes[i], t->l2[i], t->gbps[i], i + 1 < t->n ? "," : ")");
+            printf(" %d/L2 %d/%d: %.1f GB/s%s", t->bytes[i], t->l2[i], t->streams[i], t->gbps[i],
+                   i + 1 < t->n ? "," : ")");
     } else if (t->why[0]) {
         printf(" (the CPU's default; %s)", t->why);
     } else {
@@ -276,14 +278,15 @@ static void print_prefetch(const nb_fwd *f) {
 
 static json_t *prefetch_json(const nb_fwd *f) {
     const nb_prefetch_tune *t = nb_fwd_prefetch_tune(f);
-    json_t *o = json_pack("{s:i, s:i, s:b}", "bytes", nb_fwd_prefetch(f), "l2_bytes", nb_fwd_prefetch_l2(f), "tuned",
-                          t->n > 0);
+    json_t *o = json_pack("{s:i, s:i, s:i, s:b}", "bytes", nb_fwd_prefetch(f), "l2_bytes", nb_fwd_prefetch_l2(f),
+                          "streams", nb_fwd_decode_streams(f), "tuned", t->n > 0);
     if (t->why[0]) json_object_set_new(o, "why", json_string(t->why));
     if (t->n) {
         json_t *a = json_array();
         for (int i = 0; i < t->n; i++)
             json_array_append_new(
-                a, json_pack("{s:i, s:i, s:f}", "bytes", t->bytes[i], "l2_bytes", t->l2[i], "gb_s", t->gbps[i]));
+                a, json_pack("{s:i, s:i, s:i, s:f}", "bytes", t->bytes[i], "l2_bytes", t->l2[i], "streams",
+                             t->streams[i], "gb_s", t->gbps[i]));
         json_object_set_new(o, "measured", a);
     }
     return o;

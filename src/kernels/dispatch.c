@@ -135,7 +135,8 @@ int nb_prefetch_l2_for_cpu(const nb_cpu *c) {
  * -> 60.0, Q4_K_M 53.9-55.0 -> 59.9-69.1, F16 17.5-18.2 -> 21.3-22.4
  * (docs/speed.md, session 32). Zen 4 and Intel were not measured: one
  * stream, as before. */
-int nb_decode_streams_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family >= 26 ? 4 : 1; }
+int nb_decode_streams_for_cpu(const nb_cpu *c) { return nb_decode_streams_measured_for_cpu(c) ? 4 : 1; }
+bool nb_decode_streams_measured_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family == 26; }
 
 /* Measured, both distances: Intel's AVX-512 + AMX server parts (Sapphire
  * Rapids and the guests reporting family 6 model 167 with AMX: L1 2 KiB
@@ -197,6 +198,7 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
     d->decode_prefetch_l2 = o->decode_prefetch_l2_set ? o->decode_prefetch_l2 : nb_prefetch_l2_for_cpu(c);
     d->decode_streams = o->decode_streams ? o->decode_streams : nb_decode_streams_for_cpu(c);
+    d->decode_streams_tune = !o->decode_streams && !nb_decode_streams_measured_for_cpu(c);
     d->decode_prefetch_tune = !o->decode_prefetch_set &&
                               (o->decode_prefetch_tune == NB_CHOICE_ON ||
                                (o->decode_prefetch_tune == NB_CHOICE_AUTO && !nb_prefetch_measured_for_cpu(c)));

@@ -126,6 +126,8 @@ typedef struct nb_dispatch {
     int decode_prefetch_l2; /* the L2 distance (nb_prefetch_l2_for_cpu, or the option; 0: none) */
     int decode_streams;     /* runs of rows per thread in one-token matmuls (nb_decode_streams_for_cpu, or
                                the option) */
+    bool decode_streams_tune; /* a model's forward pass measures them at load (opts AUTO on a CPU where
+                                 they were not measured) */
     /* per weight type (nb_dispatch_slot): NULL / the type itself when none */
     const nb_qdot *qdot[NB_DISPATCH_SLOTS];
     const nb_rgemm *rgemm[NB_DISPATCH_SLOTS]; /* NULL unless opts.int8_gemm */
@@ -159,6 +161,9 @@ int nb_prefetch_l2_for_cpu(const nb_cpu *c);
 /* Runs of rows each thread reads in lockstep in one-token matmuls on this
  * CPU (opts.decode_streams; dispatch.c says what it rests on). */
 int nb_decode_streams_for_cpu(const nb_cpu *c);
+/* Whether that count was measured on this kind of CPU (else the model
+ * loader measures it, with decode_streams auto). */
+bool nb_decode_streams_measured_for_cpu(const nb_cpu *c);
 /* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
  * the options leave it to the table (dispatch.c says what it rests on). */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);

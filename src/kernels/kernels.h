@@ -132,8 +132,14 @@ nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_resul
  * are not measured (they would be read from the cache, not memory): the
  * table's stays and `why` says so. Sets k->prefetch and k->prefetch_l2;
  * results of every kernel are the same at any distance, only the speed
- * differs. */
-#define NB_TUNE_MAX 12
+ * differs. `what`: NB_TUNE_PREFETCH tries the distances, NB_TUNE_STREAMS
+ * the runs of rows per thread (k->streams: 1 and NB_TUNE_STREAMS_ALT
+ * beside the table's), each set alone keeping the table's value of the
+ * other, both together trying every combination. */
+#define NB_TUNE_PREFETCH 1u
+#define NB_TUNE_STREAMS 2u
+#define NB_TUNE_STREAMS_ALT 4
+#define NB_TUNE_MAX 20
 #define NB_TUNE_TRIAL_BYTES ((size_t)64 << 20)
 #define NB_TUNE_REPS 5
 #define NB_TUNE_MARGIN 1.03
@@ -141,14 +147,16 @@ nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_resul
 typedef struct nb_prefetch_tune {
     int n;                      /* candidates measured; 0 when not tuned */
     int bytes[NB_TUNE_MAX];     /* each candidate's L1 distance */
-    int l2[NB_TUNE_MAX];        /* and its L2 distance (0: none); by (bytes, l2), ascending */
+    int l2[NB_TUNE_MAX];        /* and its L2 distance (0: none); by (bytes, l2, streams), ascending */
     double gbps[NB_TUNE_MAX];   /* its median GB/s of weights over the reps */
     int table, chosen;          /* the table's L1 distance; the one kept */
     int table_l2, chosen_l2;    /* the same for L2 */
+    int streams[NB_TUNE_MAX];   /* each candidate's runs of rows per thread */
+    int table_streams, chosen_streams;
     double ms;                  /* how long the tune took */
     char why[128];              /* one line: what was done and why */
 } nb_prefetch_tune;
-nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes,
+nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes, unsigned what,
                                 nb_prefetch_tune *out) __attribute__((warn_unused_result));
 
 /* Y[n][R] = X[n][K] * W^T. Supports F32, F16, BF16 and every quantized

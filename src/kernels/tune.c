@@ -1,7 +1,9 @@
 /* nb_kctx_tune_prefetch (kernels.h): the decode kernels' prefetch distances
- * (into L1, and into L2 beside it), measured on the model's own weights
+ * (into L1, and into L2 beside it) and the runs of rows each thread reads
+ * in lockstep (kernels/matmul.c), measured on the model's own weights
  * where the dispatch table has no measured values for this CPU
- * (kernels/dispatch.c nb_prefetch_measured_for_cpu).
+ * (kernels/dispatch.c nb_prefetch_measured_for_cpu,
+ * nb_decode_streams_measured_for_cpu).
  *
  * How far ahead a memory stream must be requested depends on the memory
  * system: 2 KiB is best on Sapphire Rapids, 8 KiB on a Zen 5-class EPYC
@@ -37,18 +39,18 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-typedef struct { int pf, l2; } pair;
+typedef struct { int pf, l2, streams; } pair;
 
 static int cmp_pair(const void *a, const void *b) {
     const pair *x = a, *y = b;
-    return x->pf != y->pf ? x->pf - y->pf : x->l2 - y->l2;
+    return x->pf != y->pf ? x->pf - y->pf : x->l2 != y->l2 ? x->l2 - y->l2 : x->streams - y->streams;
 }
 
-static void add_pair(pair *c, int *n, int pf, int l2) {
-    if (l2 > NB_PREFETCH_MAX) return;
+static void add_pair(pair *c, int *n, int pf, int l2, int streams) {
+    if (l2 > NB_PREFETCH_MAX || *n >= NB_TUNE_MAX) return;
     for (int i = 0; i < *n; i++)
-        if (c[i].pf == pf && c[i].l2 == l2) return;
-    c[(*n)++] = (pair){pf, l2};
+        if (c[i].pf == pf && c[i].l2 == l2 && c[i].streams == streams) return;
+    c[(*n)++] = (pair){pf, l2, streams};
 }
 
 /* The weights from *next on until about NB_TUNE_TRIAL_BYTES are read, one
@@ -65,11 +67,12 @@ static nb_status trial(nb_kctx *k, const nb_tensor *const *W, int count, int *ne
     return NB_OK;
 }
 
-nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes,
+nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes, unsigned what,
                                 nb_prefetch_tune *out) {
     memset(out, 0, sizeof *out);
     out->table = out->chosen = k->prefetch;
     out->table_l2 = out->chosen_l2 = k->prefetch_l2;
+    out->table_streams = out->chosen_streams = k->streams;
     size_t total = 0;
     int64_t max_k = 0, max_r = 0;
     for (int i = 0; i < count; i++) {
@@ -85,15 +88,21 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
     const bool l2_fixed = k->d->opts.decode_prefetch_l2_set;
     pair cand[NB_TUNE_MAX];
     int n = 0;
-    add_pair(cand, &n, out->table, out->table_l2);
-    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-        add_pair(cand, &n, candidates[i], l2_fixed ? out->table_l2 : 0);
-        if (!l2_fixed) add_pair(cand, &n, candidates[i], 2 * candidates[i]);
-    }
+    const int ts = out->table_streams, alt[2] = {1, NB_TUNE_STREAMS_ALT};
+    add_pair(cand, &n, out->table, out->table_l2, ts);
+    for (int si = 0; si < ((what & NB_TUNE_STREAMS) ? 2 : 0); si++)
+        add_pair(cand, &n, out->table, out->table_l2, alt[si]);
+    for (size_t i = 0; (what & NB_TUNE_PREFETCH) && i < sizeof candidates / sizeof *candidates; i++)
+        for (int si = 0; si < ((what & NB_TUNE_STREAMS) ? 2 : 1); si++) {
+            const int st = (what & NB_TUNE_STREAMS) ? alt[si] : ts;
+            add_pair(cand, &n, candidates[i], l2_fixed ? out->table_l2 : 0, st);
+            if (!l2_fixed) add_pair(cand, &n, candidates[i], 2 * candidates[i], st);
+        }
     qsort(cand, (size_t)n, sizeof *cand, cmp_pair);
     for (int i = 0; i < n; i++) {
         out->bytes[i] = cand[i].pf;
         out->l2[i] = cand[i].l2;
+        out->streams[i] = cand[i].streams;
     }
     out->n = n;
 
@@ -113,6 +122,7 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
             int ci = (c + r) % n; /* a different candidate first each round */
             k->prefetch = out->bytes[ci];
             k->prefetch_l2 = out->l2[ci];
+            k->streams = out->streams[ci];
             int64_t t0 = now_ns();
             st = trial(k, W, count, &next, x, y, &bytes);
             g[ci * NB_TUNE_REPS + r] = (double)bytes / (double)NB_MAX(now_ns() - t0, 1);
@@ -123,18 +133,20 @@ nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count
         qsort(g + c * NB_TUNE_REPS, NB_TUNE_REPS, sizeof *g, cmp_double);
         out->gbps[c] = g[c * NB_TUNE_REPS + NB_TUNE_REPS / 2];
         if (out->gbps[c] > out->gbps[best]) best = c;
-        if (out->bytes[c] == out->table && out->l2[c] == out->table_l2) table_i = c;
+        if (out->bytes[c] == out->table && out->l2[c] == out->table_l2 && out->streams[c] == ts) table_i = c;
     }
     free(x); free(y); free(g);
     if (st != NB_OK) {
         k->prefetch = out->table;
         k->prefetch_l2 = out->table_l2;
+        k->streams = ts;
         out->n = 0;
         return st;
     }
     bool wins = out->gbps[best] >= NB_TUNE_MARGIN * out->gbps[table_i];
     out->chosen = k->prefetch = wins ? out->bytes[best] : out->table;
     out->chosen_l2 = k->prefetch_l2 = wins ? out->l2[best] : out->table_l2;
+    out->chosen_streams = k->streams = wins ? out->streams[best] : ts;
     snprintf(out->why, sizeof out->why, "measured at load (%d x %d trials of %zu MiB, %.0f ms): %s", n, NB_TUNE_REPS,
              NB_TUNE_TRIAL_BYTES >> 20, out->ms,
              wins && best != table_i ? "faster than the CPU's default by 3% or more"

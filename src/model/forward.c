@@ -38,6 +38,7 @@ static nb_status tune_prefetch(nb_fwd *f) {
         snprintf(f->tune.why, sizeof f->tune.why, "not measured: the weights are computed from the file mapping (--mmap)");
         f->tune.table = f->tune.chosen = f->k.prefetch;
         f->tune.table_l2 = f->tune.chosen_l2 = f->k.prefetch_l2;
+        f->tune.table_streams = f->tune.chosen_streams = f->k.streams;
         return NB_OK;
     }
     enum { PER_LAYER = 7 };
@@ -51,7 +52,8 @@ static nb_status tune_prefetch(nb_fwd *f) {
             if (ws[i]) W[n++] = ws[i];
     }
     if (m->output) W[n++] = m->output;
-    nb_status st = nb_kctx_tune_prefetch(&f->k, W, n, NB_TUNE_MIN_BYTES, &f->tune);
+    unsigned what = (f->k.d->decode_prefetch_tune ? NB_TUNE_PREFETCH : 0) | (f->k.d->decode_streams_tune ? NB_TUNE_STREAMS : 0);
+    nb_status st = nb_kctx_tune_prefetch(&f->k, W, n, NB_TUNE_MIN_BYTES, what, &f->tune);
     free(W);
     if (st == NB_ERR_NOMEM) return st;
     if (st != NB_OK) { /* a measurement is not worth a failed load: the CPU's distance stays */
@@ -59,7 +61,8 @@ static nb_status tune_prefetch(nb_fwd *f) {
         snprintf(f->tune.why, sizeof f->tune.why, "not measured: %s", nb_errmsg());
         return NB_OK;
     }
-    NB_INFO("decode prefetch %d bytes, L2 %d: %s", f->k.prefetch, f->k.prefetch_l2, f->tune.why);
+    NB_INFO("decode prefetch %d bytes, L2 %d, %d stream(s) per thread: %s", f->k.prefetch, f->k.prefetch_l2,
+            f->k.streams, f->tune.why);
     return NB_OK;
 }
 
@@ -109,7 +112,7 @@ nb_status nb_fwd_create_with(const nb_model *m, nb_kv_pool *kv, int n_threads, i
         nb_fwd_free(f);
         return nb_fail(NB_ERR_NOMEM, "out of memory for forward buffers of %d tokens", max_tokens);
     }
-    if (f->k.d->decode_prefetch_tune && (st = tune_prefetch(f)) != NB_OK) {
+    if ((f->k.d->decode_prefetch_tune || f->k.d->decode_streams_tune) && (st = tune_prefetch(f)) != NB_OK) {
         nb_fwd_free(f);
         return st;
     }
@@ -132,6 +135,7 @@ const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
 const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }
 int nb_fwd_prefetch(const nb_fwd *f) { return f->k.prefetch; }
 int nb_fwd_prefetch_l2(const nb_fwd *f) { return f->k.prefetch_l2; }
+int nb_fwd_decode_streams(const nb_fwd *f) { return f->k.streams; }
 const nb_prefetch_tune *nb_fwd_prefetch_tune(const nb_fwd *f) { return &f->tune; }
 
 

@@ -53,6 +53,7 @@ const char *nb_fwd_attn_isa(const nb_fwd *f);
  * tune->n 0 when not measured). */
 int nb_fwd_prefetch(const nb_fwd *f);
 int nb_fwd_prefetch_l2(const nb_fwd *f);
+int nb_fwd_decode_streams(const nb_fwd *f); /* runs of rows per thread in one-token matmuls (kernels/matmul.c) */
 const nb_prefetch_tune *nb_fwd_prefetch_tune(const nb_fwd *f);
 
 /* Runs the batch; logits of the wanted tokens, in batch order, go to

@@ -94,13 +94,22 @@ check "bench model -d x exits 2 naming the option" '[ $rc -eq 2 ] && grep -q -- 
 # set; a bad value exits 2 naming what is allowed
 "$BIN" bench model "$M" -p 0 -n 4 -r 1 --no-bw -t 2 --decode-prefetch tune >"$tmp/t" 2>"$tmp/e"; rc=$?
 check "--decode-prefetch tune on a model the cache holds keeps the CPU's distance and says why" \
-  '[ $rc -eq 0 ] && grep -q "^decode prefetch: [0-9]* bytes, L2 [0-9]* (the CPU.s default; not measured: 0 MiB of weights" "$tmp/t"'
+  '[ $rc -eq 0 ] && grep -q "^decode prefetch: [0-9]* bytes, L2 [0-9]*, [0-9] stream(s) per thread (the CPU.s default; not measured: 0 MiB of weights" "$tmp/t"'
 "$BIN" bench model "$M" -p 0 -n 4 -r 1 --no-bw -t 2 --decode-prefetch 4096 --json >"$tmp/t" 2>"$tmp/e"; rc=$?
 check "--decode-prefetch 4096 is the distance used, in the JSON" '[ $rc -eq 0 ] && python3 - "$tmp/t" <<PY
 import json, sys
 p = json.load(open(sys.argv[1]))["decode_prefetch"]
 assert p["bytes"] == 4096 and p["tuned"] is False, p
 PY'
+"$BIN" bench model "$M" -p 0 -n 4 -r 1 --no-bw -t 2 --decode-streams 3 --json >"$tmp/t" 2>"$tmp/e"; rc=$?
+check "--decode-streams 3 is the count used, in the JSON and the kernels line" '[ $rc -eq 0 ] && python3 - "$tmp/t" <<PY
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["decode_prefetch"]["streams"] == 3, j["decode_prefetch"]
+assert "in 3 streams per thread" in j["kernels"], j["kernels"]
+PY'
+"$BIN" bench model "$M" -p 0 -n 4 -r 1 --no-bw -t 2 --decode-streams 5 >"$tmp/t" 2>"$tmp/e"; rc=$?
+check "--decode-streams 5 exits 2 naming the allowed range" '[ $rc -eq 2 ] && grep -q -- "--decode-streams: .5.: expected auto or 1..4" "$tmp/e"'
 "$BIN" bench model "$M" -p 0 -n 4 -r 1 --no-bw -t 2 --decode-prefetch-l2 8192 --json >"$tmp/t" 2>"$tmp/e"; rc=$?
 check "--decode-prefetch-l2 8192 is the L2 distance used, in the JSON and the kernels line" '[ $rc -eq 0 ] && python3 - "$tmp/t" <<PY
 import json, sys

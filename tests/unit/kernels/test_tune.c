@@ -3,7 +3,8 @@
  * table's unless another is NB_TUNE_MARGIN faster, sets the context's
  * distances to what it chose, leaves results unchanged (the same bits as a
  * context at the table's distances), does not measure weights under
- * min_bytes, and keeps an L2 distance the options fixed. */
+ * min_bytes, and keeps an L2 distance the options fixed; the same for the
+ * runs of rows each thread reads in one-token matmuls (NB_TUNE_STREAMS). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,18 +59,18 @@ static void test_tune(void **state) {
 
     nb_prefetch_tune t;
     /* under min_bytes: not measured, the table's distance stays */
-    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total + 1, &t), NB_OK);
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total + 1, NB_TUNE_PREFETCH, &t), NB_OK);
     assert_int_equal(t.n, 0);
     assert_int_equal(k.prefetch, table);
     assert_int_equal(k.prefetch_l2, table_l2);
     assert_int_equal(t.chosen, table);
     assert_int_equal(t.chosen_l2, table_l2);
     assert_non_null(strstr(t.why, "not measured"));
-    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, 0, 0, &t), NB_OK);
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, 0, 0, NB_TUNE_PREFETCH, &t), NB_OK);
     assert_int_equal(t.n, 0);
 
     /* measured (from the cache here: the test checks the bookkeeping, not the speed) */
-    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total / 2, &t), NB_OK);
+    assert_int_equal(nb_kctx_tune_prefetch(&k, wp, NW, total / 2, NB_TUNE_PREFETCH, &t), NB_OK);
     assert_true(t.n >= 8 && t.n <= NB_TUNE_MAX); /* four L1 distances, each without and with L2 */
     bool has_table = false, has_chosen = false;
     int with_l2 = 0;
@@ -110,15 +111,39 @@ static void test_tune(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     nb_kctx kf;
     assert_int_equal(nb_kctx_init_with(&kf, 2, &d), NB_OK);
-    assert_int_equal(nb_kctx_tune_prefetch(&kf, wp, NW, total / 2, &t), NB_OK);
+    assert_int_equal(nb_kctx_tune_prefetch(&kf, wp, NW, total / 2, NB_TUNE_PREFETCH, &t), NB_OK);
     assert_true(t.n >= 4);
     for (int i = 0; i < t.n; i++) assert_int_equal(t.l2[i], 6144);
     assert_int_equal(kf.prefetch_l2, 6144);
     nb_kctx_free(&kf);
 
-    /* any distances compute the same bits */
+    /* the runs of rows per thread: alone at the table's distances, or with them */
+    const int table_streams = nb_dispatch_default()->decode_streams;
+    assert_int_equal(nb_kctx_init(&kf, 2), NB_OK);
+    assert_int_equal(kf.streams, table_streams);
+    assert_int_equal(nb_kctx_tune_prefetch(&kf, wp, NW, total / 2, NB_TUNE_STREAMS, &t), NB_OK);
+    assert_true(t.n >= 2 && t.n <= 3);
+    bool one = false, alt = false;
+    for (int i = 0; i < t.n; i++) {
+        assert_int_equal(t.bytes[i], kf.prefetch);
+        assert_int_equal(t.l2[i], kf.prefetch_l2);
+        one |= t.streams[i] == 1;
+        alt |= t.streams[i] == NB_TUNE_STREAMS_ALT;
+        if (i) assert_true(t.streams[i] > t.streams[i - 1]);
+    }
+    assert_true(one && alt);
+    assert_int_equal(t.table_streams, table_streams);
+    assert_int_equal(kf.streams, t.chosen_streams);
+    assert_int_equal(nb_kctx_tune_prefetch(&kf, wp, NW, total / 2, NB_TUNE_PREFETCH | NB_TUNE_STREAMS, &t), NB_OK);
+    assert_true(t.n >= 16 && t.n <= NB_TUNE_MAX); /* four L1 distances, without and with L2, 1 and 4 streams */
+    assert_int_equal(kf.streams, t.chosen_streams);
+    assert_int_equal(kf.prefetch, t.chosen);
+    nb_kctx_free(&kf);
+
+    /* any distances and runs of rows compute the same bits */
     k.prefetch = t.bytes[t.n - 1] == table ? t.bytes[0] : t.bytes[t.n - 1];
     k.prefetch_l2 = table_l2 ? 0 : 4096;
+    k.streams = table_streams == 1 ? 3 : 1;
     float *x = malloc(K * sizeof *x), *y = malloc(R * sizeof *y), *yr = malloc(R * sizeof *yr);
     for (int i = 0; i < K; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
     for (int m = 0; m < NW; m++) {
