@@ -269,7 +269,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   4, 8 KiB, each alone and with L2 at twice it, 5 rounds of 64 MiB\n"
               "                                   trials; kept when 3% faster than the CPU's values). Default\n"
               "                                   auto: per CPU (2048 on Intel AVX-512 + AMX servers, measured with\n"
-              "                                   the L2 distance; 8192 on AMD family 25/26), tuned at load\n"
+              "                                   the L2 distance; 2048 on AMD family 26, 8192 on 25), tuned at load\n"
               "                                   elsewhere when the weights pass 256 MiB (not with --mmap)\n"
               "      --decode-prefetch-l2 auto|BYTES  how far ahead the decode dots ask for each weight line a\n"
               "                                   second time, into L2 only (0: not; a multiple of 64 in\n"
@@ -277,7 +277,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "                                   (measured), else 0 or what the load-time measurement chose\n"
               "      --decode-streams auto|N      runs of rows each thread of a one-token matmul reads in\n"
               "                                   lockstep (1..4; env NIBBLE_DECODE_STREAMS). Default auto: 4 on\n"
-              "                                   AMD family 26 (measured), else 1\n"
+              "                                   AMD family 26 (measured), else 1 or 4 as measured at load\n"
               "      --gemm-slab-kib N            KiB of packed activations the int8 GEMM keeps in L2 while every\n"
               "                                   row passes (64..65536; default per CPU: a quarter of the L2, all\n"
               "                                   of it with the AMX GEMMs; env NIBBLE_GEMM_SLAB_KIB)\n",
