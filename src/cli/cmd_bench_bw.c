@@ -13,8 +13,9 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: nibble bench bw [-t N] [--size MiB] [--passes N] [--json]\n"
                "  Read bandwidth with every thread of a pool, as the best pass of each access pattern:\n"
-               "  1 or 8 streams per thread, with and without software prefetch (2 KiB ahead), on 4 KiB and\n"
-               "  2 MiB pages, with the widest loads and, on AVX-512 CPUs, 32-byte ones too (2 MiB pages).\n"
+               "  1 or 8 streams per thread in 256-byte turns and 4 in 64-byte turns (as the decode dots read\n"
+               "  their streams), with and without software prefetch (2 KiB ahead), on 4 KiB and 2 MiB pages,\n"
+               "  with the widest loads and, on AVX-512 CPUs, 32-byte ones too (2 MiB pages).\n"
                "  The maximum is the decode roofline `nibble bench model` reports.\n"
                "  -t N          threads (default: one per CPU this process may use)\n"
                "  --size MiB    buffer per page size (default 1024, at least 64)\n"
@@ -28,11 +29,12 @@ json_t *nb_bench_bw_json(const nb_membw_result *r) {
     for (int i = 0; i < r->n; i++) {
         char name[96];
         nb_membw_pattern_name(&r->p[i], name, sizeof name);
-        json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:s, s:i, s:f, s:b}", "pattern", name, "streams",
+        json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:s, s:i, s:i, s:f, s:b}", "pattern", name, "streams",
                                            r->p[i].streams, "prefetch", r->p[i].prefetch, "pages",
                                            r->p[i].huge_pages ? "2M" : "4K", "load_bytes",
-                                           r->p[i].load_bytes ? r->p[i].load_bytes : widest, "gb_s", r->p[i].gbps,
-                                           "best", i == r->best));
+                                           r->p[i].load_bytes ? r->p[i].load_bytes : widest, "turn_bytes",
+                                           r->p[i].turn ? r->p[i].turn : 256, "gb_s", r->p[i].gbps, "best",
+                                           i == r->best));
     }
     return a;
 }

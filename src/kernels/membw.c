@@ -29,13 +29,13 @@ static inline uint64_t reduce16(v2u64 v) { return v[0] + v[1]; }
 #include "kernels/dispatch.h"
 #include "kernels/membw_loop.h"
 
-typedef uint64_t (*sum_fn)(const void *const *p, int streams, size_t bytes, int prefetch);
+typedef uint64_t (*sum_fn)(const void *const *p, int streams, size_t bytes, int prefetch, int turn);
 
 #define MAX_THREADS 512
 typedef struct {
     const char *buf;
     size_t units; /* 256-byte units in the buffer */
-    int streams, prefetch;
+    int streams, prefetch, turn;
     sum_fn sum;
     uint64_t sums[MAX_THREADS];
     uint64_t bytes[MAX_THREADS];
@@ -48,7 +48,7 @@ static void bw_worker(void *arg, int ith, int nth) {
     size_t per = (size_t)(hi - lo) / (size_t)j->streams; /* units per stream */
     const void *p[64];
     for (int s = 0; s < j->streams; s++) p[s] = j->buf + ((size_t)lo + (size_t)s * per) * 256;
-    j->sums[ith % MAX_THREADS] += j->sum(p, j->streams, per * 256, j->prefetch);
+    j->sums[ith % MAX_THREADS] += j->sum(p, j->streams, per * 256, j->prefetch, j->turn);
     j->bytes[ith % MAX_THREADS] = per * 256 * (size_t)j->streams;
 }
 
@@ -88,8 +88,9 @@ static char *map_buffer(size_t bytes, bool huge) {
 void nb_membw_pattern_name(const nb_membw_pattern *p, char *buf, size_t size) {
     char pf[32] = "no prefetch";
     if (p->prefetch) snprintf(pf, sizeof pf, "prefetch %d", p->prefetch);
-    char loads[32] = "";
+    char loads[48] = "";
     if (p->load_bytes) snprintf(loads, sizeof loads, ", %d-byte loads", p->load_bytes);
+    if (p->turn) snprintf(loads + strlen(loads), sizeof loads - strlen(loads), ", %d-byte turns", p->turn);
     snprintf(buf, size, "%d stream%s/thread, %s, %s pages%s", p->streams, p->streams > 1 ? "s" : "", pf,
              p->huge_pages ? "2M" : "4K", loads);
 }
@@ -116,10 +117,11 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
         return nb_fail(NB_ERR_INVALID, "bandwidth probe: %d patterns, allowed 1..%d", n, NB_MEMBW_MAX_PATTERNS);
     for (int i = 0; i < n; i++)
         if (pats[i].streams < 1 || pats[i].streams > 64 || pats[i].prefetch < 0 || pats[i].prefetch > (1 << 20) ||
-            (pats[i].load_bytes != 0 && pats[i].load_bytes != 32))
+            (pats[i].load_bytes != 0 && pats[i].load_bytes != 32) || (pats[i].turn != 0 && pats[i].turn != 64))
             return nb_fail(NB_ERR_INVALID,
-                           "bandwidth probe: pattern %d has %d streams, prefetch %d, load_bytes %d (allowed 1..64, 0..1 MiB, 0 or 32)",
-                           i, pats[i].streams, pats[i].prefetch, pats[i].load_bytes);
+                           "bandwidth probe: pattern %d has %d streams, prefetch %d, load_bytes %d, turn %d (allowed "
+                           "1..64, 0..1 MiB, 0 or 32, 0 or 64)",
+                           i, pats[i].streams, pats[i].prefetch, pats[i].load_bytes, pats[i].turn);
     if (passes < 1) passes = 1;
     bytes = bytes >> 20 << 20;
     if (bytes < ((size_t)64 << 20)) bytes = (size_t)64 << 20;
@@ -152,6 +154,7 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
             j.units = bytes / 256;
             j.streams = pats[i].streams;
             j.prefetch = pats[i].prefetch;
+            j.turn = pats[i].turn;
             j.sum = pats[i].load_bytes == 32 ? sum32 : sum;
             double t0 = now_s();
             nb_pool_run(pool, bw_worker, &j);
@@ -176,15 +179,17 @@ nb_status nb_membw_measure_patterns(nb_pool *pool, size_t bytes, int passes, nb_
 nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa, nb_membw_result *out) {
     /* prefetch: none, 2 KiB, and the distance the kernels take on this CPU */
     int pfs[3] = {0, 2048, nb_prefetch_for_cpu(nb_cpu_get())}, npf = pfs[2] != 0 && pfs[2] != 2048 ? 3 : 2;
-    nb_membw_pattern pats[18];
+    nb_membw_pattern pats[NB_MEMBW_MAX_PATTERNS];
     int n = 0;
-    for (int h = 1; h >= 0; h--)
+    for (int h = 1; h >= 0; h--) {
         for (int s = 1; s <= 8; s += 7)
-            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], h == 1, 0, 0};
+            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], h == 1, 0, 0, 0};
+        pats[n++] = (nb_membw_pattern){4, 2048, h == 1, 0, 0, 64}; /* the decode dots' streams (membw.h) */
+    }
     nb_isa isa = nb_cpu_isa() < max_isa ? nb_cpu_isa() : max_isa;
     if (isa >= NB_ISA_AVX512) /* narrower loads on 2 MiB pages (membw.h) */
         for (int s = 1; s <= 8; s += 7)
-            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], true, 0, 32};
+            for (int k = 0; k < npf; k++) pats[n++] = (nb_membw_pattern){s, pfs[k], true, 0, 32, 0};
     return nb_membw_measure_patterns(pool, bytes, passes, max_isa, pats, n, out);
 }
 

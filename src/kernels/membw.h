@@ -9,7 +9,10 @@
  * the probe tries several patterns and the roofline is the best of them:
  *   streams   1 (each thread reads one contiguous slice) or S interleaved
  *             streams per thread (the slice cut in S parts walked in
- *             lockstep, 256 bytes from each in turn);
+ *             lockstep, 256 bytes from each in turn, or 64: on the AMD Zen
+ *             5-class guest of session 32, 4 streams in 64-byte turns read
+ *             47.9-51.7 GB/s where 8 in 256-byte turns read 39.4-45.0, and
+ *             the decode dots read their streams that way, kernels/matmul.c);
  *   prefetch  none, or software prefetch `prefetch` bytes ahead of each stream;
  *   pages     4 KiB (MADV_NOHUGEPAGE) or 2 MiB (MADV_HUGEPAGE, where the
  *             kernel grants transparent huge pages).
@@ -39,6 +42,7 @@ typedef struct nb_membw_pattern {
     bool huge_pages;  /* 2 MiB pages asked for */
     double gbps;      /* result: best pass, 1e9 bytes/s; 0 if not measured */
     int load_bytes;   /* 0: the widest loads (the result's isa); 32: AVX2 loads on an AVX-512 CPU */
+    int turn;         /* bytes of a stream read before the next stream's: 0 (256) or 64 */
 } nb_membw_pattern;
 
 #define NB_MEMBW_MAX_PATTERNS 24
@@ -54,8 +58,9 @@ typedef struct nb_membw_result {
 
 /* The default pattern set (streams 1 and 8; prefetch 0, 2048 and the
  * kernels' distance on this CPU, nb_prefetch_for_cpu, when it is another;
- * both page sizes: 8 or 12 patterns; on an AVX-512 CPU not capped below it
- * by max_isa, the 2 MiB ones again with 32-byte loads: 12 or 18), `bytes` per buffer (rounded down to
+ * both page sizes: 8 or 12 patterns; and 4 streams in 64-byte turns with
+ * prefetch 2048 on both page sizes: 10 or 14; on an AVX-512 CPU not capped below it
+ * by max_isa, the 2 MiB 1- and 8-stream ones again with 32-byte loads: 14 or 20), `bytes` per buffer (rounded down to
  * whole MiB, at least 64 MiB), best of `passes`. max_isa caps the load
  * width. */
 nb_status nb_membw_measure(nb_pool *pool, size_t bytes, int passes, nb_isa max_isa, nb_membw_result *out)
@@ -83,8 +88,8 @@ nb_status nb_measure_read_bandwidth(nb_pool *pool, size_t bytes, int passes, dou
  * (a multiple of 256; regions 64-byte aligned), walked in lockstep 256 bytes
  * at a time, prefetching `prefetch` bytes ahead of each (0: none). Also the
  * scalar-vector reference, which tests compare them with. */
-uint64_t nb_membw_sum_ref(const void *const *p, int streams, size_t bytes, int prefetch);
-uint64_t nb_membw_sum_avx2(const void *const *p, int streams, size_t bytes, int prefetch);
-uint64_t nb_membw_sum_avx512(const void *const *p, int streams, size_t bytes, int prefetch);
+uint64_t nb_membw_sum_ref(const void *const *p, int streams, size_t bytes, int prefetch, int turn);
+uint64_t nb_membw_sum_avx2(const void *const *p, int streams, size_t bytes, int prefetch, int turn);
+uint64_t nb_membw_sum_avx512(const void *const *p, int streams, size_t bytes, int prefetch, int turn);
 
 #endif

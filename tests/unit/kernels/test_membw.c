@@ -1,6 +1,7 @@
 /* The read-bandwidth probe (kernels/membw.h): every compiled inner loop sums
  * exactly the 64-bit words of its streams (1, 3, 8 and 11 streams - past
- * the 8 walked in lockstep - with and without prefetch) against a plain
+ * the 8 walked in lockstep - with and without prefetch, in 256- and 64-byte
+ * turns) against a plain
  * scalar sum, and the whole probe measures every pattern of a small set on
  * a real pool (a positive rate for each, the best one the maximum). No
  * timing is asserted beyond "positive". */
@@ -12,7 +13,7 @@
 #include "kernels/membw.h"
 #include "testutil.h"
 
-typedef uint64_t (*sum_fn)(const void *const *p, int streams, size_t bytes, int prefetch);
+typedef uint64_t (*sum_fn)(const void *const *p, int streams, size_t bytes, int prefetch, int turn);
 
 static void check_loop(sum_fn f, const char *name) {
     static const int streams[] = {1, 2, 3, 8, 11};
@@ -31,12 +32,14 @@ static void check_loop(sum_fn f, const char *name) {
             }
             const void *p[16];
             for (int s = 0; s < ns; s++) p[s] = (const char *)buf + (size_t)s * bytes;
-            for (int pf = 0; pf <= 2048; pf += 2048) {
-                uint64_t got = f(p, ns, bytes, pf);
-                if (got != want) fprintf(stderr, "%s: streams %d bytes %zu prefetch %d: %llu != %llu\n", name, ns,
-                                         bytes, pf, (unsigned long long)got, (unsigned long long)want);
-                assert_true(got == want);
-            }
+            for (int pf = 0; pf <= 2048; pf += 2048)
+                for (int turn = 0; turn <= 64; turn += 64) {
+                    uint64_t got = f(p, ns, bytes, pf, turn);
+                    if (got != want)
+                        fprintf(stderr, "%s: streams %d bytes %zu prefetch %d turn %d: %llu != %llu\n", name, ns,
+                                bytes, pf, turn, (unsigned long long)got, (unsigned long long)want);
+                    assert_true(got == want);
+                }
             free(buf);
         }
 }
@@ -60,9 +63,10 @@ static void test_probe(void **state) {
     int cpu_pf = nb_prefetch_for_cpu(nb_cpu_get()), npf = cpu_pf != 0 && cpu_pf != 2048 ? 3 : 2;
     /* and on an AVX-512 CPU the 2 MiB ones again with 32-byte loads */
     int narrow = nb_cpu_isa() >= NB_ISA_AVX512 ? 2 * npf : 0;
-    assert_int_equal(r.n, 4 * npf + narrow);
+    /* and 4 streams in 64-byte turns, prefetch 2048, on both page sizes */
+    assert_int_equal(r.n, 4 * npf + 2 + narrow);
     double mx = 0;
-    int n_huge = 0, n_multi = 0, n_pf = 0, n_narrow = 0;
+    int n_huge = 0, n_multi = 0, n_pf = 0, n_narrow = 0, n_turn = 0;
     for (int i = 0; i < r.n; i++) {
         assert_true(r.p[i].gbps > 0);
         if (r.p[i].gbps > mx) mx = r.p[i].gbps;
@@ -71,16 +75,21 @@ static void test_probe(void **state) {
         n_pf += r.p[i].prefetch > 0;
         n_narrow += r.p[i].load_bytes == 32;
         if (r.p[i].load_bytes) assert_true(r.p[i].huge_pages);
+        if (r.p[i].turn) {
+            n_turn++;
+            assert_true(r.p[i].turn == 64 && r.p[i].streams == 4 && r.p[i].prefetch == 2048 && !r.p[i].load_bytes);
+        }
     }
     assert_true(r.gbps == mx && r.p[r.best].gbps == mx);
-    assert_int_equal(n_huge, 2 * npf + narrow);
-    assert_int_equal(n_multi, 2 * npf + narrow / 2);
-    assert_int_equal(n_pf, (4 * npf + narrow) / npf * (npf - 1));
+    assert_int_equal(n_huge, 2 * npf + 1 + narrow);
+    assert_int_equal(n_multi, 2 * npf + 2 + narrow / 2);
+    assert_int_equal(n_pf, (4 * npf + narrow) / npf * (npf - 1) + 2);
     assert_int_equal(n_narrow, narrow);
+    assert_int_equal(n_turn, 2);
     /* without AVX-512 (capped) the set has no narrower loads */
     nb_membw_result capped;
     assert_int_equal(nb_membw_measure(pool, (size_t)64 << 20, 1, NB_ISA_AVX2, &capped), NB_OK);
-    assert_int_equal(capped.n, 4 * npf);
+    assert_int_equal(capped.n, 4 * npf + 2);
     /* merging keeps each pattern's better run and the best of those */
     nb_membw_result a = r, b = r;
     a.p[0].gbps = 1e6;
@@ -95,11 +104,14 @@ static void test_probe(void **state) {
     assert_int_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &again, 1, &one), NB_OK);
     assert_true(one.n == 1 && one.gbps > 0 && one.gbps < 1e5 && one.p[0].streams == again.streams);
     /* a bad pattern is refused with a message */
-    nb_membw_pattern bad = {0, 0, false, 0, 0};
+    nb_membw_pattern bad = {0, 0, false, 0, 0, 0};
     assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &bad, 1, &r), NB_OK);
-    nb_membw_pattern odd = {1, 0, true, 0, 48}; /* loads of 48 bytes: no such loop */
+    nb_membw_pattern odd = {1, 0, true, 0, 48, 0}; /* loads of 48 bytes: no such loop */
     assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &odd, 1, &r), NB_OK);
-    nb_membw_pattern narrow32 = {1, 2048, true, 0, 32}; /* 32-byte loads need AVX2: refused under the scalar cap */
+    nb_membw_pattern turn32 = {4, 2048, true, 0, 0, 32}; /* 32-byte turns: no such loop */
+    assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, nb_cpu_isa(), &turn32, 1, &r), NB_OK);
+    assert_non_null(strstr(nb_errmsg(), "turn 32"));
+    nb_membw_pattern narrow32 = {1, 2048, true, 0, 32, 0}; /* 32-byte loads need AVX2: refused under the scalar cap */
     assert_int_not_equal(nb_membw_measure_patterns(pool, (size_t)64 << 20, 1, NB_ISA_SCALAR, &narrow32, 1, &r), NB_OK);
     nb_pool_free(pool);
 }
