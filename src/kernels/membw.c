@@ -77,7 +77,7 @@ static long huge_kb(const void *p) {
     return kb;
 }
 
-static char *map_buffer(size_t bytes, bool huge) {
+NB_MEMBW_NO_TSAN static char *map_buffer(size_t bytes, bool huge) { /* membw_loop.h: not under TSan */
     char *a = nb_map_anon(bytes, huge);
     if (!a) return NULL;
     uint64_t *w = (uint64_t *)a;
