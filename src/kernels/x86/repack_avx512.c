@@ -43,6 +43,23 @@ static inline float hsum128(__m128 v) {
 }
 
 
+/* Four blocks' weights at qi as two vectors of unsigned bytes (4-bit: the
+ * low and high nibbles of one 64-byte load; 8-bit: two loads), each line
+ * prefetched beside its load (prefetch_here.h). */
+static inline __attribute__((always_inline)) void planar_weights4(const uint8_t *qi, const int four, int pf, int pf2,
+                                                                  __m512i *w0, __m512i *w1) {
+    nb_prefetch_ahead(qi, pf, pf2);
+    if (four) {
+        const __m512i m4 = _mm512_set1_epi8(15), v = _mm512_loadu_si512((const void *)qi);
+        *w0 = _mm512_and_si512(v, m4);
+        *w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        return;
+    }
+    nb_prefetch_ahead(qi + 64, pf, pf2);
+    *w0 = _mm512_loadu_si512((const void *)qi);
+    *w1 = _mm512_loadu_si512((const void *)(qi + 64));
+}
+
 /* The planar rows (planar_kind.h: Q4_0R, Q8_0R, W8R, W4G*R) x Q8_0P for T
  * (1..4) tokens, four blocks per iteration: two 64-byte weight vectors
  * (4-bit: the low and high nibbles of one 64-byte load, blocks i, i+1 and
@@ -60,7 +77,6 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = n / 32, qs = four ? 16 : 32;
     const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
-    const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc0[4], acc1[4];
     __m128 off[4];
 #pragma GCC unroll 4
@@ -71,18 +87,8 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        const uint8_t *qi = q + i * qs;
         __m512i w0, w1;
-        nb_prefetch_ahead(qi, pf, pf2);
-        if (four) {
-            __m512i v = _mm512_loadu_si512((const void *)qi);
-            w0 = _mm512_and_si512(v, m4);
-            w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        } else {
-            nb_prefetch_ahead(qi + 64, pf, pf2);
-            w0 = _mm512_loadu_si512((const void *)qi);
-            w1 = _mm512_loadu_si512((const void *)(qi + 64));
-        }
+        planar_weights4(q + i * qs, four, pf, pf2, &w0, &w1);
         __m128 dw, dz;
         nb_pl_scales4(w, n, i, kind, &dw, &dz);
     #pragma GCC unroll 4
@@ -122,7 +128,6 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     const int64_t nb = n / 32, qs = four ? 16 : 32;
     const int8_t *x = (const int8_t *)a;
     const float *ad = (const float *)(a + nb * 32), *ads = ad + nb;
-    const __m512i m4 = _mm512_set1_epi8(15);
     const uint8_t *wr[4], *q[4];
     __m512 acc0[4], acc1[4];
     __m128 off[4];
@@ -141,18 +146,8 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
         const __m128 adi = _mm_loadu_ps(ad + i), adsi = _mm_loadu_ps(ads + i);
 #pragma GCC unroll 4
         for (int r = 0; r < M; r++) {
-            const uint8_t *qi = q[r] + i * qs;
             __m512i w0, w1;
-            nb_prefetch_ahead(qi, pf, pf2);
-            if (four) {
-                __m512i v = _mm512_loadu_si512((const void *)qi);
-                w0 = _mm512_and_si512(v, m4);
-                w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            } else {
-                nb_prefetch_ahead(qi + 64, pf, pf2);
-                w0 = _mm512_loadu_si512((const void *)qi);
-                w1 = _mm512_loadu_si512((const void *)(qi + 64));
-            }
+            planar_weights4(q[r] + i * qs, four, pf, pf2, &w0, &w1);
             __m128 dw, dz;
             nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
             __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, x0);
