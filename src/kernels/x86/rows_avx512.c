@@ -121,6 +121,19 @@ AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, i
         for (int j = 0; j < 4; j++) o->z[j] = _mm512_cvttps_epi32(z[j]);
 }
 
+/* The next panel's weights, prefetched a share per step of the current
+ * one's arithmetic: lines [i * lines / n, (i + 1) * lines / n) of pf at
+ * step i of n (pf NULL: none). Issued in one burst per unit before the
+ * arithmetic, they filled the core's miss buffers and stalled it: a fifth
+ * of the Q4_0R kernel's samples sat on them at 8 tokens. Spread, 8 tokens
+ * x 256 MiB of 5632 x 2048 weights on one thread went from 34.1 to 28.3 ms
+ * (Q4_0R) and 29.4 to 21.7 ms (Q6_KR), Q4_KR unchanged (docs/speed.md,
+ * session 33). */
+AI void prefetch_share(const char *pf, int lines, int i, int n) {
+    if (pf)
+        for (int l = i * lines / n; l < (i + 1) * lines / n; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+}
+
 static inline int32_t word(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -129,13 +142,14 @@ static inline int32_t word(const int8_t *p) {
 
 /* One group against T tokens (x[t]: the token's Q8_0P int8 weights of this
  * group, da / is: its block scales and integer sums from block b0): f[t]
- * gains the 16 rows' products. The unsigned weights' offset comes off in
+ * gains the 16 rows' products; pf: this group's share of the next panel
+ * (`lines` cache lines, prefetch_share). The unsigned weights' offset comes off in
  * integers: each block's sum starts at -8 * the activations' sum (a float
  * multiply-add per block and token less, on the pipes vpdpbusd needs). Low
  * nibbles of words 0-7 are block 0 and of 8-15 block 1, high nibbles blocks
  * 2 and 3 (the Q4_0R group layout). */
 AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const *da, const int32_t *const *is,
-                     int64_t b0, __m512 *f, const int T, const int group) {
+                     int64_t b0, __m512 *f, const int T, const int group, const char *pf, int lines) {
     const __m512i m4 = _mm512_set1_epi8(15);
     #pragma GCC unroll 16
     for (int h = 0; h < 2; h++) {
@@ -153,6 +167,7 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
         }
         #pragma GCC unroll 16
         for (int s = 8 * h; s < 8 * h + 8; s++) {
+            prefetch_share(pf, lines, s, 16);
             __m512i v = _mm512_load_si512((const void *)&G->v[s]);
             __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             #pragma GCC unroll 16
@@ -171,9 +186,10 @@ AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const
     }
 }
 
-/* Groups [g0, g1) of the segment buffer against tokens [t0, t0 + T). */
+/* Groups [g0, g1) of the segment buffer against tokens [t0, t0 + T)
+ * (pf: the next panel's share of group g0, per bytes a group, or NULL). */
 AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t *act, size_t a_stride, int64_t nb,
-                       int64_t t0, float *yt, const int T, const int group) {
+                       int64_t t0, float *yt, const int T, const int group, const char *pf, uint64_t per) {
     const int8_t *x[TT];
     const float *da[TT];
     const int32_t *is[TT];
@@ -190,7 +206,7 @@ AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t 
         const int8_t *xg[TT];
         #pragma GCC unroll 16
         for (int t = 0; t < T; t++) xg[t] = x[t] + 128 * g;
-        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T, group);
+        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T, group, pf ? pf + (g - g0) * per : NULL, (int)(per / 64));
     }
     #pragma GCC unroll 16
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
@@ -240,7 +256,7 @@ AI void load_super(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper *o
 /* One super-block against T tokens (y[t]: the token's Q8_KP block): f[t]
  * gains d * sc_j * sum(q * a) - dmin * m_j * sum(a) over the sub-blocks,
  * times the token's scale. */
-AI void super_tokens(const tsuper *G, const nb_block_q8_K *const *y, __m512 *f, const int T) {
+AI void super_tokens(const tsuper *G, const nb_block_q8_K *const *y, __m512 *f, const int T, const char *pf, int lines) {
     const __m512i m4 = _mm512_set1_epi8(15);
     _Alignas(32) float bsd[TT][8]; /* the sub-blocks' activation sums times the token's scale */
 #pragma GCC unroll 16
@@ -250,6 +266,7 @@ AI void super_tokens(const tsuper *G, const nb_block_q8_K *const *y, __m512 *f, 
     }
 #pragma GCC unroll 1
     for (int j = 0; j < 8; j++) {
+        prefetch_share(pf, lines, j, 8);
         __m512i acc[TT];
 #pragma GCC unroll 16
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
@@ -319,7 +336,7 @@ AI void load_super6(const uint8_t *w, size_t stride, int nr, int64_t u, tsuper6 
  * activation sum, times the group's scale, summed over the super-block in
  * integers (as the decode dot: at most 16 x 63 x 127 x 128 x 16 < 2^31),
  * then f[t] gains it times d * the token's scale. */
-AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f, const int T) {
+AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f, const int T, const char *pf, int lines) {
     const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30);
     _Alignas(64) int32_t off[TT][16]; /* -32 * the group sums */
 #pragma GCC unroll 16
@@ -333,6 +350,7 @@ AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f
     for (int t = 0; t < T; t++) it[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int s = 0; s < 16; s++) {
+        prefetch_share(pf, lines, s, 16);
         const __m512i l0 = _mm512_load_si512((const void *)&G->l0[s]), l1 = _mm512_load_si512((const void *)&G->l1[s]);
         const __m512i h = _mm512_load_si512((const void *)&G->h[s]);
         const __m512i w0 = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m2));
@@ -371,9 +389,9 @@ AI float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb, const int
 }
 
 /* Super-blocks [u0, u1) of the segment buffer (Q4_KR, or Q6_KR when six)
- * against tokens [t0, t0 + T). */
+ * against tokens [t0, t0 + T) (pf, per: as segment_tokens). */
 AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
-                       int64_t t0, float *yt, const int T) {
+                       int64_t t0, float *yt, const int T, const char *pf, uint64_t per) {
     const nb_block_q8_K *x[TT];
     __m512 f[TT];
 #pragma GCC unroll 16
@@ -385,8 +403,9 @@ AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, c
         const nb_block_q8_K *xu[TT];
 #pragma GCC unroll 16
         for (int t = 0; t < T; t++) xu[t] = x[t] + u;
-        if (six) super6_tokens(&((const tsuper6 *)buf)[u - u0], xu, f, T);
-        else super_tokens(&((const tsuper *)buf)[u - u0], xu, f, T);
+        const char *pu = pf ? pf + (u - u0) * per : NULL;
+        if (six) super6_tokens(&((const tsuper6 *)buf)[u - u0], xu, f, T, pu, (int)(per / 64));
+        else super_tokens(&((const tsuper *)buf)[u - u0], xu, f, T, pu, (int)(per / 64));
     }
 #pragma GCC unroll 16
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
@@ -397,11 +416,12 @@ enum { K_Q4_0R, K_Q4_KR, K_Q6_KR, K_W4G32R, K_W4G64R, K_W4G128R };
 #define NIBBLE_GROUPS(kind) ((kind) == K_Q4_0R || (kind) >= K_W4G32R)
 #define W4G_GROUP(kind) ((kind) >= K_W4G32R ? 32 << ((kind) - K_W4G32R) : 0)
 
-/* One segment of units against tokens [t0, t0 + T) (kind: the layout). */
+/* One segment of units against tokens [t0, t0 + T) (kind: the layout;
+ * pf, per: as segment_tokens). */
 AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
-                     int64_t nb, int64_t t0, float *yt, const int T) {
-    if (NIBBLE_GROUPS(kind)) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T, W4G_GROUP(kind));
-    else segment_supers(buf, kind == K_Q6_KR, u0, u1, act, a_stride, t0, yt, T);
+                     int64_t nb, int64_t t0, float *yt, const int T, const char *pf, uint64_t per) {
+    if (NIBBLE_GROUPS(kind)) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T, W4G_GROUP(kind), pf, per);
+    else segment_supers(buf, kind == K_Q6_KR, u0, u1, act, a_stride, t0, yt, T, pf, per);
 }
 
 /* The vec_dot_rows driver: 16-row panels; per panel, tokens in chunks of
@@ -431,12 +451,6 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
             for (int64_t u0 = 0; u0 < nu; u0 += SEG) {
                 const int64_t u1 = u0 + SEG < nu ? u0 + SEG : nu;
                 for (int64_t u = u0; u < u1; u++) {
-                    /* the next panel (16 rows further, contiguous), a share per unit:
-                     * this one is read as 16-32 short streams, too many for the
-                     * hardware prefetchers */
-                    if (c0 == 0)
-                        for (uint64_t o = (uint64_t)u * pf_step; o < (uint64_t)(u + 1) * pf_step; o += 64)
-                            _mm_prefetch((const char *)next + o, _MM_HINT_T0);
                     if (NIBBLE_GROUPS(kind)) {
                         if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0], zw, group);
                         else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0], zw, group);
@@ -449,15 +463,19 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
                     }
                 }
                 for (int64_t t0 = 0; t0 < nc; t0 += TT) {
+                    /* the next panel (16 rows further, contiguous), a share per unit in
+                     * the first pass: this one is read as 16-48 short streams, too many
+                     * for the hardware prefetchers */
+                    const char *pf = c0 == 0 && t0 == 0 ? (const char *)next + (uint64_t)u0 * pf_step : NULL;
                     switch (nc - t0 < TT ? nc - t0 : TT) {
-                    case 1: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 1); break;
-                    case 2: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 2); break;
-                    case 3: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 3); break;
-                    case 4: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 4); break;
-                    case 5: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 5); break;
-                    case 6: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 6); break;
-                    case 7: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 7); break;
-                    default: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 8); break;
+                    case 1: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 1, pf, pf_step); break;
+                    case 2: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 2, pf, pf_step); break;
+                    case 3: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 3, pf, pf_step); break;
+                    case 4: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 4, pf, pf_step); break;
+                    case 5: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 5, pf, pf_step); break;
+                    case 6: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 6, pf, pf_step); break;
+                    case 7: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 7, pf, pf_step); break;
+                    default: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 8, pf, pf_step); break;
                     }
                 }
             }
