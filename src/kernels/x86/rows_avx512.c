@@ -126,9 +126,9 @@ AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, i
  * step i of n (pf NULL: none). Issued in one burst per unit before the
  * arithmetic, they filled the core's miss buffers and stalled it: a fifth
  * of the Q4_0R kernel's samples sat on them at 8 tokens. Spread, 8 tokens
- * x 256 MiB of 5632 x 2048 weights on one thread went from 34.1 to 28.3 ms
- * (Q4_0R) and 29.4 to 21.7 ms (Q6_KR), Q4_KR unchanged (docs/speed.md,
- * session 33). */
+ * x 256 MiB of 5632 x 2048 weights went from 34.0 to 28.1 ms on one thread
+ * (Q4_0R; 16.1 to 13.4 ms on two), Q6_KR 5-14% faster, Q4_KR unchanged
+ * (docs/speed.md, session 33). */
 AI void prefetch_share(const char *pf, int lines, int i, int n) {
     if (pf)
         for (int l = i * lines / n; l < (i + 1) * lines / n; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
