@@ -32,12 +32,16 @@
 #define SPIN_NS 100000L
 #define CLOCK_EVERY 64 /* pause instructions between clock reads */
 
-/* One thread's share of a chunked job; a cache line each so owners do not
- * contend. */
+/* One thread's share of a chunked job: items [base + front, base + back)
+ * are left, front in the high and back in the low 32 bits of span. The
+ * owner takes chunks from the front, other threads from the back (nb_pool_chunk).
+ * A cache line each so owners do not contend. */
 typedef struct {
-    _Alignas(64) atomic_int_fast64_t next;
-    int64_t end;
+    _Alignas(64) _Atomic uint64_t span;
+    int64_t base;
 } share;
+#define SHARE_MAX 0xffffffffLL /* items a share may hold */
+#define STEAL_CHUNKS 8         /* chunks a thread takes from another share at once, at most */
 
 /* The job word: the job's number (one more per job; 54 bits do not wrap)
  * above the number of threads it uses; workers ith >= that many sit it out. */
@@ -346,8 +350,8 @@ static void adapt(nb_pool *p, int64_t t, int nth, int64_t own_ns, int64_t wait_n
     }
 }
 
-void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk) {
-    if (chunk < 1) chunk = 1;
+/* Items [o, o + n) as one chunked job (shares of at most SHARE_MAX items). */
+static void run_chunks_from(nb_pool *p, nb_pool_fn fn, void *arg, int64_t o, int64_t n, int64_t chunk) {
     int64_t chunks = (n + chunk - 1) / chunk;
     const int nth = p->active;
     p->chunk = chunk;
@@ -355,8 +359,8 @@ void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t
     for (int i = 0; i < nth; i++) {
         int64_t lo, hi;
         nb_split(chunks, i, nth, &lo, &hi);
-        atomic_store(&p->shares[i].next, lo * chunk);
-        p->shares[i].end = hi * chunk < n ? hi * chunk : n;
+        p->shares[i].base = o + lo * chunk;
+        atomic_store(&p->shares[i].span, (uint64_t)((hi * chunk < n ? hi * chunk : n) - lo * chunk));
     }
     if (nth == 1) {
         fn(arg, 0, 1);
@@ -367,14 +371,50 @@ void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t
     adapt(p, t, nth, own, wait);
 }
 
+void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk) {
+    if (chunk < 1) chunk = 1;
+    /* a share holds at most SHARE_MAX items: bigger jobs in parts (a part a
+     * multiple of the chunk, so the chunk grid stays the job's) */
+    const int64_t part = NB_MAX(chunk, SHARE_MAX / chunk * chunk);
+    for (int64_t o = 0;; o += part) { /* at least once: an empty job still runs fn (with no chunks) */
+        run_chunks_from(p, fn, arg, o, NB_MAX(0, NB_MIN(part, n - o)), chunk);
+        if (n - o <= part) break;
+    }
+}
+
+/* A thread takes its own share's chunks from the front, in order, then
+ * work from the back of the other shares: the owner's streams go on
+ * undisturbed while the thief reads elsewhere. Jobs of several items a
+ * chunk (the matmuls: rows streamed from memory) hand the thief up to half
+ * of what is left, at most STEAL_CHUNKS chunks, as one range it streams in
+ * order; jobs of one item a chunk (attention spans, activation groups:
+ * each item a piece of work of its own) one item, so that nothing waits
+ * long on a thread slowed by other load. Taking the owner's next chunk
+ * instead (until session 33) made the two threads alternate chunks of the
+ * same rows for a job's last part: one-token matmuls through the pool read
+ * 11-13% less than the same kernel with a static split, and a Q4_0R pass
+ * of 5632-row matrices went from 45.4-49.7 to 52.4-53.8 GB/s
+ * (docs/speed.md, session 33). */
 NB_HOT_ALIGN bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
+    const int64_t chunk = p->chunk;
     for (int k = 0; k < p->chunk_threads; k++) {
         share *s = &p->shares[(ith + k) % p->chunk_threads];
-        if (atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
-        int64_t c = atomic_fetch_add(&s->next, p->chunk);
-        if (c < s->end) {
-            *lo = c;
-            *hi = c + p->chunk < s->end ? c + p->chunk : s->end;
+        uint64_t v = atomic_load_explicit(&s->span, memory_order_relaxed);
+        for (;;) {
+            int64_t f = (int64_t)(v >> 32), b = (int64_t)(v & 0xffffffffu), a, z;
+            if (f >= b) break;
+            if (k == 0) { /* own share: the front chunk */
+                a = f;
+                z = f + chunk < b ? f + chunk : b;
+                if (!atomic_compare_exchange_weak(&s->span, &v, (uint64_t)z << 32 | (uint64_t)b)) continue;
+            } else { /* another's: from the back, on the chunk grid */
+                int64_t left = (b - f + chunk - 1) / chunk, take = chunk > 1 ? NB_MIN(NB_MAX(left / 2, 1), STEAL_CHUNKS) : 1;
+                a = NB_MAX(f, ((b - 1) / chunk - (take - 1)) * chunk);
+                z = b;
+                if (!atomic_compare_exchange_weak(&s->span, &v, (uint64_t)f << 32 | (uint64_t)a)) continue;
+            }
+            *lo = s->base + a;
+            *hi = s->base + z;
             return true;
         }
     }

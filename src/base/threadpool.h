@@ -33,9 +33,11 @@ void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
 
 /* nb_pool_run for a job over [0, n) in chunks of `chunk` items that fn
  * takes with nb_pool_chunk: each thread first works through its own
- * contiguous share (so its memory stream stays sequential), then takes the
- * chunks other threads have not started yet. A thread slowed down by other
- * load on the machine then no longer holds up the whole job. fn may be
+ * contiguous share (so its memory stream stays sequential), then takes
+ * work other threads have not started yet, from the back of their shares:
+ * with chunk > 1 up to half of what is left there (at most 8 chunks) as
+ * one range, with chunk 1 one item. A thread slowed down by other load on
+ * the machine then no longer holds up the whole job. fn may be
  * called on fewer threads than the pool has (nth < nb_pool_size, so fn
  * must not rely on every ith running): a worker that keeps the caller
  * waiting (> 1 ms, twice within 50 ms: a neighbour shares that worker's
@@ -46,8 +48,9 @@ void nb_pool_run(nb_pool *p, nb_pool_fn fn, void *arg);
 void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk);
 /* How many times a late worker was benched so far (read by the caller). */
 int64_t nb_pool_benchings(const nb_pool *p);
-/* The next chunk [*lo, *hi) for thread ith of the current nb_pool_run_chunks
- * job; false when none is left. */
+/* The next range [*lo, *hi) for thread ith of the current
+ * nb_pool_run_chunks job (a chunk of its own share, or up to 8 chunks taken
+ * from another's); false when none is left. */
 bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi);
 
 /* Split [0, n) into nth nearly equal contiguous parts; part ith is [*lo, *hi). */

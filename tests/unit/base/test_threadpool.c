@@ -3,7 +3,11 @@
  * thread that is slow on purpose (the others must take its chunks); a
  * worker late three times in a row is benched from chunked jobs (not from
  * nb_pool_run's) and tried again later; one or two late jobs alone bench no
- * one; the default size is the CPUs of the affinity mask. */
+ * one; the default size is the CPUs of the affinity mask. A thread that has
+ * finished its share takes the others' work from the back: up to half of
+ * what is left, at most 8 chunks, starting on the chunk grid (one item when
+ * chunk is 1), while the owner's chunks come in order from the front; jobs
+ * of more than 2^32 items per share are handed out exactly once too. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -60,6 +64,121 @@ static void test_stealing(void **state) {
     (void)state;
     run(2, 400, 4, 1);
     run(3, 600, 4, 0);
+}
+
+/* Thread 1 slow (2 ms a chunk, thread 0 0.1 ms; thread 0 starts once thread
+ * 1 has its first chunk): the ranges each thread got, in order. */
+typedef struct {
+    nb_pool *pool;
+    int64_t lo[2][512], hi[2][512];
+    int n[2];
+    atomic_int started1;
+} trace;
+
+static void record(void *arg, int ith, int nth) {
+    (void)nth;
+    trace *t = arg;
+    for (int w = 0; ith == 0 && !atomic_load(&t->started1) && w < 2000; w++) sleep_ms(1);
+    int64_t lo, hi;
+    while (nb_pool_chunk(t->pool, ith, &lo, &hi)) {
+        if (t->n[ith] < 512) {
+            t->lo[ith][t->n[ith]] = lo;
+            t->hi[ith][t->n[ith]++] = hi;
+        }
+        if (ith == 1) atomic_store(&t->started1, 1);
+        nanosleep(&(struct timespec){0, ith == 1 ? 2000000 : 100000}, NULL);
+    }
+}
+
+static void steal_from_back(int64_t n, int64_t chunk) {
+    trace *t = calloc(1, sizeof *t);
+    assert_int_equal(nb_pool_create(2, &t->pool), NB_OK);
+    nb_pool_run_chunks(t->pool, record, t, n, chunk);
+    int64_t chunks = (n + chunk - 1) / chunk, mid = (chunks + 1) / 2 * chunk; /* nb_split: share 1 starts here */
+    /* thread 1 (the owner of [mid, n)) went front to back, chunk by chunk */
+    assert_true(t->n[1] >= 1);
+    for (int i = 0; i < t->n[1]; i++) {
+        assert_int_equal(t->lo[1][i], i ? t->hi[1][i - 1] : mid);
+        assert_true(t->hi[1][i] - t->lo[1][i] <= chunk);
+    }
+    /* thread 0 did its own share, then thread 1's from the back */
+    int i = 0;
+    for (int64_t at = 0; at < mid; i++) {
+        assert_true(i < t->n[0]);
+        assert_int_equal(t->lo[0][i], at);
+        at = t->hi[0][i];
+    }
+    int64_t end = n, stolen = 0;
+    for (; i < t->n[0]; i++) {
+        int64_t lo = t->lo[0][i], hi = t->hi[0][i];
+        assert_int_equal(hi, end); /* each taken right below the one before */
+        assert_int_equal(lo % chunk, 0);
+        assert_true(hi - lo <= (chunk > 1 ? 8 * chunk : 1));
+        end = lo;
+        stolen++;
+    }
+    assert_true(stolen >= 1);
+    assert_int_equal(end, t->n[1] ? t->hi[1][t->n[1] - 1] : mid); /* the two met */
+    nb_pool_free(t->pool);
+    free(t);
+}
+
+static void test_steal_from_back(void **state) {
+    (void)state;
+    steal_from_back(800, 4);  /* 100 chunks each: thread 0 takes ranges of up to 8 chunks */
+    steal_from_back(803, 4);  /* the last chunk short */
+    steal_from_back(60, 1);   /* one item at a time */
+}
+
+/* A job of more items than a share holds (2^32 - 1): counted, not visited. */
+typedef struct {
+    nb_pool *pool;
+    int64_t lo[8192], hi[8192];
+    atomic_int n;
+} ranges;
+
+static void collect(void *arg, int ith, int nth) {
+    (void)nth;
+    ranges *r = arg;
+    int64_t lo, hi;
+    while (nb_pool_chunk(r->pool, ith, &lo, &hi)) {
+        int i = atomic_fetch_add(&r->n, 1);
+        if (i < 8192) {
+            r->lo[i] = lo;
+            r->hi[i] = hi;
+        }
+    }
+}
+
+static int cmp_lo(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_huge_job(void **state) {
+    (void)state;
+    ranges *r = calloc(1, sizeof *r);
+    assert_int_equal(nb_pool_create(2, &r->pool), NB_OK);
+    const int64_t n = ((int64_t)1 << 33) + 5, chunk = (int64_t)1 << 22; /* 2049 chunks, 2 shares of 2^32 */
+    nb_pool_run_chunks(r->pool, collect, r, n, chunk);
+    int m = atomic_load(&r->n);
+    assert_true(m > 0 && m <= 8192);
+    int64_t (*pairs)[2] = malloc((size_t)m * sizeof *pairs);
+    for (int i = 0; i < m; i++) {
+        pairs[i][0] = r->lo[i];
+        pairs[i][1] = r->hi[i];
+    }
+    qsort(pairs, (size_t)m, sizeof *pairs, cmp_lo);
+    int64_t at = 0;
+    for (int i = 0; i < m; i++) { /* back to back from 0 to n: each item once */
+        assert_int_equal(pairs[i][0], at);
+        assert_true(pairs[i][1] > at);
+        at = pairs[i][1];
+    }
+    assert_int_equal(at, n);
+    free(pairs);
+    nb_pool_free(r->pool);
+    free(r);
 }
 
 /* One chunked job over 64 items; the threads it ran on, and each item once. */
@@ -201,6 +320,7 @@ static void test_default_size(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_chunks), cmocka_unit_test(test_stealing),
+                                       cmocka_unit_test(test_steal_from_back), cmocka_unit_test(test_huge_job),
                                        cmocka_unit_test(test_benching), cmocka_unit_test(test_default_size)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
