@@ -372,10 +372,10 @@ static void run_chunks_from(nb_pool *p, nb_pool_fn fn, void *arg, int64_t o, int
 }
 
 void nb_pool_run_chunks(nb_pool *p, nb_pool_fn fn, void *arg, int64_t n, int64_t chunk) {
-    if (chunk < 1) chunk = 1;
+    chunk = NB_MIN(NB_MAX(chunk, 1), SHARE_MAX);
     /* a share holds at most SHARE_MAX items: bigger jobs in parts (a part a
      * multiple of the chunk, so the chunk grid stays the job's) */
-    const int64_t part = NB_MAX(chunk, SHARE_MAX / chunk * chunk);
+    const int64_t part = SHARE_MAX / chunk * chunk;
     for (int64_t o = 0;; o += part) { /* at least once: an empty job still runs fn (with no chunks) */
         run_chunks_from(p, fn, arg, o, NB_MAX(0, NB_MIN(part, n - o)), chunk);
         if (n - o <= part) break;
@@ -408,7 +408,8 @@ NB_HOT_ALIGN bool nb_pool_chunk(nb_pool *p, int ith, int64_t *lo, int64_t *hi) {
                 z = f + chunk < b ? f + chunk : b;
                 if (!atomic_compare_exchange_weak(&s->span, &v, (uint64_t)z << 32 | (uint64_t)b)) continue;
             } else { /* another's: from the back, on the chunk grid */
-                int64_t left = (b - f + chunk - 1) / chunk, take = chunk > 1 ? NB_MIN(NB_MAX(left / 2, 1), STEAL_CHUNKS) : 1;
+                int64_t left = (b - f + chunk - 1) / chunk;
+                int64_t take = chunk > 1 ? NB_MIN(NB_MAX(left / 2, 1), STEAL_CHUNKS) : 1;
                 a = NB_MAX(f, ((b - 1) / chunk - (take - 1)) * chunk);
                 z = b;
                 if (!atomic_compare_exchange_weak(&s->span, &v, (uint64_t)f << 32 | (uint64_t)a)) continue;
