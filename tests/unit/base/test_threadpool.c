@@ -76,9 +76,9 @@ typedef struct {
 } trace;
 
 static void record(void *arg, int ith, int nth) {
-    (void)nth;
     trace *t = arg;
-    for (int w = 0; ith == 0 && !atomic_load(&t->started1) && w < 2000; w++) sleep_ms(1);
+    assert_int_equal(nth, 2); /* a fresh pool: no one benched */
+    while (ith == 0 && !atomic_load(&t->started1)) sleep_ms(1); /* thread 1 runs, so it starts */
     int64_t lo, hi;
     while (nb_pool_chunk(t->pool, ith, &lo, &hi)) {
         if (t->n[ith] < 512) {
