@@ -1,11 +1,12 @@
 /* AVX-512 VNNI decode kernels over planar rows (layouts in kernels/repack.h).
- * Per four blocks: one or two 64-byte loads of weights, two of activations,
- * two vpdpbusd, and the four blocks' scales converted and multiplied as one
- * 128-bit vector and spread to the lanes of their blocks with a permute; the
- * unsigned weights' offset (8 or 128) comes off once per row through the
- * activations' precomputed d*sum - about half the instructions per byte of
- * the per-block GGUF layout. Integer sums are exact; only the float
- * summation order differs from the reference.
+ * Per eight blocks: two or four 64-byte loads of weights, four of
+ * activations, four vpdpbusd, their sums folded into one vector by unpacks
+ * and integer adds (fold8), one conversion and one multiply-add with the
+ * eight blocks' scales (converted and multiplied as one 256-bit vector,
+ * spread to the lanes by one permute); the unsigned weights' offset (8 or
+ * 128, W4G*R's z) comes off once per row through the activations'
+ * precomputed d*sum. Integer sums are exact; only the float summation
+ * order differs from the reference.
  *
  * The scalar tail loops must not be auto-vectorised: GCC 12 turns
  * `sum += (u8 - 128) * s8` into vpdpbusd with the wrong signedness under
@@ -31,28 +32,25 @@
  * hardware prefetcher to stay ahead). Past the row's end it runs into the
  * next row, which is what this thread reads next. */
 
-/* lanes 0-7 <- s[a], lanes 8-15 <- s[a+1] */
-static inline __m512 pair_lanes(__m128 s, int a) {
-    const __m512i idx = _mm512_set_epi32(a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a, a, a, a, a, a, a, a);
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
-}
-
 static inline float hsum128(__m128 v) {
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
+static inline float hsum256(__m256 v) { return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
 /* Four blocks' weights at qi as two vectors of unsigned bytes (4-bit: the
- * low and high nibbles of one 64-byte load; 8-bit: two loads), each line
- * prefetched beside its load (prefetch_here.h). */
+ * low and high nibbles of one 64-byte load, the high ones in place, i.e.
+ * 16 q - their sums are 16 times the block's, taken out by lane_scale;
+ * 8-bit: two loads), each line prefetched beside its load
+ * (prefetch_here.h). */
 static inline __attribute__((always_inline)) void planar_weights4(const uint8_t *qi, const int four, int pf, int pf2,
                                                                   __m512i *w0, __m512i *w1) {
     nb_prefetch_ahead(qi, pf, pf2);
     if (four) {
         const __m512i m4 = _mm512_set1_epi8(15), v = _mm512_loadu_si512((const void *)qi);
         *w0 = _mm512_and_si512(v, m4);
-        *w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        *w1 = _mm512_andnot_si512(m4, v);
         return;
     }
     nb_prefetch_ahead(qi + 64, pf, pf2);
@@ -60,67 +58,160 @@ static inline __attribute__((always_inline)) void planar_weights4(const uint8_t 
     *w1 = _mm512_loadu_si512((const void *)(qi + 64));
 }
 
+/* Eight blocks' integer sums in one vector. p0..p3 are vpdpbusd results
+ * of two blocks each (blocks 2k and 2k+1 of the eight in lanes 0-7 and
+ * 8-15 of p_k, in the order blocks i, i+1 | i+2, i+3 | i+4, i+5 | i+6,
+ * i+7); within each 128-bit lane, unpacks and adds leave element k of
+ * 128-bit lane j = the sum of p_k's lanes 4j..4j+3: a quarter of a block.
+ * Block b's two quarters sit at lane_block[] == b. On Zen 5 unpacks and
+ * integer adds issue four a cycle, conversions, multiply-adds, shifts and
+ * permutes two; converting and scaling each pair of blocks took 24 of the
+ * latter per eight blocks, this takes 10. From L2, four rows in lockstep:
+ * 1.09-1.33x the bytes per second; decode from DRAM is unchanged (it is
+ * not bound by these), two to four tokens per step up to 1.07x
+ * (docs/speed.md, session 34). */
+static inline __m512i fold8(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+/* Block (of the eight) whose quarter sum lane l of fold8's result holds. */
+static const int32_t lane_block[16] __attribute__((aligned(64))) = {0, 2, 4, 6, 0, 2, 4, 6, 1, 3, 5, 7, 1, 3, 5, 7};
+
+/* Per lane of the accumulators: 1, or 1/16 for the in-place high nibbles
+ * (blocks 2, 3, 6, 7 of each eight: lanes 1 and 3 of every 128-bit lane),
+ * applied once per row - a power of two, so exactly as if per block. */
+static inline __m512 lane_scale(const int four) {
+    const float h = four ? 1.0f / 16 : 1.0f;
+    return _mm512_setr_ps(1, h, 1, h, 1, h, 1, h, 1, h, 1, h, 1, h, 1, h);
+}
+
+/* Two vpdpbusd of four blocks' weights w0, w1 (planar_weights4) against
+ * the token's activations of the same blocks at xi (x + 32 i). */
+static inline __attribute__((always_inline)) void planar_dp4(__m512i w0, __m512i w1, const int8_t *xi, __m512i *p0,
+                                                             __m512i *p1) {
+    const __m512i z = _mm512_setzero_si512();
+    *p0 = _mm512_dpbusd_epi32(z, w0, _mm512_loadu_si512((const void *)xi));
+    *p1 = _mm512_dpbusd_epi32(z, w1, _mm512_loadu_si512((const void *)(xi + 64)));
+}
+
+/* Eight blocks' products p (planar_dp4 of blocks i .. i+3 and i+4 ..
+ * i+7; zero for the second four when only four are left) of one row and
+ * token into its accumulators: acc gains each lane's quarter sum times its
+ * block's d_w * d_a (dw, ad8), off the blocks' offset terms (dz * the
+ * activations' d*sum ads8). The same operations whatever the caller
+ * (decode dot, rows in lockstep, several tokens), so their results are
+ * identical. */
+static inline __attribute__((always_inline)) void planar_acc8(const __m512i p[4], __m256 ad8, __m256 ads8, __m256 dw,
+                                                              __m256 dz, __m512 *acc, __m256 *off) {
+    const __m512 sc = _mm512_permutexvar_ps(_mm512_load_si512((const void *)lane_block),
+                                            _mm512_castps256_ps512(_mm256_mul_ps(dw, ad8)));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold8(p[0], p[1], p[2], p[3])), sc, *acc);
+    *off = _mm256_fmadd_ps(dz, ads8, *off);
+}
+
+/* Row wr's scales (dw, dz) of blocks i .. i+7 (NB4: i .. i+3, the rest 0). */
+static inline __attribute__((always_inline)) void planar_scales8(const void *wr, int64_t n, int64_t i, const int kind,
+                                                                 const int NB4, __m256 *dw, __m256 *dz) {
+    if (NB4) {
+        __m128 d4, z4;
+        nb_pl_scales4(wr, n, i, kind, &d4, &z4);
+        *dw = _mm256_zextps128_ps256(d4);
+        *dz = _mm256_zextps128_ps256(z4);
+    } else {
+        nb_pl_scales8(wr, n, i, kind, dw, dz);
+    }
+}
+
+/* The activations' block scales and d*sums from block i (NB4: four). */
+static inline __attribute__((always_inline)) void act_scales8(const float *ad, const float *ads, int64_t i, const int NB4,
+                                                              __m256 *ad8, __m256 *ads8) {
+    if (NB4) {
+        *ad8 = _mm256_zextps128_ps256(_mm_loadu_ps(ad + i));
+        *ads8 = _mm256_zextps128_ps256(_mm_loadu_ps(ads + i));
+    } else {
+        *ad8 = _mm256_loadu_ps(ad + i);
+        *ads8 = _mm256_loadu_ps(ads + i);
+    }
+}
+
+/* A row's dot from its accumulators and the blocks past the last four. */
+static inline __attribute__((always_inline)) float planar_finish(const void *wr, const uint8_t *q, int64_t n, int64_t i,
+                                                                 const int8_t *x, const float *ad, __m512 acc, __m256 off,
+                                                                 const int kind) {
+    const int four = NB_PL_NIBBLES(kind);
+    const int64_t nb = n / 32;
+    float sum = _mm512_reduce_add_ps(_mm512_mul_ps(acc, lane_scale(four))) - NB_PL_OFFSET(kind) * hsum256(off);
+    for (int64_t j = i; j < nb; j++)
+        sum += nb_pl_scale(wr, n, j, kind) * ad[j] *
+               (float)(four ? nb_q4_0r_tail_isum(q, x, j, nb_pl_zero(wr, n, j, kind)) : nb_q8_0r_tail_isum(q, x, j));
+    return sum;
+}
+
 /* The planar rows (planar_kind.h: Q4_0R, Q8_0R, W8R, W4G*R) x Q8_0P for T
- * (1..4) tokens, four blocks per iteration: two 64-byte weight vectors
- * (4-bit: the low and high nibbles of one 64-byte load, blocks i, i+1 and
- * i+2, i+3; 8-bit: two loads), each matching one 64-byte load of
- * activations; the unsigned offset (8, 128, or W4G*R's per-group z) comes
- * off through the activations' precomputed d*sum (repack.h). Each weight
- * vector is loaded, unpacked and its scales converted once for all T
- * tokens (small-batch decode unpacks each weight once per step); per token
- * the operations and their order are those of T = 1, the decode dot, so
- * the results are identical to T one-token calls. `kind` and T are
- * constants after inlining. */
+ * (1..4) tokens, eight blocks per iteration (planar_acc8; four once at the
+ * end when nb % 8 >= 4): four 64-byte weight vectors (4-bit: the low and
+ * high nibbles of two 64-byte loads; 8-bit: four loads), each matching one
+ * 64-byte load of activations; the unsigned offset (8, 128, or W4G*R's
+ * per-group z) comes off through the activations' precomputed d*sum
+ * (repack.h). Each weight vector is loaded, unpacked and its scales
+ * converted once for all T tokens (small-batch decode unpacks each weight
+ * once per step); per token the operations and their order are those of
+ * T = 1, the decode dot, so the results are identical to T one-token
+ * calls. `kind` and T are constants after inlining. */
 static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
                                                                size_t a_stride, float *out, const int kind,
                                                                const int T) {
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = n / 32, qs = four ? 16 : 32;
     const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
-    __m512 acc0[4], acc1[4];
-    __m128 off[4];
+    __m512 acc[4];
+    __m256 off[4];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-        acc0[t] = acc1[t] = _mm512_setzero_ps();
-        off[t] = _mm_setzero_ps();
+        acc[t] = _mm512_setzero_ps();
+        off[t] = _mm256_setzero_ps();
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i w0, w1;
-        planar_weights4(q + i * qs, four, pf, pf2, &w0, &w1);
-        __m128 dw, dz;
-        nb_pl_scales4(w, n, i, kind, &dw, &dz);
-    #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-            const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
-            const float *ad = (const float *)((const uint8_t *)x + nb * 32), *ads = ad + nb;
-            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)(x + i * 32)));
-            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1,
-                                             _mm512_loadu_si512((const void *)(x + i * 32 + 64)));
-            __m128 sc = _mm_mul_ps(dw, _mm_loadu_ps(ad + i));
-            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0[t]);
-            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1[t]);
-            off[t] = _mm_fmadd_ps(dz, _mm_loadu_ps(ads + i), off[t]);
-        }
+#define PLANAR_T_STEP(NB4)                                                                          \
+    do {                                                                                            \
+        __m512i wv[4];                                                                              \
+        __m256 dw, dz;                                                                              \
+        planar_weights4(q + i * qs, four, pf, pf2, &wv[0], &wv[1]);                                 \
+        if (!(NB4)) planar_weights4(q + (i + 4) * qs, four, pf, pf2, &wv[2], &wv[3]);               \
+        planar_scales8(w, n, i, kind, NB4, &dw, &dz);                                               \
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                                       \
+            const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);                           \
+            const float *ad = (const float *)((const uint8_t *)x + nb * 32);                        \
+            __m512i p[4];                                                                           \
+            __m256 ad8, ads8;                                                                       \
+            act_scales8(ad, ad + nb, i, NB4, &ad8, &ads8);                                          \
+            planar_dp4(wv[0], wv[1], x + i * 32, &p[0], &p[1]);                                     \
+            if (NB4) p[2] = p[3] = _mm512_setzero_si512();                                          \
+            else planar_dp4(wv[2], wv[3], x + (i + 4) * 32, &p[2], &p[3]);                          \
+            planar_acc8(p, ad8, ads8, dw, dz, &acc[t], &off[t]);                                    \
+        }                                                                                           \
+    } while (0)
+    for (; i + 8 <= nb; i += 8) PLANAR_T_STEP(0);
+    if (i + 4 <= nb) {
+        PLANAR_T_STEP(1);
+        i += 4;
     }
+#undef PLANAR_T_STEP
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);
-        const float *ad = (const float *)((const uint8_t *)x + nb * 32);
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) - NB_PL_OFFSET(kind) * hsum128(off[t]);
-        for (int64_t j = i; j < nb; j++)
-            sum += nb_pl_scale(w, n, j, kind) * ad[j] *
-                   (float)(four ? nb_q4_0r_tail_isum(q, x, j, nb_pl_zero(w, n, j, kind)) : nb_q8_0r_tail_isum(q, x, j));
-        out[t] = sum;
+        out[t] = planar_finish(w, q, n, i, x, (const float *)((const uint8_t *)x + nb * 32), acc[t], off[t], kind);
     }
 }
 
-/* M rows (w_stride apart) x one token, the rows read in lockstep, 64 bytes
- * of each in turn: decode's several streams per thread (matmul.c). Each
- * row's operations and their order are planar_dot_t's at T = 1, so the
- * results are identical to M one-row dots; the activations are loaded once
- * for all M rows. */
+/* M rows (w_stride apart) x one token, the rows read in lockstep, eight
+ * blocks of each in turn: decode's several streams per thread (matmul.c).
+ * Each row's operations and their order are planar_dot_t's at T = 1, so
+ * the results are identical to M one-row dots; the activations' scales
+ * are loaded once for all M rows. */
 static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
                                                                   const uint8_t *a, float *out, size_t ldo,
                                                                   const int kind, const int M) {
@@ -129,44 +220,53 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     const int8_t *x = (const int8_t *)a;
     const float *ad = (const float *)(a + nb * 32), *ads = ad + nb;
     const uint8_t *wr[4], *q[4];
-    __m512 acc0[4], acc1[4];
-    __m128 off[4];
+    __m512 acc[4];
+    __m256 off[4];
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) {
         wr[r] = (const uint8_t *)w + (size_t)r * w_stride;
         q[r] = wr[r] + nb_pl_head(n, kind);
-        acc0[r] = acc1[r] = _mm512_setzero_ps();
-        off[r] = _mm_setzero_ps();
+        acc[r] = _mm512_setzero_ps();
+        off[r] = _mm256_setzero_ps();
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m512i x0 = _mm512_loadu_si512((const void *)(x + i * 32));
-        const __m512i x1 = _mm512_loadu_si512((const void *)(x + i * 32 + 64));
-        const __m128 adi = _mm_loadu_ps(ad + i), adsi = _mm_loadu_ps(ads + i);
-#pragma GCC unroll 4
-        for (int r = 0; r < M; r++) {
-            __m512i w0, w1;
-            planar_weights4(q[r] + i * qs, four, pf, pf2, &w0, &w1);
-            __m128 dw, dz;
-            nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
-            __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, x0);
-            __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, x1);
-            __m128 sc = _mm_mul_ps(dw, adi);
-            acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), pair_lanes(sc, 0), acc0[r]);
-            acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), pair_lanes(sc, 2), acc1[r]);
-            off[r] = _mm_fmadd_ps(dz, adsi, off[r]);
-        }
+/* each row's first four blocks, then each row's second four: the rows are
+ * visited a line (4-bit) or two (8-bit) at a time, as by the four-block
+ * step before (the probe's best turn is a line, kernels/membw.c; whole
+ * eight-block turns read 5-10% less with the 8-bit rows, docs/speed.md
+ * session 34) */
+#define PLANAR_ROWS_STEP(NB4)                                                                       \
+    do {                                                                                            \
+        __m256 ad8, ads8;                                                                           \
+        act_scales8(ad, ads, i, NB4, &ad8, &ads8);                                                  \
+        __m512i p[4][4];                                                                            \
+        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                       \
+            __m512i w0, w1;                                                                         \
+            planar_weights4(q[r] + i * qs, four, pf, pf2, &w0, &w1);                                \
+            planar_dp4(w0, w1, x + i * 32, &p[r][0], &p[r][1]);                                     \
+            p[r][2] = p[r][3] = _mm512_setzero_si512();                                             \
+        }                                                                                           \
+        if (!(NB4))                                                                                 \
+            _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                   \
+                __m512i w0, w1;                                                                     \
+                planar_weights4(q[r] + (i + 4) * qs, four, pf, pf2, &w0, &w1);                      \
+                planar_dp4(w0, w1, x + (i + 4) * 32, &p[r][2], &p[r][3]);                           \
+            }                                                                                       \
+        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                       \
+            __m256 dw, dz;                                                                          \
+            planar_scales8(wr[r], n, i, kind, NB4, &dw, &dz);                                       \
+            planar_acc8(p[r], ad8, ads8, dw, dz, &acc[r], &off[r]);                                 \
+        }                                                                                           \
+    } while (0)
+    for (; i + 8 <= nb; i += 8) PLANAR_ROWS_STEP(0);
+    if (i + 4 <= nb) {
+        PLANAR_ROWS_STEP(1);
+        i += 4;
     }
+#undef PLANAR_ROWS_STEP
 #pragma GCC unroll 4
-    for (int r = 0; r < M; r++) {
-        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) - NB_PL_OFFSET(kind) * hsum128(off[r]);
-        for (int64_t j = i; j < nb; j++)
-            sum += nb_pl_scale(wr[r], n, j, kind) * ad[j] *
-                   (float)(four ? nb_q4_0r_tail_isum(q[r], x, j, nb_pl_zero(wr[r], n, j, kind))
-                                : nb_q8_0r_tail_isum(q[r], x, j));
-        out[(size_t)r * ldo] = sum;
-    }
+    for (int r = 0; r < M; r++) out[(size_t)r * ldo] = planar_finish(wr[r], q[r], n, i, x, ad, acc[r], off[r], kind);
 }
 
 /* The vec_dot_mxn contract of kernels/qdot.h (m <= 4 rows, nn <= 4 tokens;
