@@ -1,12 +1,13 @@
 /* AVX-512 VNNI decode kernels over planar rows (layouts in kernels/repack.h).
- * Per eight blocks: two or four 64-byte loads of weights, four of
- * activations, four vpdpbusd, their sums folded into one vector by unpacks
- * and integer adds (fold8), one conversion and one multiply-add with the
- * eight blocks' scales (converted and multiplied as one 256-bit vector,
- * spread to the lanes by one permute); the unsigned weights' offset (8 or
- * 128, W4G*R's z) comes off once per row through the activations'
- * precomputed d*sum. Integer sums are exact; only the float summation
- * order differs from the reference.
+ * Per step (eight blocks of 4-bit rows, four of 8-bit): two 64-byte loads
+ * of weights, four or two of activations, a vpdpbusd per 64 bytes of
+ * weights, their sums folded into one vector by unpacks and integer adds
+ * (fold8), one conversion and one multiply-add with the blocks' scales
+ * (converted and multiplied as one 256-bit vector, spread to the lanes by
+ * one permute); the unsigned weights' offset (8 or 128, W4G*R's z) comes
+ * off once per row through the activations' precomputed d*sum. Integer
+ * sums are exact; only the float summation order differs from the
+ * reference.
  *
  * The scalar tail loops must not be auto-vectorised: GCC 12 turns
  * `sum += (u8 - 128) * s8` into vpdpbusd with the wrong signedness under
@@ -39,23 +40,34 @@ static inline float hsum128(__m128 v) {
 
 static inline float hsum256(__m256 v) { return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
-/* Four blocks' weights at qi as two vectors of unsigned bytes (4-bit: the
- * low and high nibbles of one 64-byte load, the high ones in place, i.e.
- * 16 q - their sums are 16 times the block's, taken out by lane_scale;
- * 8-bit: two loads), each line prefetched beside its load
- * (prefetch_here.h). */
-static inline __attribute__((always_inline)) void planar_weights4(const uint8_t *qi, const int four, int pf, int pf2,
-                                                                  __m512i *w0, __m512i *w1) {
-    nb_prefetch_ahead(qi, pf, pf2);
+/* The weight vector(s) of line k (64 bytes) of a row's eight blocks from
+ * block i, each line prefetched beside its load (prefetch_here.h): 4-bit
+ * rows have two lines (blocks i..i+3, i+4..i+7), each the low nibbles of
+ * two blocks (w[2k]) and the high ones of two more in place (w[2k+1]: 16 q,
+ * so their sums are 16 times the blocks', taken out by lane_scale); 8-bit
+ * rows have four, each two blocks (w[k]). Weight vector j pairs with the
+ * activations' bytes 64 j .. 64 j + 63 of the eight blocks. */
+static inline __attribute__((always_inline)) void planar_line(const uint8_t *q, int64_t i, int k, const int four,
+                                                              int pf, int pf2, __m512i w[4]) {
+    const uint8_t *qi = q + i * (four ? 16 : 32) + 64 * k;
+    if (pf >= 0) nb_prefetch_ahead(qi, pf, pf2);
+    const __m512i v = _mm512_loadu_si512((const void *)qi);
     if (four) {
-        const __m512i m4 = _mm512_set1_epi8(15), v = _mm512_loadu_si512((const void *)qi);
-        *w0 = _mm512_and_si512(v, m4);
-        *w1 = _mm512_andnot_si512(m4, v);
-        return;
+        const __m512i m4 = _mm512_set1_epi8(15);
+        w[2 * k] = _mm512_and_si512(v, m4);
+        w[2 * k + 1] = _mm512_andnot_si512(m4, v);
+    } else {
+        w[k] = v;
     }
-    nb_prefetch_ahead(qi + 64, pf, pf2);
-    *w0 = _mm512_loadu_si512((const void *)qi);
-    *w1 = _mm512_loadu_si512((const void *)(qi + 64));
+}
+
+/* Weight vectors j0 .. j1-1 of the eight blocks (planar_line) against the
+ * token's activations xi (x + 32 i): p[j] = their vpdpbusd. */
+static inline __attribute__((always_inline)) void planar_dps(const __m512i w[4], const int8_t *xi, int j0, int j1,
+                                                             __m512i p[4]) {
+#pragma GCC unroll 4
+    for (int j = j0; j < j1; j++)
+        p[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], _mm512_loadu_si512((const void *)(xi + 64 * j)));
 }
 
 /* Eight blocks' integer sums in one vector. p0..p3 are vpdpbusd results
@@ -66,9 +78,9 @@ static inline __attribute__((always_inline)) void planar_weights4(const uint8_t 
  * Block b's two quarters sit at lane_block[] == b. On Zen 5 unpacks and
  * integer adds issue four a cycle, conversions, multiply-adds, shifts and
  * permutes two; converting and scaling each pair of blocks took 24 of the
- * latter per eight blocks, this takes 10. From L2, four rows in lockstep:
- * 1.09-1.33x the bytes per second; decode from DRAM is unchanged (it is
- * not bound by these), two to four tokens per step up to 1.07x
+ * latter per eight 4-bit blocks, this takes 10. From L2, four rows in
+ * lockstep: 1.08-1.27x the bytes per second; decode from DRAM is unchanged
+ * (it is not bound by these), four tokens per step 1.05-1.07x
  * (docs/speed.md, session 34). */
 static inline __m512i fold8(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
     const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
@@ -87,27 +99,33 @@ static inline __m512 lane_scale(const int four) {
     return _mm512_setr_ps(1, h, 1, h, 1, h, 1, h, 1, h, 1, h, 1, h, 1, h);
 }
 
-/* Two vpdpbusd of four blocks' weights w0, w1 (planar_weights4) against
- * the token's activations of the same blocks at xi (x + 32 i). */
-static inline __attribute__((always_inline)) void planar_dp4(__m512i w0, __m512i w1, const int8_t *xi, __m512i *p0,
-                                                             __m512i *p1) {
-    const __m512i z = _mm512_setzero_si512();
-    *p0 = _mm512_dpbusd_epi32(z, w0, _mm512_loadu_si512((const void *)xi));
-    *p1 = _mm512_dpbusd_epi32(z, w1, _mm512_loadu_si512((const void *)(xi + 64)));
+/* lanes 0-7 <- s[a], lanes 8-15 <- s[a+1] */
+static inline __m512 pair_lanes(__m128 s, int a) {
+    const __m512i idx = _mm512_set_epi32(a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a, a, a, a, a, a, a, a);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s));
 }
 
-/* Eight blocks' products p (planar_dp4 of blocks i .. i+3 and i+4 ..
- * i+7; zero for the second four when only four are left) of one row and
- * token into its accumulators: acc gains each lane's quarter sum times its
- * block's d_w * d_a (dw, ad8), off the blocks' offset terms (dz * the
- * activations' d*sum ads8). The same operations whatever the caller
- * (decode dot, rows in lockstep, several tokens), so their results are
- * identical. */
-static inline __attribute__((always_inline)) void planar_acc8(const __m512i p[4], __m256 ad8, __m256 ads8, __m256 dw,
-                                                              __m256 dz, __m512 *acc, __m256 *off) {
-    const __m512 sc = _mm512_permutexvar_ps(_mm512_load_si512((const void *)lane_block),
-                                            _mm512_castps256_ps512(_mm256_mul_ps(dw, ad8)));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold8(p[0], p[1], p[2], p[3])), sc, *acc);
+/* One step's products p (planar_dps) of one row and token into its
+ * accumulators: acc gains the blocks' integer sums times their d_w * d_a
+ * (dw, ad8), off the blocks' offset terms (dz * the activations' d*sum
+ * ads8). 4-bit rows: eight blocks (p[2], p[3] zero when only four are
+ * left), folded (fold8) into acc[0]. 8-bit rows: four blocks, each pair
+ * converted and scaled on its own into acc[0] and acc[1] - folded like the
+ * 4-bit rows they read 5-10% less from DRAM in decode, whether eight
+ * blocks a step or four (docs/speed.md, session 34). The same operations
+ * whatever the caller (decode dot, rows in lockstep, several tokens), so
+ * their results are identical. */
+static inline __attribute__((always_inline)) void planar_acc(const __m512i p[4], __m256 ad8, __m256 ads8, __m256 dw,
+                                                             __m256 dz, __m512 acc[2], __m256 *off, const int four) {
+    if (four) {
+        const __m512 sc = _mm512_permutexvar_ps(_mm512_load_si512((const void *)lane_block),
+                                                _mm512_castps256_ps512(_mm256_mul_ps(dw, ad8)));
+        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fold8(p[0], p[1], p[2], p[3])), sc, acc[0]);
+    } else {
+        const __m128 sc = _mm_mul_ps(_mm256_castps256_ps128(dw), _mm256_castps256_ps128(ad8));
+        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[0]), pair_lanes(sc, 0), acc[0]);
+        acc[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[1]), pair_lanes(sc, 2), acc[1]);
+    }
     *off = _mm256_fmadd_ps(dz, ads8, *off);
 }
 
@@ -138,11 +156,12 @@ static inline __attribute__((always_inline)) void act_scales8(const float *ad, c
 
 /* A row's dot from its accumulators and the blocks past the last four. */
 static inline __attribute__((always_inline)) float planar_finish(const void *wr, const uint8_t *q, int64_t n, int64_t i,
-                                                                 const int8_t *x, const float *ad, __m512 acc, __m256 off,
-                                                                 const int kind) {
+                                                                 const int8_t *x, const float *ad, const __m512 acc[2],
+                                                                 __m256 off, const int kind) {
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = n / 32;
-    float sum = _mm512_reduce_add_ps(_mm512_mul_ps(acc, lane_scale(four))) - NB_PL_OFFSET(kind) * hsum256(off);
+    float sum = _mm512_reduce_add_ps(four ? _mm512_mul_ps(acc[0], lane_scale(four)) : _mm512_add_ps(acc[0], acc[1])) -
+                NB_PL_OFFSET(kind) * hsum256(off);
     for (int64_t j = i; j < nb; j++)
         sum += nb_pl_scale(wr, n, j, kind) * ad[j] *
                (float)(four ? nb_q4_0r_tail_isum(q, x, j, nb_pl_zero(wr, n, j, kind)) : nb_q8_0r_tail_isum(q, x, j));
@@ -150,10 +169,12 @@ static inline __attribute__((always_inline)) float planar_finish(const void *wr,
 }
 
 /* The planar rows (planar_kind.h: Q4_0R, Q8_0R, W8R, W4G*R) x Q8_0P for T
- * (1..4) tokens, eight blocks per iteration (planar_acc8; four once at the
- * end when nb % 8 >= 4): four 64-byte weight vectors (4-bit: the low and
- * high nibbles of two 64-byte loads; 8-bit: four loads), each matching one
- * 64-byte load of activations; the unsigned offset (8, 128, or W4G*R's
+ * (1..4) tokens, two 64-byte lines of weights per step (planar_acc): 4-bit
+ * rows eight blocks (four once at the end when nb % 8 >= 4; four at a time
+ * read 3-7% less from DRAM and 9-15% less from L2), 8-bit rows four.
+ * Weight vector j (4-bit: the low or high nibbles of a line; 8-bit: a
+ * line) pairs with one 64-byte load
+ * of activations; the unsigned offset (8, 128, or W4G*R's
  * per-group z) comes off through the activations' precomputed d*sum
  * (repack.h). Each weight vector is loaded, unpacked and its scales
  * converted once for all T tokens (small-batch decode unpacks each weight
@@ -163,14 +184,14 @@ static inline __attribute__((always_inline)) float planar_finish(const void *wr,
 static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const void *w, const uint8_t *a,
                                                                size_t a_stride, float *out, const int kind,
                                                                const int T) {
-    const int four = NB_PL_NIBBLES(kind);
-    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const int four = NB_PL_NIBBLES(kind), lines = four ? 2 : 4; /* 64-byte lines of eight blocks */
+    const int64_t nb = n / 32;
     const uint8_t *q = (const uint8_t *)w + nb_pl_head(n, kind);
-    __m512 acc[4];
+    __m512 acc[4][2];
     __m256 off[4];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-        acc[t] = _mm512_setzero_ps();
+        acc[t][0] = acc[t][1] = _mm512_setzero_ps();
         off[t] = _mm256_setzero_ps();
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
@@ -179,26 +200,22 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     do {                                                                                            \
         __m512i wv[4];                                                                              \
         __m256 dw, dz;                                                                              \
-        planar_weights4(q + i * qs, four, pf, pf2, &wv[0], &wv[1]);                                 \
-        if (!(NB4)) planar_weights4(q + (i + 4) * qs, four, pf, pf2, &wv[2], &wv[3]);               \
+        _Pragma("GCC unroll 4") for (int k = 0; k < lines >> (NB4); k++) planar_line(q, i, k, four, pf, pf2, wv); \
         planar_scales8(w, n, i, kind, NB4, &dw, &dz);                                               \
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                                       \
             const int8_t *x = (const int8_t *)(a + (size_t)t * a_stride);                           \
             const float *ad = (const float *)((const uint8_t *)x + nb * 32);                        \
-            __m512i p[4];                                                                           \
+            __m512i p[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), \
+                            _mm512_setzero_si512()};                                                \
             __m256 ad8, ads8;                                                                       \
             act_scales8(ad, ad + nb, i, NB4, &ad8, &ads8);                                          \
-            planar_dp4(wv[0], wv[1], x + i * 32, &p[0], &p[1]);                                     \
-            if (NB4) p[2] = p[3] = _mm512_setzero_si512();                                          \
-            else planar_dp4(wv[2], wv[3], x + (i + 4) * 32, &p[2], &p[3]);                          \
-            planar_acc8(p, ad8, ads8, dw, dz, &acc[t], &off[t]);                                    \
+            planar_dps(wv, x + i * 32, 0, 4 >> (NB4), p);                                           \
+            planar_acc(p, ad8, ads8, dw, dz, acc[t], &off[t], four);                                    \
         }                                                                                           \
     } while (0)
-    for (; i + 8 <= nb; i += 8) PLANAR_T_STEP(0);
-    if (i + 4 <= nb) {
-        PLANAR_T_STEP(1);
-        i += 4;
-    }
+    if (four)
+        for (; i + 8 <= nb; i += 8) PLANAR_T_STEP(0);
+    for (; i + 4 <= nb; i += 4) PLANAR_T_STEP(1);
 #undef PLANAR_T_STEP
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
@@ -207,63 +224,60 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     }
 }
 
-/* M rows (w_stride apart) x one token, the rows read in lockstep, eight
- * blocks of each in turn: decode's several streams per thread (matmul.c).
+/* M rows (w_stride apart) x one token, the rows read in lockstep, a step
+ * (planar_dot_t) of each in turn: decode's several streams per thread
+ * (matmul.c).
  * Each row's operations and their order are planar_dot_t's at T = 1, so
  * the results are identical to M one-row dots; the activations' scales
  * are loaded once for all M rows. */
 static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
                                                                   const uint8_t *a, float *out, size_t ldo,
                                                                   const int kind, const int M) {
-    const int four = NB_PL_NIBBLES(kind);
-    const int64_t nb = n / 32, qs = four ? 16 : 32;
+    const int four = NB_PL_NIBBLES(kind), lines = four ? 2 : 4; /* 64-byte lines of eight blocks */
+    const int turn = four ? 1 : 2;                              /* lines of a row before the next row's */
+    const int64_t nb = n / 32;
     const int8_t *x = (const int8_t *)a;
     const float *ad = (const float *)(a + nb * 32), *ads = ad + nb;
     const uint8_t *wr[4], *q[4];
-    __m512 acc[4];
+    __m512 acc[4][2];
     __m256 off[4];
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) {
         wr[r] = (const uint8_t *)w + (size_t)r * w_stride;
         q[r] = wr[r] + nb_pl_head(n, kind);
-        acc[r] = _mm512_setzero_ps();
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         off[r] = _mm256_setzero_ps();
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
-/* each row's first four blocks, then each row's second four: the rows are
- * visited a line (4-bit) or two (8-bit) at a time, as by the four-block
- * step before (the probe's best turn is a line, kernels/membw.c; whole
- * eight-block turns read 5-10% less with the 8-bit rows, docs/speed.md
- * session 34) */
+/* the rows in turn, a line of each (4-bit) or two (8-bit), as the
+ * four-block steps before: the 8-bit rows' four lines a step in 64-byte
+ * turns (the probe's best, kernels/membw.c) read 2-5% less from DRAM */
 #define PLANAR_ROWS_STEP(NB4)                                                                       \
     do {                                                                                            \
         __m256 ad8, ads8;                                                                           \
         act_scales8(ad, ads, i, NB4, &ad8, &ads8);                                                  \
         __m512i p[4][4];                                                                            \
-        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                       \
-            __m512i w0, w1;                                                                         \
-            planar_weights4(q[r] + i * qs, four, pf, pf2, &w0, &w1);                                \
-            planar_dp4(w0, w1, x + i * 32, &p[r][0], &p[r][1]);                                     \
-            p[r][2] = p[r][3] = _mm512_setzero_si512();                                             \
-        }                                                                                           \
-        if (!(NB4))                                                                                 \
+        _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) p[r][2] = p[r][3] = _mm512_setzero_si512(); \
+        _Pragma("GCC unroll 4") for (int k0 = 0; k0 < lines >> (NB4); k0 += turn)                   \
             _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                   \
-                __m512i w0, w1;                                                                     \
-                planar_weights4(q[r] + (i + 4) * qs, four, pf, pf2, &w0, &w1);                      \
-                planar_dp4(w0, w1, x + (i + 4) * 32, &p[r][2], &p[r][3]);                           \
+                _Pragma("GCC unroll 2") for (int k = k0; k < k0 + turn; k++)                        \
+                    nb_prefetch_ahead(q[r] + i * (four ? 16 : 32) + 64 * k, pf, pf2);               \
+                _Pragma("GCC unroll 2") for (int k = k0; k < k0 + turn; k++) {                      \
+                    __m512i wv[4];                                                                  \
+                    planar_line(q[r], i, k, four, -1, 0, wv);                                       \
+                    planar_dps(wv, x + i * 32, four ? 2 * k : k, four ? 2 * k + 2 : k + 1, p[r]);   \
+                }                                                                                   \
             }                                                                                       \
         _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                       \
             __m256 dw, dz;                                                                          \
             planar_scales8(wr[r], n, i, kind, NB4, &dw, &dz);                                       \
-            planar_acc8(p[r], ad8, ads8, dw, dz, &acc[r], &off[r]);                                 \
+            planar_acc(p[r], ad8, ads8, dw, dz, acc[r], &off[r], four);                                 \
         }                                                                                           \
     } while (0)
-    for (; i + 8 <= nb; i += 8) PLANAR_ROWS_STEP(0);
-    if (i + 4 <= nb) {
-        PLANAR_ROWS_STEP(1);
-        i += 4;
-    }
+    if (four)
+        for (; i + 8 <= nb; i += 8) PLANAR_ROWS_STEP(0);
+    for (; i + 4 <= nb; i += 4) PLANAR_ROWS_STEP(1);
 #undef PLANAR_ROWS_STEP
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) out[(size_t)r * ldo] = planar_finish(wr[r], q[r], n, i, x, ad, acc[r], off[r], kind);
