@@ -281,6 +281,7 @@ static json_t *prefetch_json(const nb_fwd *f) {
     json_t *o = json_pack("{s:i, s:i, s:i, s:b}", "bytes", nb_fwd_prefetch(f), "l2_bytes", nb_fwd_prefetch_l2(f),
                           "streams", nb_fwd_decode_streams(f), "tuned", t->n > 0);
     if (t->why[0]) json_object_set_new(o, "why", json_string(t->why));
+    if (t->confirm > 0) json_object_set_new(o, "confirm_ratio", json_real(t->confirm));
     if (t->n) {
         json_t *a = json_array();
         for (int i = 0; i < t->n; i++)

@@ -127,8 +127,10 @@ nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_resul
  * one-token matmuls over `count` weights, taken in order from where the
  * last trial stopped, about NB_TUNE_TRIAL_BYTES per trial, each candidate
  * pair of distances (L1, L2: tune.c's and the table's) in turn,
- * NB_TUNE_REPS rounds; the fastest median wins when it beats the table's
- * pair by NB_TUNE_MARGIN, else the table's stays. Weights under min_bytes
+ * NB_TUNE_REPS rounds; the fastest median leads when it beats the table's
+ * pair by NB_TUNE_MARGIN, and wins when it does so again in
+ * NB_TUNE_CONFIRM more rounds of the two alone (the median of their
+ * paired ratios, `confirm`), else the table's stays. Weights under min_bytes
  * are not measured (they would be read from the cache, not memory): the
  * table's stays and `why` says so. Sets k->prefetch and k->prefetch_l2;
  * results of every kernel are the same at any distance, only the speed
@@ -143,6 +145,7 @@ nb_status nb_kctx_act(nb_kctx *k, size_t bytes) __attribute__((warn_unused_resul
 #define NB_TUNE_TRIAL_BYTES ((size_t)64 << 20)
 #define NB_TUNE_REPS 5
 #define NB_TUNE_MARGIN 1.03
+#define NB_TUNE_CONFIRM 7
 #define NB_TUNE_MIN_BYTES ((size_t)256 << 20) /* the default min_bytes: above the LLCs of the CPUs met */
 typedef struct nb_prefetch_tune {
     int n;                      /* candidates measured; 0 when not tuned */
@@ -154,7 +157,8 @@ typedef struct nb_prefetch_tune {
     int streams[NB_TUNE_MAX];   /* each candidate's runs of rows per thread */
     int table_streams, chosen_streams;
     double ms;                  /* how long the tune took */
-    char why[128];              /* one line: what was done and why */
+    double confirm;             /* the leader's median paired ratio to the table's; 0: no leader */
+    char why[160];              /* one line: what was done and why */
 } nb_prefetch_tune;
 nb_status nb_kctx_tune_prefetch(nb_kctx *k, const nb_tensor *const *W, int count, size_t min_bytes, unsigned what,
                                 nb_prefetch_tune *out) __attribute__((warn_unused_result));

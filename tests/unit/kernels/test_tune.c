@@ -91,13 +91,19 @@ static void test_tune(void **state) {
     assert_int_equal(t.table_l2, table_l2);
     assert_int_equal(k.prefetch, t.chosen);
     assert_int_equal(k.prefetch_l2, t.chosen_l2);
-    /* the rule: the fastest when it beats the table's by the margin, else the table's */
+    /* the rule: the fastest leads when it beats the table's by the margin,
+     * and wins when the paired confirmation says so again; else the table's */
+    const bool leads = best >= NB_TUNE_MARGIN * at_table && best != at_table;
     if (t.chosen != table || t.chosen_l2 != table_l2) {
         for (int i = 0; i < t.n; i++)
-            if (t.bytes[i] == t.chosen && t.l2[i] == t.chosen_l2)
-                assert_true(t.gbps[i] == best && best >= NB_TUNE_MARGIN * at_table);
+            if (t.bytes[i] == t.chosen && t.l2[i] == t.chosen_l2) assert_true(t.gbps[i] == best);
+        assert_true(leads && t.confirm >= NB_TUNE_MARGIN);
+        assert_non_null(strstr(t.why, "confirmed"));
+    } else if (leads) {
+        assert_true(t.confirm > 0 && t.confirm < NB_TUNE_MARGIN); /* a leader the paired trials did not confirm */
+        assert_non_null(strstr(t.why, "paired trials"));
     } else {
-        assert_true(best < NB_TUNE_MARGIN * at_table || best == at_table);
+        assert_true(t.confirm == 0);
     }
     assert_true(t.ms > 0);
     assert_non_null(strstr(t.why, "measured at load"));
