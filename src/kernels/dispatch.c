@@ -176,23 +176,28 @@ size_t nb_gemm_slab_for_cpu(const nb_cpu *c, bool amx) {
     return (size_t)NB_MIN(NB_MAX(kib, NB_GEMM_SLAB_MIN_KIB), NB_GEMM_SLAB_MAX_KIB) << 10;
 }
 
-/* The float dots for one token (decode). Per CPU: on AMD Zen 4 the 256-bit
- * F16 dot streams faster than the 512-bit one (F16 decode 15.5 vs 10.8
- * tok/s on TinyLlama, ../shared/MEASURED.md; docs/performance.md has the
- * interleaved measurement), so AMD takes the AVX2 dots unless told
- * otherwise; Intel and other CPUs take the widest. */
+/* The float dots for one token (decode). Per CPU: on AMD Zen 4 and Zen 5
+ * the 256-bit F16 dot streams faster than the 512-bit one (Zen 4: F16
+ * decode 15.5 vs 10.8 tok/s on TinyLlama, ../shared/MEASURED.md; Zen 5:
+ * 0.5-6% more, docs/speed.md session 34), so AMD families 25 and 26 take
+ * the AVX2 dots unless told otherwise; Intel and other CPUs take the
+ * widest. */
 static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     const nb_float_kernels *k512 = isa >= NB_ISA_AVX512 ? nb_float_kernels_avx512() : NULL;
     const nb_float_kernels *k256 = isa >= NB_ISA_AVX2 ? nb_float_kernels_avx2() : NULL;
     const nb_float_kernels *pick = k512 ? k512 : k256;
     nb_decode_dot want = o->decode_dot;
     /* Zen 4 (AMD family 25) runs 512-bit ops as two 256-bit halves and its
-     * AVX-512 F16 dot was the slower one (issue 14: 10.8 vs 15.5 tok/s);
-     * Zen 5 (family 26) has full-width units and measured 22.8-23.0 vs
-     * 21.5 tok/s for AVX-512 in 2 of 3 interleaved pairs (docs/speed.md). */
+     * AVX-512 F16 dot was the slower one (issue 14: 10.8 vs 15.5 tok/s).
+     * Zen 5 (family 26) has full-width units, yet in one process over
+     * TinyLlama's matrix sequence the AVX2 F16 / BF16 dots read 1.005-1.06x
+     * / 1.06x the AVX-512 ones' bytes per second in all six A/Bs of session
+     * 34 (docs/speed.md; session 10's engine-level pairs had gone 2:1 the
+     * other way, within that host's noise). */
     const nb_cpu *c = nb_cpu_get();
     if (want == NB_DECODE_DOT_AUTO)
-        want = c->vendor == NB_CPU_AMD && c->family == 25 ? NB_DECODE_DOT_AVX2 : NB_DECODE_DOT_AVX512;
+        want = c->vendor == NB_CPU_AMD && (c->family == 25 || c->family == 26) ? NB_DECODE_DOT_AVX2
+                                                                              : NB_DECODE_DOT_AVX512;
     if (want == NB_DECODE_DOT_AVX2 && k256) pick = k256;
     if (want == NB_DECODE_DOT_AVX512 && k512) pick = k512;
     if (!pick) pick = nb_float_kernels_ref();

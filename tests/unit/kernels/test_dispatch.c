@@ -173,11 +173,12 @@ static void test_options(void **state) {
         o.decode_dot = NB_DECODE_DOT_AVX512;
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_string_equal(d.decode_dot, "avx512");
-        /* AUTO: AVX2 dots on AMD family 25 (Zen 3/4), AVX-512 elsewhere */
+        /* AUTO: AVX2 dots on AMD families 25 and 26 (Zen 3/4, Zen 5), AVX-512 elsewhere */
         o.decode_dot = NB_DECODE_DOT_AUTO;
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         const nb_cpu *c = nb_cpu_get();
-        assert_string_equal(d.decode_dot, c->vendor == NB_CPU_AMD && c->family == 25 ? "avx2" : "avx512");
+        assert_string_equal(d.decode_dot,
+                            c->vendor == NB_CPU_AMD && (c->family == 25 || c->family == 26) ? "avx2" : "avx512");
     }
     /* attention per KV type: the low-precision dot kernels where the CPU has
      * them, the one kernel for every other type and when turned off */
