@@ -41,7 +41,8 @@ static inline float hsum128(__m128 v) {
 static inline float hsum256(__m256 v) { return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
 
 /* The weight vector(s) of line k (64 bytes) of a row's eight blocks from
- * block i, each line prefetched beside its load (prefetch_here.h): 4-bit
+ * block i, the line prefetched beside its load (prefetch_here.h; pf < 0:
+ * not here, the caller did it for the turn's lines first): 4-bit
  * rows have two lines (blocks i..i+3, i+4..i+7), each the low nibbles of
  * two blocks (w[2k]) and the high ones of two more in place (w[2k+1]: 16 q,
  * so their sums are 16 times the blocks', taken out by lane_scale); 8-bit
