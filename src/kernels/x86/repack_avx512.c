@@ -169,6 +169,17 @@ static inline __attribute__((always_inline)) float planar_finish(const void *wr,
     return sum;
 }
 
+/* A row's steps from block i on (STEP(NB4): a step macro of the caller,
+ * which has `four`, `i` and `nb`): eight blocks at a time for 4-bit rows,
+ * then - and for 8-bit rows throughout - four; i ends at the first block
+ * no step took (the scalar tail's). */
+#define PLANAR_STEPS(STEP)                                \
+    do {                                                  \
+        if (four)                                         \
+            for (; i + 8 <= nb; i += 8) STEP(0);          \
+        for (; i + 4 <= nb; i += 4) STEP(1);              \
+    } while (0)
+
 /* The planar rows (planar_kind.h: Q4_0R, Q8_0R, W8R, W4G*R) x Q8_0P for T
  * (1..4) tokens, two 64-byte lines of weights per step (planar_acc): 4-bit
  * rows eight blocks (four once at the end when nb % 8 >= 4; four at a time
@@ -211,12 +222,10 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
             __m256 ad8, ads8;                                                                       \
             act_scales8(ad, ad + nb, i, NB4, &ad8, &ads8);                                          \
             planar_dps(wv, x + i * 32, 0, 4 >> (NB4), p);                                           \
-            planar_acc(p, ad8, ads8, dw, dz, acc[t], &off[t], four);                                    \
+            planar_acc(p, ad8, ads8, dw, dz, acc[t], &off[t], four);                                \
         }                                                                                           \
     } while (0)
-    if (four)
-        for (; i + 8 <= nb; i += 8) PLANAR_T_STEP(0);
-    for (; i + 4 <= nb; i += 4) PLANAR_T_STEP(1);
+    PLANAR_STEPS(PLANAR_T_STEP);
 #undef PLANAR_T_STEP
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
@@ -273,12 +282,10 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
         _Pragma("GCC unroll 4") for (int r = 0; r < M; r++) {                                       \
             __m256 dw, dz;                                                                          \
             planar_scales8(wr[r], n, i, kind, NB4, &dw, &dz);                                       \
-            planar_acc(p[r], ad8, ads8, dw, dz, acc[r], &off[r], four);                                 \
+            planar_acc(p[r], ad8, ads8, dw, dz, acc[r], &off[r], four);                             \
         }                                                                                           \
     } while (0)
-    if (four)
-        for (; i + 8 <= nb; i += 8) PLANAR_ROWS_STEP(0);
-    for (; i + 4 <= nb; i += 4) PLANAR_ROWS_STEP(1);
+    PLANAR_STEPS(PLANAR_ROWS_STEP);
 #undef PLANAR_ROWS_STEP
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) out[(size_t)r * ldo] = planar_finish(wr[r], q[r], n, i, x, ad, acc[r], off[r], kind);
