@@ -271,10 +271,11 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
                                                               const void *a, float *out, size_t ldo, const int six,
                                                               const int M) {
     const nb_block_q8_K *y = a;
-    /* bytes of (sc[0..7], m[0..7]) for lane l of half h: sc[4h + l/2]; the
-     * mins of groups 0..15 as int16: m[g/2] */
-    const __m128i sidx0 = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m128i sidx1 = _mm_setr_epi8(4, 4, 5, 5, 6, 6, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+    /* bytes of (sc[0..7], m[0..7]): the scales of the int16 lanes of
+     * packs(half 0's sums, half 1's), whose 128-bit halves are groups 0-3,
+     * 8-11 and 4-7, 12-15 (sub-block = group / 2); the mins of groups 0..15
+     * as int16: m[g/2] */
+    const __m128i sidx = _mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 2, 2, 3, 3, 6, 6, 7, 7);
     const __m128i midx = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const uint8_t *base[4];
     __m256 acc[4];
@@ -308,12 +309,13 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
             __m128i scm = _mm_loadu_si128((const __m128i *)x->sc);
             __m256i q[4];
             q4_kr_half(x, 0, q);
-            __m256i s0 = half_sums(q, y[i].qs, 0); /* |lane| <= 16*15*128 < 2^15: vpmaddwd by the scale is exact */
-            __m256i isc = _mm256_madd_epi16(s0, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx0)));
+            const __m256i s0 = half_sums(q, y[i].qs, 0);
             prefetch_lines(x, 2, 3);
             q4_kr_half(x, 1, q);
-            __m256i s1 = half_sums(q, y[i].qs, 1);
-            isc = _mm256_add_epi32(isc, _mm256_madd_epi16(s1, _mm256_cvtepu8_epi32(_mm_shuffle_epi8(scm, sidx1))));
+            const __m256i s1 = half_sums(q, y[i].qs, 1);
+            /* |lane| <= 16*15*128 < 2^15, so the pack to int16 is exact, and
+             * vpmaddwd by the groups' scales adds each sub-block's two groups */
+            const __m256i isc = _mm256_madd_epi16(_mm256_packs_epi32(s0, s1), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, sidx)));
             __m256i imn = _mm256_madd_epi16(loadu(y[i].bsums), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, midx)));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_set1_ps(h2f(x->d) * y[i].d), acc[r]);
             acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_set1_ps(h2f(x->dmin) * y[i].d), acc[r]);
