@@ -2,9 +2,9 @@
  * tile of T tokens x the 8 query heads of one GQA group (TinyLlama's
  * shape: head_dim 64) against a context of D keys in a paged pool of
  * 16-slot blocks through a shuffled block table, for each KV type and each
- * kernel this CPU has (f32 products; the bf16-dot and int8-dot kernels on
- * their own pool types, the AMX one on bf16 pools, the AMX split-bf16 one
- * on every pool type). The kernels run interleaved, rep by rep, one
+ * kernel this CPU has (f32 products; the bf16-dot kernel on bf16 and fp8
+ * pools, the int8-dot kernels on int8 ones, the AMX one on bf16 pools, the
+ * AMX split-bf16 one on every pool type). The kernels run interleaved, rep by rep, one
  * thread; prints the median and best time per tile and the rate in
  * multiply-adds (Q K^T and P V, causal: T*8 rows x about D keys x head_dim
  * x 2).
@@ -105,6 +105,7 @@ int main(int argc, char **argv) {
         if (f2) v[nv++] = (variant){"avx2", f2, (nb_kv_type)t};
     }
     if (fb) v[nv++] = (variant){"avx512 bf16 dots", fb, NB_KVT_BF16};
+    if (fb) v[nv++] = (variant){"avx512 bf16 dots", fb, NB_KVT_FP8};
     if (fx) v[nv++] = (variant){"amx bf16", fx, NB_KVT_BF16};
     for (int t = 0; t < NB_KV_TYPES && fs; t++) v[nv++] = (variant){"amx split bf16", fs, (nb_kv_type)t};
     if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};

@@ -84,13 +84,16 @@ size_t nb_attn_scratch_floats(int head_dim, int nq, int nt);
 void nb_attn_ref(const nb_attn_tile *t);
 nb_attn_fn nb_attn_avx2(void); /* NULL when not compiled */
 nb_attn_fn nb_attn_avx512(void);
-/* For bf16 KV pools (other types, scales or an odd head size fall back to
- * nb_attn_avx512): the products in bf16 with vdpbf16ps, about half the
- * instructions of the f32 kernel. K and V are used as stored; Q (times the
- * scale) and the softmax probabilities are rounded to bf16 for the
- * products (8 significant bits; sums, softmax and output in f32), so it
- * differs from nb_attn_ref by those roundings, not only by summation
- * order. NULL when not compiled or the CPU lacks AVX512_BF16. */
+/* For bf16 KV pools, and fp8 pools' tiles of more than 8 rows (other
+ * types, scales on a bf16 pool, fp8 decode tiles or an odd head size fall
+ * back to nb_attn_avx512): the products in bf16 with vdpbf16ps, about half
+ * the instructions of the f32 kernel. K and V are used as stored (fp8 e4m3
+ * values are exact in bf16); Q (times the scale) and the softmax
+ * probabilities (times the fp8 slots' V scales) are rounded to bf16 for the
+ * products (8 significant bits; sums, softmax, the fp8 K scales and the
+ * output in f32), so it differs from nb_attn_ref by those roundings, not
+ * only by summation order. NULL when not compiled or the CPU lacks
+ * AVX512_BF16. */
 nb_attn_fn nb_attn_avx512_bf16(void);
 /* The same numerics for bf16 pools with the products on the AMX tile unit
  * (attn_amx.c): tiles of more than 8 rows and head sizes that are a

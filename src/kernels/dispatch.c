@@ -260,8 +260,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     /* bf16 products for bf16 pools: on the AMX tile unit wherever it is
      * granted (unless turned off), and there the other pools' prompt tiles
      * in split bf16 (f32-like accuracy, 2x the f32 kernel's speed: docs/
-     * engine.md "KV dtypes"); else vdpbf16ps for bf16 pools where the CPU
-     * is faster with it (nb_attn_bf16_dots_for_cpu) or asked to */
+     * engine.md "KV dtypes"); else vdpbf16ps for bf16 and fp8 pools where
+     * the CPU is faster with it (nb_attn_bf16_dots_for_cpu) or asked to */
     const bool amx = isa >= NB_ISA_AMX && o->attn_bf16_dots != NB_CHOICE_OFF;
     nb_attn_fn lo = amx ? nb_attn_amx_bf16() : NULL, split = amx ? nb_attn_amx_split() : NULL;
     d->attn_bf16_amx = lo != NULL && split != NULL;
@@ -269,7 +269,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         for (int t = 0; t < NB_KV_TYPES; t++) d->attn_kv[t] = split;
     bool bf16_dots = o->attn_bf16_dots == NB_CHOICE_ON ||
                      (o->attn_bf16_dots == NB_CHOICE_AUTO && nb_attn_bf16_dots_for_cpu(nb_cpu_get()));
-    if (!lo) lo = isa >= NB_ISA_AVX512 && bf16_dots ? nb_attn_avx512_bf16() : NULL;
+    if (!lo && isa >= NB_ISA_AVX512 && bf16_dots && (lo = nb_attn_avx512_bf16()))
+        d->attn_kv[NB_KVT_FP8] = lo; /* fp8 values are exact in bf16 (attn.h) */
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
     /* int8 pools: the int8-dot kernels where the CPU has them; where the
      * split-bf16 kernel runs on the AMX tile unit, it takes their prompt
@@ -324,6 +325,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
+             : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots for prompts)"
              : d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
              !i8 ? "" : d->attn_bf16_amx ? " (int8 KV: split bf16, int8 dots where the tiles cannot)" : " (int8 KV: int8 dots)");
     return NB_OK;

@@ -57,13 +57,6 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
     for (int j = hv; j < hd; j++) dst[j] = nb_attn_elem(t, src, j) * sc;
 }
 
-/* bf16 pairs of two neighbouring elements at p, broadcast. */
-static inline __m512bh bcast_pair(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return (__m512bh)_mm512_set1_epi32((int)v);
-}
-
 /* Columns j .. j+NC-1 of O^T = O^T * corr + V^T P for one block of rows
  * (ot: hd vectors): BF = 0 with the f32 probabilities s[KC] and the f32
  * chunk Vf[KC][hd]; BF = 1 with the bf16 pairs of probabilities pp[KC/2]
@@ -73,12 +66,12 @@ static inline __attribute__((always_inline)) void o_cols(float *ot, int hd, int 
                                                          const int BF, const int NC) {
     __m512 o[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < NC; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(ot + (j + i) * W), corr);
+    for (int i = 0; i < NC; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(ot + (size_t)(j + i) * W), corr);
     if (BF) {
 #pragma GCC unroll 8
         for (int cp = 0; cp < KC / 2; cp++)
 #pragma GCC unroll 4
-            for (int i = 0; i < NC; i++) o[i] = _mm512_dpbf16_ps(o[i], pp[cp], bcast_pair(VP + cp * hd + j + i));
+            for (int i = 0; i < NC; i++) o[i] = dpbf16_bcast(o[i], pp[cp], VP + cp * hd + j + i);
     } else {
 #pragma GCC unroll 16
         for (int c = 0; c < KC; c++)
@@ -86,7 +79,7 @@ static inline __attribute__((always_inline)) void o_cols(float *ot, int hd, int 
             for (int i = 0; i < NC; i++) o[i] = _mm512_fmadd_ps(_mm512_set1_ps(Vf[c * hd + j + i]), s[c], o[i]);
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < NC; i++) _mm512_storeu_ps(ot + (j + i) * W, o[i]);
+    for (int i = 0; i < NC; i++) _mm512_storeu_ps(ot + (size_t)(j + i) * W, o[i]);
 }
 
 /* All hd columns: four at a time (four independent chains), then the tail. */
@@ -284,24 +277,63 @@ static void attn_avx512_f32(const nb_attn_tile *t) {
     }
 }
 
-/* ---- bf16 KV with bf16 dot products (AVX512_BF16) ------------------------
+/* ---- bf16 and fp8 KV with bf16 dot products (AVX512_BF16) ---------------
  * vdpbf16ps adds two bf16 products per lane per instruction: the same tile
  * as tile16 with half the multiply instructions. K and V are the pool's
- * bf16 values unchanged; Q (times the scale) and the probabilities P are
- * rounded to bf16 (to nearest even) for the products, which is what this
- * kernel costs in accuracy (attn.h); the sums, the softmax and O stay f32.
- * Layouts, in pairs of bf16 per 32-bit lane: Q^T as QP[rb][j/2][lane]
- * (head elements 2i, 2i+1 of each row), a chunk's K as its rows (a pair is
- * two neighbouring elements), V as VP[c/2][j] (element j of keys c, c+1),
- * P as pairs of keys per row. */
+ * values unchanged (fp8 e4m3 values are exact in bf16: 3 mantissa bits,
+ * exponents well inside bf16's); Q (times the scale) and the probabilities
+ * P (times the fp8 slots' V scales) are rounded to bf16 (to nearest even)
+ * for the products, which is what this kernel costs in accuracy (attn.h);
+ * the sums, the softmax and O stay f32, and the fp8 slots' K scales
+ * multiply the f32 scores. Layouts, in pairs of bf16 per 32-bit lane: Q^T
+ * as QP[rb][j/2][lane] (head elements 2i, 2i+1 of each row), a chunk's K
+ * as its rows (a pair is two neighbouring elements), V as VP[c/2][j]
+ * (element j of keys c, c+1), P as pairs of keys per row. */
 
-static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile *t, const int HD) {
+static inline uint32_t f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* 16 fp8 codes at p as bf16 bits in the low half of each 32-bit lane:
+ * the f32 table's value, whose low 16 bits are zero (exact in bf16). */
+static inline __m512i fp8_bf16x16(const uint8_t *p, const float *lut) {
+    const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm512_srli_epi32(_mm512_castps_si512(_mm512_i32gather_ps(code, lut, 4)), 16);
+}
+
+/* A K or V row of the pool (bf16 or fp8) as hd bf16 values at dst. */
+static inline __attribute__((always_inline)) void row_bf16(const uint8_t *src, uint16_t *dst, int hd, const int FP8,
+                                                           const float *lut) {
+    if (!FP8) {
+        memcpy(dst, src, (size_t)hd * 2);
+        return;
+    }
+    int j = 0;
+    for (; j + 16 <= hd; j += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(dst + j), _mm512_cvtepi32_epi16(fp8_bf16x16(src + j, lut)));
+    for (; j < hd; j++) dst[j] = (uint16_t)(f32_bits(lut[src[j]]) >> 16);
+}
+
+/* 16 elements from j of a V row (bf16 or fp8; NULL: zeros) as bf16 bits in
+ * the low half of each 32-bit lane. */
+static inline __attribute__((always_inline)) __m512i v_bf16x16(const uint8_t *row, int j, const int FP8,
+                                                               const float *lut) {
+    if (!row) return _mm512_setzero_si512();
+    if (FP8) return fp8_bf16x16(row + j, lut);
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
+}
+
+static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile *t, const int HD, const int FP8) {
+    const nb_attn_kv *kv = t->kv;
     attn_frame f;
-    attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
+    attn_frame_begin(t, HD ? HD : kv->head_dim, W, &f);
     const int hd = f.hd, RB = f.RB, hp = hd / 2;
     const __m512i idx = _mm512_load_si512(attn_pair_idx);
     float *OT = f.OT, *M = f.M, *L = f.L;
     const int32_t *PS = f.PS;
+    const float *lut = FP8 ? nb_attn_fp8_table() : NULL;
     attn_qt_base2(&f, W);
     attn_qt_bf16_pairs(&f, idx);
     uint16_t *Kb = (uint16_t *)(void *)f.Kf; /* [KC][hd] */
@@ -311,24 +343,28 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
     for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
         const uint8_t *kr[KC], *vr[KC];
         int64_t sl[KC];
+        float ksc[KC], vsc[KC]; /* fp8 slots' scales (1 past the last key) */
         const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, sl, NULL);
         for (int c = 0; c < KC; c++) {
-            if (c < nk) memcpy(Kb + c * hd, kr[c], (size_t)hd * 2);
+            if (c < nk) row_bf16(kr[c], Kb + c * hd, hd, FP8, lut);
             else memset(Kb + c * hd, 0, (size_t)hd * 2);
+            if (FP8) {
+                ksc[c] = c < nk && kv->ks ? kv->ks[sl[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                vsc[c] = c < nk && kv->vs ? kv->vs[sl[c] * kv->n_head_kv + t->kvh] : 1.0f;
+            }
         }
         for (int cp = 0; cp < KC / 2; cp++) {
-            const uint16_t *a = 2 * cp < nk ? (const uint16_t *)(const void *)vr[2 * cp] : NULL;
-            const uint16_t *b = 2 * cp + 1 < nk ? (const uint16_t *)(const void *)vr[2 * cp + 1] : NULL;
+            const uint8_t *a = 2 * cp < nk ? vr[2 * cp] : NULL, *b = 2 * cp + 1 < nk ? vr[2 * cp + 1] : NULL;
             uint32_t *o = VP + cp * hd;
             int j = 0;
-            for (; j < hv; j += 16) {
-                const __m512i lo = a ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a + j)))
-                                     : _mm512_setzero_si512();
-                const __m512i hi = b ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(b + j)))
-                                     : _mm512_setzero_si512();
-                _mm512_storeu_si512(o + j, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            for (; j < hv; j += 16)
+                _mm512_storeu_si512(o + j, _mm512_or_si512(v_bf16x16(a, j, FP8, lut),
+                                                           _mm512_slli_epi32(v_bf16x16(b, j, FP8, lut), 16)));
+            for (; j < hd; j++) {
+                const uint32_t ea = a ? (FP8 ? f32_bits(lut[a[j]]) >> 16 : ((const uint16_t *)(const void *)a)[j]) : 0u;
+                const uint32_t eb = b ? (FP8 ? f32_bits(lut[b[j]]) >> 16 : ((const uint16_t *)(const void *)b)[j]) : 0u;
+                o[j] = ea | eb << 16;
             }
-            for (; j < hd; j++) o[j] = (a ? a[j] : 0u) | (uint32_t)(b ? b[j] : 0u) << 16;
         }
         for (int rb = 0; rb < RB; rb++) {
             if (PS[rb * W + W - 1] < k0) continue; /* these rows' keys ended in an earlier chunk */
@@ -340,9 +376,15 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
             for (int j2 = 0; j2 < hp; j2++) {
                 const __m512bh qv = (__m512bh)_mm512_loadu_si512(qp + j2 * W);
 #pragma GCC unroll 16
-                for (int c = 0; c < KC; c++) s[c] = _mm512_dpbf16_ps(s[c], qv, bcast_pair(Kb + c * hd + 2 * j2));
+                for (int c = 0; c < KC; c++) s[c] = dpbf16_bcast(s[c], qv, Kb + c * hd + 2 * j2);
             }
+            if (FP8)
+#pragma GCC unroll 16
+                for (int c = 0; c < KC; c++) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(ksc[c]));
             const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
+            if (FP8)
+#pragma GCC unroll 16
+                for (int c = 0; c < KC; c++) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(vsc[c]));
             __m512bh pp[KC / 2];
 #pragma GCC unroll 8
             for (int cp = 0; cp < KC / 2; cp++) pp[cp] = (__m512bh)bf16_pairs(s[2 * cp], s[2 * cp + 1], idx);
@@ -477,11 +519,12 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
 
 NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_bf16)
 
-/* bf16 KV without scales and an even head size; anything else takes the
- * f32 kernel. */
+/* bf16 KV without scales, and fp8 KV in tiles of more than 8 rows, with
+ * an even head size; anything else takes the f32 kernel. */
 static void attn_avx512_bf16(const nb_attn_tile *t) {
     const nb_attn_kv *kv = t->kv;
-    if (kv->type != NB_KVT_BF16 || kv->ks || kv->vs || kv->head_dim % 2) {
+    const bool bf16 = kv->type == NB_KVT_BF16 && !kv->ks && !kv->vs, fp8 = kv->type == NB_KVT_FP8;
+    if ((!bf16 && !fp8) || kv->head_dim % 2 || (fp8 && t->nt * t->nq <= 8)) {
         attn_avx512_f32(t);
         return;
     }
@@ -490,9 +533,9 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
         return;
     }
     switch (kv->head_dim) {
-    case 64: tile16_bf16(t, 64); return;
-    case 128: tile16_bf16(t, 128); return;
-    default: tile16_bf16(t, 0); return;
+    case 64: fp8 ? tile16_bf16(t, 64, 1) : tile16_bf16(t, 64, 0); return;
+    case 128: fp8 ? tile16_bf16(t, 128, 1) : tile16_bf16(t, 128, 0); return;
+    default: fp8 ? tile16_bf16(t, 0, 1) : tile16_bf16(t, 0, 0); return;
     }
 }
 

@@ -1,4 +1,5 @@
-/* vpdpbusd with its 32-bit memory broadcast, for the AVX-512 VNNI files.
+/* vpdpbusd (and vdpbf16ps) with the 32-bit memory broadcast, for the
+ * AVX-512 VNNI (BF16) files.
  *
  * *acc += the u8 x s8 products of u (bytes, unsigned side) and the four
  * bytes at p, broadcast to every lane by the instruction itself. In asm
@@ -16,6 +17,14 @@
 
 static inline __attribute__((always_inline)) void dpbusd_bcast(__m512i *acc, __m512i u, const void *p) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(u), "m"(*(const int32_t *)p));
+}
+
+/* The same for vdpbf16ps (AVX512_BF16): acc + the products of the bf16
+ * pairs of b and the pair at p, broadcast by the instruction (GCC 12 emits
+ * a vpbroadcastd per product for _mm512_dpbf16_ps(acc, b, set1(pair))). */
+static inline __attribute__((always_inline)) __m512 dpbf16_bcast(__m512 acc, __m512bh b, const void *p) {
+    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*(const int32_t *)p));
+    return acc;
 }
 
 #endif

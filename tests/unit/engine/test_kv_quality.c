@@ -152,21 +152,25 @@ static void measure(const char *model_rel, const char *ref_rel, double f16_tol) 
         assert_true(r.max_diff < f16_tol / 10);
         free(lg);
     }
-    /* int8 and bf16 against it, all from one batch (the int8-dot and the
-     * bf16-dot kernels take such tiles where the CPU has them; where the
-     * AMX tile unit is granted, the split-bf16 and the bf16-dot kernels) */
-    const nb_kv_type pts[] = {NB_KVT_INT8, NB_KVT_BF16};
-    for (int i = 0; i < 2; i++) {
-        float *lg = run_prefill(m, pts[i]);
+    /* int8, bf16 and fp8 against it, all from one batch (the int8-dot and
+     * the bf16-dot kernels take such tiles where the CPU has them; where the
+     * AMX tile unit is granted, the split-bf16 and the bf16-dot kernels);
+     * then fp8 with the f32 products, to show what the bf16 dots add */
+    const nb_kv_type pts[] = {NB_KVT_INT8, NB_KVT_BF16, NB_KVT_FP8, NB_KVT_FP8};
+    const char *pnames[] = {"int8", "bf16", "fp8", "fp8"};
+    for (int i = 0; i < 4; i++) {
+        const nb_dispatch *di = i == 3 ? &exact : d;
+        float *lg = run_prefill_with(m, pts[i], di);
         qres r = compare(base, lg, m->hp.n_vocab);
-        const bool tiles = d->attn_bf16_amx && m->hp.head_dim % 32 == 0;
-        const char *how = d->attn_kv[pts[i]] == d->attn ? "f32 products"
-                          : pts[i] == NB_KVT_INT8       ? (tiles ? "split bf16 on amx tiles" : "int8 dots")
-                          : tiles                       ? "bf16 dots on amx tiles"
-                                                        : "bf16 dots";
+        const bool tiles = di->attn_bf16_amx && m->hp.head_dim % 32 == 0;
+        const char *how = di->attn_kv[pts[i]] == di->attn ? "f32 products"
+                          : pts[i] == NB_KVT_INT8         ? (tiles ? "split bf16 on amx tiles" : "int8 dots")
+                          : pts[i] == NB_KVT_FP8          ? (tiles ? "split bf16 on amx tiles" : "bf16 dots")
+                          : tiles                         ? "bf16 dots on amx tiles"
+                                                          : "bf16 dots";
         printf("%s KV %s, one batch (attention %s, head_dim %d): max |logit diff| %.5f, mean KL %.2e nats, top-1 "
-               "%.1f%% over %d positions\n", model_rel, pts[i] == NB_KVT_INT8 ? "int8" : "bf16", how, m->hp.head_dim,
-               r.max_diff, r.mean_kl, 100 * r.top1, n_seq);
+               "%.1f%% over %d positions\n", model_rel, pnames[i], how, m->hp.head_dim, r.max_diff, r.mean_kl,
+               100 * r.top1, n_seq);
         assert_true(r.top1 >= 0.9);
         assert_true(r.mean_kl < 0.05);
         free(lg);

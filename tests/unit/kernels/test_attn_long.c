@@ -12,8 +12,8 @@
  * position and at odd places later on, so the running max grows both early and late (the
  * kernels' rescaling paths) or never after the first key. The pool is laid
  * out here as nb_attn_kv describes it, so this runs with nb_kernels alone.
- * A kernel the CPU lacks is a real skip. The bf16-dot kernel for bf16 pools
- * rounds Q and the probabilities to bf16 for its products: it is checked
+ * A kernel the CPU lacks is a real skip. The bf16-dot kernel for bf16 and
+ * fp8 pools rounds Q and the probabilities to bf16 for its products: it is checked
  * against the reference on the same bf16-rounded Q, within what the
  * probabilities' rounding (2^-9 relative) can move the output, and on the
  * other types (its fallback) against the f32 kernel, bit for bit; the
@@ -259,24 +259,28 @@ static void test_avx512_long(void **state) {
     check_kernel(fn, "avx512");
 }
 
-/* A low-precision dot kernel for pools of type own: against the reference
- * within tol (Q rounded to bf16 first for both when bf16_q), and it must
- * round (worst > min_err: not its fallback by mistake); every other type
- * goes to the fallback bit for bit. */
-static void check_lowp(nb_attn_fn fn, nb_attn_fn fallback, const char *name, nb_kv_type own, bool bf16_q, float tol,
-                       float min_err) {
-    const float worst = check_cases(fn, nb_attn_ref, name, own, bf16_q, tol);
-    fprintf(stderr, "  %s: largest |ref - got| / (1 + |ref|) %.2e\n", name, worst);
-    assert_true(worst > min_err);
-    for (int t = 0; t <= NB_KVT_FP8; t++)
-        if (t != (int)own) check_cases(fn, fallback, name, t, false, 0);
+/* A low-precision dot kernel for pools of type own (and own2, -1: none):
+ * against the reference within tol (Q rounded to bf16 first for both when
+ * bf16_q), and it must round (worst > min_err: not its fallback by
+ * mistake); every other type goes to the fallback bit for bit. */
+static void check_lowp(nb_attn_fn fn, nb_attn_fn fallback, const char *name, nb_kv_type own, int own2, bool bf16_q,
+                       float tol, float min_err) {
+    for (int t = 0; t <= NB_KVT_FP8; t++) {
+        if (t != (int)own && t != own2) {
+            check_cases(fn, fallback, name, t, false, 0);
+            continue;
+        }
+        const float worst = check_cases(fn, nb_attn_ref, name, t, bf16_q, tol);
+        fprintf(stderr, "  %s, KV type %d: largest |ref - got| / (1 + |ref|) %.2e\n", name, t, worst);
+        assert_true(worst > min_err);
+    }
 }
 
 static void test_avx512_bf16_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_bf16() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX512_BF16 on this CPU (or NIBBLE_ISA below AVX-512)");
-    check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, true, 4e-3f, 0);
+    check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, NB_KVT_FP8, true, 4e-3f, 0);
 }
 
 /* The AMX kernel has the bf16-dot kernel's roundings (head sizes 64 and
@@ -286,7 +290,7 @@ static void test_amx_bf16_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL;
     if (!fn) NB_TEST_SKIP("no AMX-BF16 granted on this CPU (or NIBBLE_ISA below amx)");
-    check_lowp(fn, nb_attn_avx512(), "amx bf16", NB_KVT_BF16, true, 4e-3f, 0);
+    check_lowp(fn, nb_attn_avx512(), "amx bf16", NB_KVT_BF16, -1, true, 4e-3f, 0);
 }
 
 /* The AMX split-bf16 kernel on every pool type: products within about
@@ -349,14 +353,14 @@ static void test_avx512_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX512_VNNI on this CPU (or NIBBLE_ISA below AVX-512)");
-    check_lowp(fn, nb_attn_avx512(), "avx512 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL, 1e-4f);
+    check_lowp(fn, nb_attn_avx512(), "avx512 int8 dots", NB_KVT_INT8, -1, false, INT8_DOTS_TOL, 1e-4f);
 }
 
 static void test_avx2_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2_int8() : NULL;
     if (!fn) NB_TEST_SKIP("no AVX-VNNI on this CPU (or NIBBLE_ISA below AVX2, or NIBBLE_AVXVNNI=0)");
-    check_lowp(fn, nb_attn_avx2(), "avx2 int8 dots", NB_KVT_INT8, false, INT8_DOTS_TOL, 1e-4f);
+    check_lowp(fn, nb_attn_avx2(), "avx2 int8 dots", NB_KVT_INT8, -1, false, INT8_DOTS_TOL, 1e-4f);
 }
 
 /* The two widths of the int8-dot kernel (attn_i8_impl.h) agree to the bit

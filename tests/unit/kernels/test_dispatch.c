@@ -189,8 +189,12 @@ static void test_options(void **state) {
     /* AMX-BF16 granted (and NIBBLE_ISA at amx): the tile-unit kernel, under auto and on */
     const bool amx = nb_cpu_isa() >= NB_ISA_AMX && nb_cpu_get()->amx_bf16;
     assert_true(d.attn_bf16_amx == amx);
-    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (amx || (bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get()))));
+    const bool bf16_dots = !amx && bf16_cpu && nb_attn_bf16_dots_for_cpu(nb_cpu_get());
+    assert_true((d.attn_kv[NB_KVT_BF16] != d.attn) == (amx || bf16_dots));
     assert_true((strstr(d.desc, "bf16 dots on amx tiles, other KV: split bf16") != NULL) == amx);
+    /* fp8 pools (exact in bf16) with the vdpbf16ps kernel wherever bf16 pools take it */
+    assert_ptr_equal(d.attn_kv[NB_KVT_FP8], amx ? nb_attn_amx_split() : bf16_dots ? nb_attn_avx512_bf16() : d.attn);
+    assert_true((strstr(d.desc, "fp8 KV: bf16 dots for prompts") != NULL) == bf16_dots);
     /* there every other pool type takes the split-bf16 kernel (int8 pools
      * with the int8-dot one for the tiles it cannot take) */
     if (amx)
@@ -207,13 +211,15 @@ static void test_options(void **state) {
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_false(d.attn_bf16_amx);
         assert_ptr_equal(d.attn_kv[NB_KVT_BF16], nb_attn_avx512_bf16());
+        assert_ptr_equal(d.attn_kv[NB_KVT_FP8], nb_attn_avx512_bf16());
     }
     nb_kernel_opts_defaults(&o);
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
     for (int t = 0; t < NB_KV_TYPES; t++)
-        if (t != NB_KVT_BF16 && t != NB_KVT_INT8) assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
+        if (t != NB_KVT_BF16 && t != NB_KVT_INT8 && t != NB_KVT_FP8)
+            assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
     assert_true((strstr(d.desc, "int8 KV: int8 dots") != NULL) == (int8_dots && !amx));
     assert_true((strstr(d.desc, "int8 KV: split bf16, int8 dots") != NULL) == amx);
     if (amx) { /* without the int8 dots the split kernel alone; without the AMX kernels the int8 dots alone */
