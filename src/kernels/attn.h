@@ -95,6 +95,9 @@ nb_attn_fn nb_attn_avx512(void);
  * only by summation order. NULL when not compiled or the CPU lacks
  * AVX512_BF16. */
 nb_attn_fn nb_attn_avx512_bf16(void);
+/* n fp8 e4m3 codes as the bf16 bits of their nb_attn_fp8_table values
+ * (exact), vectorised (AVX-512F; the bf16-dot kernel's K and V rows). */
+void nb_attn_fp8_to_bf16_avx512(const uint8_t *src, uint16_t *dst, int n);
 /* The same numerics for bf16 pools with the products on the AMX tile unit
  * (attn_amx.c): tiles of more than 8 rows and head sizes that are a
  * multiple of 32; anything else goes to nb_attn_avx512_bf16. NULL when not

@@ -296,32 +296,46 @@ static inline uint32_t f32_bits(float x) {
     return u;
 }
 
-/* 16 fp8 codes at p as bf16 bits in the low half of each 32-bit lane:
- * the f32 table's value, whose low 16 bits are zero (exact in bf16). */
-static inline __m512i fp8_bf16x16(const uint8_t *p, const float *lut) {
+/* 16 fp8 codes at p as bf16 bits in the low half of each 32-bit lane: the
+ * bits of nb_attn_fp8_table's values (exact in bf16), by arithmetic where
+ * a gather from the table made an fp8 pool's prompt tile about 10% slower
+ * than a bf16 pool's (3-6% now: docs/speed.md, session 36). e4m3's
+ * exponent bias is 7 and bf16's 127, so a normal code's seven low bits
+ * shifted into place plus 120 << 7 are its bf16 bits; exponent 0 (m x 2^-9
+ * and zero) comes from an 8-entry table, 0x7f is NaN, and the sign is
+ * moved over last. */
+static const int32_t fp8_subnormal_bf16[16] __attribute__((aligned(64))) = {
+    0x0000, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60}; /* m x 2^-9, m = 0..7 */
+
+static inline __m512i fp8_bf16x16(const uint8_t *p) {
     const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    return _mm512_srli_epi32(_mm512_castps_si512(_mm512_i32gather_ps(code, lut, 4)), 16);
+    const __m512i em = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
+    __m512i b = _mm512_add_epi32(_mm512_slli_epi32(em, 4), _mm512_set1_epi32(120 << 7));
+    b = _mm512_mask_permutexvar_epi32(b, _mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), em,
+                                      _mm512_load_si512(fp8_subnormal_bf16));
+    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)), _mm512_set1_epi32(0x7fc0));
+    return _mm512_or_si512(b, _mm512_slli_epi32(_mm512_and_si512(code, _mm512_set1_epi32(0x80)), 8));
+}
+
+void nb_attn_fp8_to_bf16_avx512(const uint8_t *src, uint16_t *dst, int n) {
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(dst + j), _mm512_cvtepi32_epi16(fp8_bf16x16(src + j)));
+    const float *lut = nb_attn_fp8_table();
+    for (; j < n; j++) dst[j] = (uint16_t)(f32_bits(lut[src[j]]) >> 16);
 }
 
 /* A K or V row of the pool (bf16 or fp8) as hd bf16 values at dst. */
-static inline __attribute__((always_inline)) void row_bf16(const uint8_t *src, uint16_t *dst, int hd, const int FP8,
-                                                           const float *lut) {
-    if (!FP8) {
-        memcpy(dst, src, (size_t)hd * 2);
-        return;
-    }
-    int j = 0;
-    for (; j + 16 <= hd; j += 16)
-        _mm256_storeu_si256((__m256i *)(void *)(dst + j), _mm512_cvtepi32_epi16(fp8_bf16x16(src + j, lut)));
-    for (; j < hd; j++) dst[j] = (uint16_t)(f32_bits(lut[src[j]]) >> 16);
+static inline __attribute__((always_inline)) void row_bf16(const uint8_t *src, uint16_t *dst, int hd, const int FP8) {
+    if (FP8) nb_attn_fp8_to_bf16_avx512(src, dst, hd);
+    else memcpy(dst, src, (size_t)hd * 2);
 }
 
 /* 16 elements from j of a V row (bf16 or fp8; NULL: zeros) as bf16 bits in
  * the low half of each 32-bit lane. */
-static inline __attribute__((always_inline)) __m512i v_bf16x16(const uint8_t *row, int j, const int FP8,
-                                                               const float *lut) {
+static inline __attribute__((always_inline)) __m512i v_bf16x16(const uint8_t *row, int j, const int FP8) {
     if (!row) return _mm512_setzero_si512();
-    if (FP8) return fp8_bf16x16(row + j, lut);
+    if (FP8) return fp8_bf16x16(row + j);
     return _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
 }
 
@@ -346,7 +360,7 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
         float ksc[KC], vsc[KC]; /* fp8 slots' scales (1 past the last key) */
         const int nk = attn_chunk_rows(t, hd, k0, KC, kr, vr, sl, NULL);
         for (int c = 0; c < KC; c++) {
-            if (c < nk) row_bf16(kr[c], Kb + c * hd, hd, FP8, lut);
+            if (c < nk) row_bf16(kr[c], Kb + c * hd, hd, FP8);
             else memset(Kb + c * hd, 0, (size_t)hd * 2);
             if (FP8) {
                 ksc[c] = c < nk && kv->ks ? kv->ks[sl[c] * kv->n_head_kv + t->kvh] : 1.0f;
@@ -358,8 +372,8 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
             uint32_t *o = VP + cp * hd;
             int j = 0;
             for (; j < hv; j += 16)
-                _mm512_storeu_si512(o + j, _mm512_or_si512(v_bf16x16(a, j, FP8, lut),
-                                                           _mm512_slli_epi32(v_bf16x16(b, j, FP8, lut), 16)));
+                _mm512_storeu_si512(o + j, _mm512_or_si512(v_bf16x16(a, j, FP8),
+                                                           _mm512_slli_epi32(v_bf16x16(b, j, FP8), 16)));
             for (; j < hd; j++) {
                 const uint32_t ea = a ? (FP8 ? f32_bits(lut[a[j]]) >> 16 : ((const uint16_t *)(const void *)a)[j]) : 0u;
                 const uint32_t eb = b ? (FP8 ? f32_bits(lut[b[j]]) >> 16 : ((const uint16_t *)(const void *)b)[j]) : 0u;

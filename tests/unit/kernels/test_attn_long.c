@@ -283,6 +283,32 @@ static void test_avx512_bf16_long(void **state) {
     check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, NB_KVT_FP8, true, 4e-3f, 0);
 }
 
+/* The bf16-dot kernel's fp8 conversion (arithmetic, not the table) against
+ * the table's values, bit for bit, for every code (normals, subnormals,
+ * both zeros, both NaNs), from every start offset of a 16-code step and
+ * with every tail length. */
+static void test_fp8_to_bf16(void **state) {
+    (void)state;
+    if (nb_cpu_isa() < NB_ISA_AVX512) NB_TEST_SKIP("no AVX-512 on this CPU (or NIBBLE_ISA below AVX-512)");
+    const float *lut = nb_attn_fp8_table();
+    uint8_t codes[256 + 16];
+    uint16_t out[256 + 16];
+    for (int off = 0; off < 16; off++)
+        for (int n = 256 - 15; n <= 256; n++) {
+            for (int i = 0; i < n; i++) codes[i] = (uint8_t)(i + off);
+            memset(out, 0xa5, sizeof out);
+            nb_attn_fp8_to_bf16_avx512(codes, out, n);
+            for (int i = 0; i < n; i++) {
+                uint32_t u;
+                memcpy(&u, &lut[codes[i]], 4);
+                if (out[i] != (uint16_t)(u >> 16))
+                    fail_msg("code 0x%02x (offset %d, n %d): 0x%04x, the table's bf16 bits 0x%04x", codes[i], off, n,
+                             out[i], (unsigned)(u >> 16));
+            }
+            assert_int_equal(out[n], 0xa5a5); /* nothing written past n */
+        }
+}
+
 /* The AMX kernel has the bf16-dot kernel's roundings (head sizes 64 and
  * 128 on the tile unit, 40 and 80 and the decode tiles through the
  * bf16-dot kernel): the same tolerance. */
@@ -438,6 +464,7 @@ int main(void) {
         cmocka_unit_test(test_avx2_long),
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
+        cmocka_unit_test(test_fp8_to_bf16),
         cmocka_unit_test(test_amx_bf16_long),
         cmocka_unit_test(test_amx_split_long),
         cmocka_unit_test(test_amx_split_int8_long),
