@@ -248,8 +248,34 @@ static void env_refused(nb_kernel_opts *o, const char *name, const char *value) 
     unsetenv(name);
 }
 
+/* The variables test_env sets or expects unset: saved and cleared at its
+ * start, put back at its end, so that one set around the test program (an
+ * oracle run's NIBBLE_ISA, NIBBLE_ATTN_BF16_DOTS=0) neither fails its
+ * checks of the defaults nor is lost to the tests after it. */
+static const char *const env_names[] = {"NIBBLE_ISA", "NIBBLE_REPACK", "NIBBLE_NO_INT8_GEMM", "NIBBLE_QGEMM_MIN",
+                                        "NIBBLE_ATTN_INT8_DOTS", "NIBBLE_ATTN_BF16_DOTS"};
+#define N_ENV_NAMES (sizeof env_names / sizeof *env_names)
+
+static void env_save(char *saved[N_ENV_NAMES]) {
+    for (size_t i = 0; i < N_ENV_NAMES; i++) {
+        const char *v = getenv(env_names[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(env_names[i]);
+    }
+}
+
+static void env_restore(char *saved[N_ENV_NAMES]) {
+    for (size_t i = 0; i < N_ENV_NAMES; i++) {
+        if (saved[i]) setenv(env_names[i], saved[i], 1);
+        else unsetenv(env_names[i]);
+        free(saved[i]);
+    }
+}
+
 static void test_env(void **state) {
     (void)state;
+    char *saved[N_ENV_NAMES];
+    env_save(saved);
     nb_kernel_opts o;
     nb_kernel_opts_defaults(&o);
     setenv("NIBBLE_ISA", "avx2", 1);
@@ -279,8 +305,7 @@ static void test_env(void **state) {
     assert_int_equal(o.qgemm_min, 40);
     env_refused(&o, "NIBBLE_QGEMM_MIN", "4x");
     env_refused(&o, "NIBBLE_ISA", "sse9");
-    unsetenv("NIBBLE_REPACK");
-    unsetenv("NIBBLE_NO_INT8_GEMM");
+    env_restore(saved);
 }
 
 /* Last: builds the process table. */
