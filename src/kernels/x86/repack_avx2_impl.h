@@ -146,6 +146,8 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) nb_pl_row_start(wr[r], n, kind, pf, pf2);
     for (; i + 8 <= nb; i += 8) {
 #pragma GCC unroll 4
         for (int r = 0; r < M; r++) {

@@ -208,6 +208,7 @@ static inline __attribute__((always_inline)) void planar_dot_t(int64_t n, const 
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
+    nb_pl_row_start(w, n, kind, pf, pf2);
 #define PLANAR_T_STEP(NB4)                                                                          \
     do {                                                                                            \
         __m512i wv[4];                                                                              \
@@ -260,6 +261,8 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     }
     const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
     int64_t i = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < M; r++) nb_pl_row_start(wr[r], n, kind, pf, pf2);
 /* the rows in turn, a line of each (4-bit) or two (8-bit), as the
  * four-block steps before: the 8-bit rows' four lines a step in 64-byte
  * turns (the probe's best, kernels/membw.c) read 2-5% less from DRAM */
