@@ -44,12 +44,13 @@
 typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
 #define NB_KV_TYPES (NB_KVT_FP8 + 1)
 
-/* One layer of a paged KV pool: slot s of block b holds its row at
- * k + (b * block_size + s) * row (bytes), head h at + h * head_dim * elem. */
+/* One layer of a paged KV pool, head-major: head h's row in slot s of
+ * block b is at k + h * head_stride + (b * block_size + s) * row (bytes). */
 typedef struct nb_attn_kv {
     nb_kv_type type;
     int32_t elem, head_dim, n_head_kv, block_size;
-    int64_t row;          /* bytes per slot: n_head_kv * head_dim * elem */
+    int64_t row;          /* bytes per slot of one head: head_dim * elem */
+    int64_t head_stride;  /* bytes from one head's blocks to the next head's */
     const uint8_t *k, *v;
     const float *ks, *vs; /* [(b * block_size + s) * n_head_kv + h]; NULL: 1 */
 } nb_attn_kv;

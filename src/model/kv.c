@@ -57,9 +57,10 @@ nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t b
         !nb_mul_ok(slots, (uint64_t)kv->n_head_kv * sizeof(float), &ns) || n > SIZE_MAX / 2)
         return nb_fail(NB_ERR_RANGE, "KV pool size overflows (%lld blocks of %d tokens)", (long long)n_blocks,
                        block_size);
-    /* 2 MiB pages: decode reads a head's K and V rows a slot apart, one
-     * 4 KiB page every few keys, and with 4 KiB pages nearly every key
-     * missed the TLB (d4096: attention 487 -> 394 us a layer, session 25) */
+    /* 2 MiB pages: a decode token reads every layer's and head's K and V,
+     * hundreds of separate runs, and when slots held every head (one 4 KiB
+     * page every few keys) 4 KiB pages missed the TLB at nearly every key
+     * (d4096: attention 487 -> 394 us a layer, session 25) */
     kv->k = nb_map_anon(n, true);
     kv->v = nb_map_anon(n, true);
     kv->bytes = n;
@@ -113,38 +114,35 @@ float nb_fp8_e4m3_to_fp32(uint8_t c) {
     return (c & 0x80) ? -v : v;
 }
 
-static void store_row(const nb_kv_pool *kv, uint8_t *dst, float *scales, const float *x) {
-    int32_t n = kv->kv_dim, hd = kv->head_dim;
+/* One head's hd values x as the pool's type at dst; the 8-bit types' scale into *scale. */
+static void store_head(const nb_kv_pool *kv, uint8_t *dst, float *scale, const float *x) {
+    const int32_t hd = kv->head_dim;
     switch (kv->type) {
-    case NB_KVT_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    case NB_KVT_F32: memcpy(dst, x, (size_t)hd * sizeof(float)); break;
     case NB_KVT_F16: {
         uint16_t *d = (uint16_t *)(void *)dst;
-        for (int32_t i = 0; i < n; i++) d[i] = nb_fp32_to_fp16(x[i]);
+        for (int32_t i = 0; i < hd; i++) d[i] = nb_fp32_to_fp16(x[i]);
         break;
     }
     case NB_KVT_BF16: {
         uint16_t *d = (uint16_t *)(void *)dst;
-        for (int32_t i = 0; i < n; i++) d[i] = nb_fp32_to_bf16(x[i]);
+        for (int32_t i = 0; i < hd; i++) d[i] = nb_fp32_to_bf16(x[i]);
         break;
     }
     case NB_KVT_INT8:
     case NB_KVT_FP8: {
-        float qmax = kv->type == NB_KVT_INT8 ? 127.0f : 448.0f;
-        for (int32_t h = 0; h < kv->n_head_kv; h++) {
-            const float *xh = x + (int64_t)h * hd;
-            uint8_t *dh = dst + (int64_t)h * hd;
-            float amax = 0;
-            for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xh[i]));
-            float s = amax / qmax, inv = amax > 0 ? qmax / amax : 0;
-            scales[h] = s;
-            for (int32_t i = 0; i < hd; i++) {
-                float y = xh[i] * inv;
-                if (kv->type == NB_KVT_INT8) {
-                    float r = rintf(y);
-                    dh[i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-                } else {
-                    dh[i] = nb_fp32_to_fp8_e4m3(y);
-                }
+        const float qmax = kv->type == NB_KVT_INT8 ? 127.0f : 448.0f;
+        float amax = 0;
+        for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(x[i]));
+        const float inv = amax > 0 ? qmax / amax : 0;
+        *scale = amax / qmax;
+        for (int32_t i = 0; i < hd; i++) {
+            const float y = x[i] * inv;
+            if (kv->type == NB_KVT_INT8) {
+                const float r = rintf(y);
+                dst[i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            } else {
+                dst[i] = nb_fp32_to_fp8_e4m3(y);
             }
         }
         break;
@@ -153,24 +151,31 @@ static void store_row(const nb_kv_pool *kv, uint8_t *dst, float *scales, const f
 }
 
 void nb_kv_store(nb_kv_pool *kv, int layer, int32_t block, int32_t slot, const float *k, const float *v) {
-    int64_t idx = nb_kv_index(kv, layer, block, slot);
-    size_t off = (size_t)idx * (size_t)kv->kv_dim * (size_t)kv->elem;
-    float *ks = kv->ks ? kv->ks + idx * kv->n_head_kv : NULL;
-    float *vs = kv->vs ? kv->vs + idx * kv->n_head_kv : NULL;
-    store_row(kv, kv->k + off, ks, k);
-    store_row(kv, kv->v + off, vs, v);
+    const int64_t hs = nb_kv_head_stride(kv), row = (int64_t)kv->head_dim * kv->elem;
+    const int64_t idx = nb_kv_index(kv, layer, block, slot);
+    float unscaled;
+    for (int32_t h = 0; h < kv->n_head_kv; h++) {
+        const int64_t off = ((int64_t)layer * kv->n_head_kv + h) * hs + ((int64_t)block * kv->block_size + slot) * row;
+        const int64_t s = idx * kv->n_head_kv + h;
+        store_head(kv, kv->k + off, kv->ks ? kv->ks + s : &unscaled, k + (int64_t)h * kv->head_dim);
+        store_head(kv, kv->v + off, kv->vs ? kv->vs + s : &unscaled, v + (int64_t)h * kv->head_dim);
+    }
 }
 
 void nb_kv_copy_block(nb_kv_pool *kv, int32_t dst, int32_t src) {
-    size_t row = (size_t)kv->kv_dim * (size_t)kv->elem * (size_t)kv->block_size;
-    size_t srow = (size_t)kv->n_head_kv * sizeof(float) * (size_t)kv->block_size;
+    const size_t bytes = (size_t)kv->head_dim * (size_t)kv->elem * (size_t)kv->block_size;
+    const size_t sbytes = (size_t)kv->n_head_kv * sizeof(float) * (size_t)kv->block_size;
+    const int64_t hs = nb_kv_head_stride(kv), bb = (int64_t)bytes;
     for (int l = 0; l < kv->n_layer; l++) {
-        int64_t d = nb_kv_index(kv, l, dst, 0), s = nb_kv_index(kv, l, src, 0);
-        memcpy(kv->k + d * kv->kv_dim * kv->elem, kv->k + s * kv->kv_dim * kv->elem, row);
-        memcpy(kv->v + d * kv->kv_dim * kv->elem, kv->v + s * kv->kv_dim * kv->elem, row);
+        for (int32_t h = 0; h < kv->n_head_kv; h++) {
+            const int64_t base = ((int64_t)l * kv->n_head_kv + h) * hs;
+            memcpy(kv->k + base + dst * bb, kv->k + base + src * bb, bytes);
+            memcpy(kv->v + base + dst * bb, kv->v + base + src * bb, bytes);
+        }
         if (kv->ks) {
-            memcpy(kv->ks + d * kv->n_head_kv, kv->ks + s * kv->n_head_kv, srow);
-            memcpy(kv->vs + d * kv->n_head_kv, kv->vs + s * kv->n_head_kv, srow);
+            const int64_t d = nb_kv_index(kv, l, dst, 0), s = nb_kv_index(kv, l, src, 0);
+            memcpy(kv->ks + d * kv->n_head_kv, kv->ks + s * kv->n_head_kv, sbytes);
+            memcpy(kv->vs + d * kv->n_head_kv, kv->vs + s * kv->n_head_kv, sbytes);
         }
     }
 }

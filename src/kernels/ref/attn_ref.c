@@ -11,7 +11,7 @@
 void nb_attn_ref(const nb_attn_tile *t) {
     const nb_attn_kv *kv = t->kv;
     const int32_t hd = kv->head_dim, bs = kv->block_size;
-    const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
+    const int64_t head_off = (int64_t)t->kvh * kv->head_stride;
     for (int i = 0; i < t->nt; i++)
         for (int h = 0; h < t->nq; h++) {
             const float *q = t->q + (int64_t)i * t->q_stride + (int64_t)h * hd;

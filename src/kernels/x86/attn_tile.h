@@ -90,7 +90,7 @@ static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_t
                                                                  int64_t *idx, attn_pf *spread) {
     const nb_attn_kv *kv = t->kv;
     const int32_t bs = kv->block_size, last = t->pos0 + t->nt - 1;
-    const int64_t head_off = (int64_t)t->kvh * hd * kv->elem;
+    const int64_t head_off = (int64_t)t->kvh * kv->head_stride;
     const int nk = last - k0 + 1 < n ? last - k0 + 1 : n;
     /* the next chunk's rows: at long contexts K/V of a head no longer fit
      * in L2, and the block table breaks the hardware prefetcher's stride
