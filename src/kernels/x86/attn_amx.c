@@ -92,8 +92,8 @@ static inline __m512i split_pairs(__m512 a, __m512 b, __m512i idx, __m512i *hi) 
 }
 
 /* 16 elements of a row as f32 (zeros without a row). */
-static inline __attribute__((always_inline)) __m512 elems16(nb_kv_type t, const uint8_t *row, int j, const float *lut) {
-    return row ? attn_load16(t, row, j, lut) : _mm512_setzero_ps();
+static inline __attribute__((always_inline)) __m512 elems16(nb_kv_type t, const uint8_t *row, int j) {
+    return row ? attn_load16(t, row, j) : _mm512_setzero_ps();
 }
 
 /* Whether a type's values need a lo half (are not exact in bf16). */
@@ -108,7 +108,6 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
                                                              int32_t k0, uint16_t *KH, uint16_t *KL, uint32_t *VH,
                                                              uint32_t *VL, float *ksc, float *vsc) {
     const nb_attn_kv *kv = t->kv;
-    const float *lut = nb_attn_fp8_table();
     const uint8_t *kr[KA], *vr[KA];
     int64_t idx[KA];
     const int nk = attn_chunk_rows(t, hd, k0, KA, kr, vr, idx, NULL);
@@ -128,7 +127,7 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
             continue;
         }
         for (int j = 0; j < hd; j += 16) {
-            const __m512 x = attn_load16(type, kr[c], j, lut);
+            const __m512 x = attn_load16(type, kr[c], j);
             _mm256_storeu_si256((__m256i *)(void *)(KH + (size_t)c * hd + j), (__m256i)_mm512_cvtneps_pbh(x));
             if (lo)
                 _mm256_storeu_si256((__m256i *)(void *)(KL + (size_t)c * hd + j),
@@ -141,7 +140,7 @@ static inline __attribute__((always_inline)) void chunk_load(const nb_attn_tile 
     for (int j = 0; j < hd; j += 16) {
         __m512i rh[16], rl[16];
         for (int kp = 0; kp < 16; kp++) {
-            const __m512 a = elems16(type, vr[2 * kp], j, lut), b = elems16(type, vr[2 * kp + 1], j, lut);
+            const __m512 a = elems16(type, vr[2 * kp], j), b = elems16(type, vr[2 * kp + 1], j);
             if (lo) rl[kp] = split_pairs(a, b, pidx, &rh[kp]);
             else rh[kp] = bf16_pairs(a, b, pidx);
         }

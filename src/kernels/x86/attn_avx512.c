@@ -47,11 +47,7 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
                                                     s));
         break;
     default:
-        for (int j = 0; j < hv; j += 16)
-            _mm512_storeu_ps(dst + j, _mm512_mul_ps(_mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                                                            (const __m128i *)(const void *)(src + j))),
-                                                                        lut, 4),
-                                                    s));
+        for (int j = 0; j < hv; j += 16) _mm512_storeu_ps(dst + j, _mm512_mul_ps(attn_fp8x16(src + j), s));
         break;
     }
     for (int j = hv; j < hd; j++) dst[j] = nb_attn_elem(t, src, j) * sc;
@@ -205,7 +201,8 @@ static inline __attribute__((always_inline)) void interleave(__m512 *v, const in
  * 8-bit pools' slot scale; the others have none). */
 static inline __attribute__((always_inline)) __m512 load16(const uint8_t *row, int j, float sc, const nb_kv_type T,
                                                            const float *lut) {
-    const __m512 x = attn_load16(T, row, j, lut);
+    (void)lut; /* the AVX2 kernel's converter gathers fp8 from it (DV_ROW) */
+    const __m512 x = attn_load16(T, row, j);
     return T == NB_KVT_INT8 || T == NB_KVT_FP8 ? _mm512_mul_ps(x, _mm512_set1_ps(sc)) : x;
 }
 
@@ -294,27 +291,6 @@ static inline uint32_t f32_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-}
-
-/* 16 fp8 codes at p as bf16 bits in the low half of each 32-bit lane: the
- * bits of nb_attn_fp8_table's values (exact in bf16), by arithmetic where
- * a gather from the table made an fp8 pool's prompt tile about 10% slower
- * than a bf16 pool's (3-6% now: docs/speed.md, session 36). e4m3's
- * exponent bias is 7 and bf16's 127, so a normal code's seven low bits
- * shifted into place plus 120 << 7 are its bf16 bits; exponent 0 (m x 2^-9
- * and zero) comes from an 8-entry table, 0x7f is NaN, and the sign is
- * moved over last. */
-static const int32_t fp8_subnormal_bf16[16] __attribute__((aligned(64))) = {
-    0x0000, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60}; /* m x 2^-9, m = 0..7 */
-
-static inline __m512i fp8_bf16x16(const uint8_t *p) {
-    const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    const __m512i em = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
-    __m512i b = _mm512_add_epi32(_mm512_slli_epi32(em, 4), _mm512_set1_epi32(120 << 7));
-    b = _mm512_mask_permutexvar_epi32(b, _mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), em,
-                                      _mm512_load_si512(fp8_subnormal_bf16));
-    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)), _mm512_set1_epi32(0x7fc0));
-    return _mm512_or_si512(b, _mm512_slli_epi32(_mm512_and_si512(code, _mm512_set1_epi32(0x80)), 8));
 }
 
 void nb_attn_fp8_to_bf16_avx512(const uint8_t *src, uint16_t *dst, int n) {

@@ -165,10 +165,36 @@ static inline __attribute__((always_inline)) void attn_frame_end(const nb_attn_t
 #ifdef __AVX512F__
 #include <immintrin.h>
 
+/* 16 fp8 codes at p as bf16 bits in the low half of each 32-bit lane: the
+ * bits of nb_attn_fp8_table's values (exact in bf16), by arithmetic where
+ * a gather from the table made an fp8 pool's prompt tile about 10% slower
+ * than a bf16 pool's (3-6% now: docs/speed.md, session 36) and its decode
+ * tile 2.5x slower than an int8 pool's (session 37). e4m3's exponent bias
+ * is 7 and bf16's 127, so a normal code's seven low bits shifted into
+ * place plus 120 << 7 are its bf16 bits; exponent 0 (m x 2^-9 and zero)
+ * comes from an 8-entry table, 0x7f is NaN, and the sign is moved over
+ * last. */
+static const int32_t fp8_subnormal_bf16[16] __attribute__((aligned(64))) = {
+    0x0000, 0x3b00, 0x3b80, 0x3bc0, 0x3c00, 0x3c20, 0x3c40, 0x3c60}; /* m x 2^-9, m = 0..7 */
+
+static inline __m512i fp8_bf16x16(const uint8_t *p) {
+    const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m512i em = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
+    __m512i b = _mm512_add_epi32(_mm512_slli_epi32(em, 4), _mm512_set1_epi32(120 << 7));
+    b = _mm512_mask_permutexvar_epi32(b, _mm512_cmplt_epu32_mask(em, _mm512_set1_epi32(8)), em,
+                                      _mm512_load_si512(fp8_subnormal_bf16));
+    b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f)), _mm512_set1_epi32(0x7fc0));
+    return _mm512_or_si512(b, _mm512_slli_epi32(_mm512_and_si512(code, _mm512_set1_epi32(0x80)), 8));
+}
+
+/* 16 fp8 codes at p as f32 (exact: the bf16 bits above, widened). */
+static inline __m512 attn_fp8x16(const uint8_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(fp8_bf16x16(p), 16));
+}
+
 /* 16 elements of a row of type t from element j, as f32 (the 8-bit
- * pools' codes unscaled; lut: nb_attn_fp8_table). */
-static inline __attribute__((always_inline)) __m512 attn_load16(nb_kv_type t, const uint8_t *row, int j,
-                                                                const float *lut) {
+ * pools' codes unscaled). */
+static inline __attribute__((always_inline)) __m512 attn_load16(nb_kv_type t, const uint8_t *row, int j) {
     switch (t) {
     case NB_KVT_F32: return _mm512_loadu_ps((const float *)(const void *)row + j);
     case NB_KVT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
@@ -177,9 +203,7 @@ static inline __attribute__((always_inline)) __m512 attn_load16(nb_kv_type t, co
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j))), 16));
     case NB_KVT_INT8:
         return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))));
-    default:
-        return _mm512_i32gather_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + j))),
-                                   lut, 4);
+    default: return attn_fp8x16(row + j);
     }
 }
 
