@@ -78,7 +78,7 @@ static inline __attribute__((always_inline)) void dec_chunk(const float *QD, flo
                                                             int32_t k0, bool edge, const int32_t *PL, float *Mv,
                                                             float *Lv, attn_pf *pf) {
     const int JS = NG >= 8 ? 1 : 8 / NG; /* j-chains, so >= 8 sums run at once */
-    const int steps = (hd + JS - 1) / JS, lines = pf->n * ((pf->bytes + 63) / 64);
+    const int steps = (hd + JS - 1) / JS, lines = pf->lines;
     const int pf_per = (lines + steps - 1) / steps; /* the next chunk's lines, spread over the j steps */
     /* S = Q K^T: lanes (row, key within the group) */
     DV s[8][DEC_KC / 2];
@@ -154,23 +154,21 @@ static inline __attribute__((always_inline)) void tile_dec(const nb_attn_tile *t
     const int32_t pmin = t->pos0;
     const float *lut = nb_attn_fp8_table();
     memset(Kc, 0, (size_t)hd * sizeof *Kc);
+    const uint8_t *zero = (const uint8_t *)(const void *)Kc; /* keys past the last: a row of zeros */
+    float ks[DEC_KC], vs[DEC_KC]; /* the slots' scales (1: unscaled pools, keys past the last) */
+    for (int c = 0; c < DEC_KC; c++) ks[c] = vs[c] = 1.0f;
 
     for (int32_t k0 = 0; k0 <= last; k0 += DEC_KC) {
         const uint8_t *kr[DEC_KC], *vr[DEC_KC];
         int64_t idx[DEC_KC];
         attn_pf pf;
         const int nk = attn_chunk_rows(t, hd, k0, DEC_KC, kr, vr, idx, &pf);
-        const uint8_t *zero = (const uint8_t *)(const void *)Kc; /* keys past the last: a row of zeros */
-        float ks[DEC_KC], vs[DEC_KC];
-        for (int c = 0; c < DEC_KC; c++) {
-            if (c >= nk) {
-                kr[c] = vr[c] = zero;
-                ks[c] = vs[c] = 1.0f;
-            } else {
-                ks[c] = kv->ks ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
-                vs[c] = kv->vs ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+        for (int c = nk; c < DEC_KC; c++) kr[c] = vr[c] = zero;
+        if (kv->ks)
+            for (int c = 0; c < DEC_KC; c++) {
+                ks[c] = c < nk ? kv->ks[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                vs[c] = c < nk ? kv->vs[idx[c] * kv->n_head_kv + t->kvh] : 1.0f;
             }
-        }
         const int ngk = (nk + G - 1) / G; /* groups holding keys: a short last chunk takes half the work */
         const int ng = NG > 1 && ngk <= NG / 2 ? NG / 2 : NG;
         switch (kv->type) {

@@ -68,56 +68,73 @@ static inline __attribute__((always_inline)) void attn_frame_begin(const nb_attn
  * arithmetic waited behind them: at d4096 decode attention took about the
  * sum of its memory and its arithmetic time (docs/speed.md, session 25). */
 typedef struct {
-    const uint8_t *row[2 * NB_ATTN_KC_DECODE]; /* K, V, K, V, ... */
-    int n, bytes;                               /* rows, bytes per row */
-    int r, off;                                 /* the next line: row r, offset off */
+    const uint8_t *p[2 * NB_ATTN_KC_DECODE]; /* runs of whole lines: K, V, K, V, ... */
+    int len[2 * NB_ATTN_KC_DECODE];           /* bytes of each */
+    int n, lines;                             /* runs, lines in all */
+    int r, off;                               /* the next line: run r, offset off */
 } attn_pf;
 
 /* The next `count` lines of the plan into the cache. */
 static inline __attribute__((always_inline)) void attn_pf_step(attn_pf *p, int count) {
     for (int c = 0; c < count && p->r < p->n; c++) {
-        __builtin_prefetch(p->row[p->r] + p->off);
-        if ((p->off += 64) >= p->bytes) p->off = 0, p->r++;
+        __builtin_prefetch(p->p[p->r] + p->off);
+        if ((p->off += 64) >= p->len[p->r]) p->off = 0, p->r++;
     }
+}
+
+/* The lines holding bytes [p, p + n) into the plan. */
+static inline void attn_pf_add(attn_pf *pf, const uint8_t *p, int64_t n) {
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)63;
+    const int len = (int)((uintptr_t)p + (uintptr_t)n - a);
+    pf->p[pf->n] = (const uint8_t *)p - ((uintptr_t)p - a);
+    pf->len[pf->n++] = len;
+    pf->lines += (len + 63) / 64;
 }
 
 /* The rows of keys k0 .. k0+n-1 of the tile's head: kr / vr (and the slot
  * indices of the scales, idx) for the first nk (up to the tile's last key),
  * the count returned. The next n keys' rows go into the cache now, or,
- * with `spread` (n <= NB_ATTN_KC_DECODE), into its plan. */
+ * with `spread` (n <= NB_ATTN_KC_DECODE), into its plan. A head's slots
+ * are consecutive within a block (model/kv.h), so both walk the keys a
+ * block's run at a time. */
 static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_tile *t, int hd, int32_t k0, int n,
                                                                  const uint8_t **kr, const uint8_t **vr,
                                                                  int64_t *idx, attn_pf *spread) {
+    (void)hd;
     const nb_attn_kv *kv = t->kv;
     const int32_t bs = kv->block_size, last = t->pos0 + t->nt - 1;
-    const int64_t head_off = (int64_t)t->kvh * kv->head_stride;
+    const int64_t row = kv->row;
+    const uint8_t *kh = kv->k + (int64_t)t->kvh * kv->head_stride, *vh = kv->v + (int64_t)t->kvh * kv->head_stride;
     const int nk = last - k0 + 1 < n ? last - k0 + 1 : n;
     /* the next chunk's rows: at long contexts K/V of a head no longer fit
      * in L2, and the block table breaks the hardware prefetcher's stride
      * every block_size keys */
     const int nn = last - (k0 + n) + 1 < n ? last - (k0 + n) + 1 : n;
-    const int64_t bytes = (int64_t)hd * kv->elem;
-    int32_t b = (k0 + n) / bs, o = (k0 + n) % bs; /* block and slot of the key, stepped (no division per key) */
-    if (spread) *spread = (attn_pf){.n = 2 * (nn > 0 ? nn : 0), .bytes = (int)bytes};
-    for (int c = 0; c < nn; c++) {
-        const int64_t off = ((int64_t)t->blocks[b] * bs + o) * kv->row + head_off;
+    if (spread) spread->n = spread->lines = spread->r = spread->off = 0;
+    for (int32_t c = 0, b = (k0 + n) / bs, o = (k0 + n) % bs; c < nn; b++, o = 0) {
+        const int m = bs - o < nn - c ? bs - o : nn - c;
+        const int64_t off = ((int64_t)t->blocks[b] * bs + o) * row;
         if (spread) {
-            spread->row[2 * c] = kv->k + off;
-            spread->row[2 * c + 1] = kv->v + off;
+            attn_pf_add(spread, kh + off, m * row);
+            attn_pf_add(spread, vh + off, m * row);
         } else {
-            for (int64_t i = 0; i < bytes; i += 64) {
-                __builtin_prefetch(kv->k + off + i);
-                __builtin_prefetch(kv->v + off + i);
+            for (int64_t i = 0; i < m * row; i += 64) {
+                __builtin_prefetch(kh + off + i);
+                __builtin_prefetch(vh + off + i);
             }
         }
-        if (++o == bs) o = 0, b++;
+        c += m;
     }
-    b = k0 / bs, o = k0 % bs;
-    for (int c = 0; c < nk; c++) {
-        idx[c] = (int64_t)t->blocks[b] * bs + o;
-        kr[c] = kv->k + idx[c] * kv->row + head_off;
-        vr[c] = kv->v + idx[c] * kv->row + head_off;
-        if (++o == bs) o = 0, b++;
+    for (int32_t c = 0, b = k0 / bs, o = k0 % bs; c < nk; b++, o = 0) {
+        const int m = bs - o < nk - c ? bs - o : nk - c;
+        const int64_t s0 = (int64_t)t->blocks[b] * bs + o;
+        const uint8_t *kp = kh + s0 * row, *vp = vh + s0 * row;
+        for (int i = 0; i < m; i++) {
+            kr[c + i] = kp + i * row;
+            vr[c + i] = vp + i * row;
+            idx[c + i] = s0 + i;
+        }
+        c += m;
     }
     return nk;
 }
