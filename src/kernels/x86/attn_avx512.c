@@ -417,7 +417,9 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     for (int32_t k0 = 0; k0 <= last; k0 += DKC) {
         const uint8_t *kr[DKC], *vr[DKC];
         int64_t sl[DKC];
-        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl, NULL);
+        attn_pf pf; /* the next chunk's lines, a few per step of Q K^T (as tile_dec) */
+        const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl, &pf);
+        const int steps = (hp + JS - 1) / JS, pf_per = (pf.lines + steps - 1) / steps;
         for (int c = nk; c < DKC; c++) kr[c] = vr[c] = (const uint8_t *)(const void *)zero;
         for (int g = 0; g < NG; g++) { /* K: the rows' pairs, interleaved by group */
             for (int j0 = 0; j0 < hpv; j0 += 16) {
@@ -460,7 +462,8 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
         for (int js = 0; js < JS; js++)
 #pragma GCC unroll 16
             for (int g = 0; g < NG; g++) sacc[js][g] = _mm512_setzero_ps();
-        for (int j2 = 0; j2 < hp; j2 += JS)
+        for (int j2 = 0; j2 < hp; j2 += JS) {
+            attn_pf_step(&pf, pf_per);
 #pragma GCC unroll 16
             for (int js = 0; js < JS; js++) {
                 if (JS > 1 && j2 + js >= hp) break;
@@ -470,6 +473,8 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
                     sacc[js][g] = _mm512_dpbf16_ps(sacc[js][g], qv,
                                                    (__m512bh)bcast_g(Kp + ((size_t)g * hp + j2 + js) * G, G));
             }
+        }
+        attn_pf_step(&pf, INT32_MAX); /* what the steps left */
         float P[16 * W] __attribute__((aligned(64)));
 #pragma GCC unroll 16
         for (int g = 0; g < NG; g++) {
