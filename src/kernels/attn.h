@@ -99,6 +99,9 @@ nb_attn_fn nb_attn_avx512_bf16(void);
 /* n fp8 e4m3 codes as the bf16 bits of their nb_attn_fp8_table values
  * (exact), vectorised (AVX-512F; the bf16-dot kernel's K and V rows). */
 void nb_attn_fp8_to_bf16_avx512(const uint8_t *src, uint16_t *dst, int n);
+/* n fp8 codes at src as f32 at dst, the AVX2 kernel's conversion (its
+ * test: every code bit for bit against nb_attn_fp8_table); AVX2 CPUs only. */
+void nb_attn_fp8_to_f32_avx2(const uint8_t *src, float *dst, int n);
 /* The same numerics for bf16 pools with the products on the AMX tile unit
  * (attn_amx.c): tiles of more than 8 rows and head sizes that are a
  * multiple of 32; anything else goes to nb_attn_avx512_bf16. NULL when not

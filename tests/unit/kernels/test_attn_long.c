@@ -310,6 +310,34 @@ static void test_fp8_to_bf16(void **state) {
         }
 }
 
+/* The AVX2 kernels' fp8 codes as f32 (by arithmetic, no table gather):
+ * every code bit for bit against the table, from every start offset
+ * and with every tail length. */
+static void test_fp8_to_f32_avx2(void **state) {
+    (void)state;
+    if (nb_cpu_isa() < NB_ISA_AVX2) NB_TEST_SKIP("no AVX2 on this CPU (or NIBBLE_ISA below AVX2)");
+    const float *lut = nb_attn_fp8_table();
+    uint8_t codes[256 + 8];
+    float out[256 + 8];
+    for (int off = 0; off < 8; off++)
+        for (int n = 256 - 7; n <= 256; n++) {
+            for (int i = 0; i < n; i++) codes[i] = (uint8_t)(i + off);
+            memset(out, 0xa5, sizeof out);
+            nb_attn_fp8_to_f32_avx2(codes, out, n);
+            for (int i = 0; i < n; i++) {
+                uint32_t u, g;
+                memcpy(&u, &lut[codes[i]], 4);
+                memcpy(&g, &out[i], 4);
+                if (g != u)
+                    fail_msg("code 0x%02x (offset %d, n %d): 0x%08x, the table's f32 bits 0x%08x", codes[i], off, n,
+                             (unsigned)g, (unsigned)u);
+            }
+            uint32_t past;
+            memcpy(&past, &out[n], 4);
+            assert_int_equal(past, 0xa5a5a5a5u); /* nothing written past n */
+        }
+}
+
 /* The AMX kernel has the bf16-dot kernel's roundings (head sizes 64 and
  * 128 on the tile unit, 40 and 80 and the decode tiles through the
  * bf16-dot kernel): the same tolerance. */
@@ -466,6 +494,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_long),
         cmocka_unit_test(test_avx512_bf16_long),
         cmocka_unit_test(test_fp8_to_bf16),
+        cmocka_unit_test(test_fp8_to_f32_avx2),
         cmocka_unit_test(test_amx_bf16_long),
         cmocka_unit_test(test_amx_split_long),
         cmocka_unit_test(test_amx_split_int8_long),
