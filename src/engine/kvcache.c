@@ -1,7 +1,7 @@
 /* The KV block manager (see kvcache.h).
  *
- * State of a block: USED (refcount > 0), FREE (refcount 0, on the free
- * stack, no hash) or CACHED (refcount 0, hashed, on the LRU list). A USED
+ * State of a block: USED (refcount > 0), FREE (refcount 0, in the free
+ * heap, no hash) or CACHED (refcount 0, hashed, on the LRU list). A USED
  * block may be hashed too (it is then found by lookups and shared). The
  * hash table chains blocks by hash: buckets[hash & mask] -> chain[] -> -1. */
 #include "engine/kvcache.h"
@@ -14,7 +14,7 @@ struct nb_kvcache {
     int32_t bs;
     bool prefix;
     int32_t *ref;
-    int32_t *free_stack;
+    int32_t *free_heap; /* a binary min-heap of the free blocks (free_push / free_pop) */
     int64_t n_free;
     int32_t *lru_prev, *lru_next; /* doubly linked: head = least recently used */
     int32_t lru_head, lru_tail;
@@ -42,7 +42,7 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
     c->prefix = prefix_caching;
     size_t n = (size_t)n_blocks;
     c->ref = nb_calloc(n, sizeof *c->ref);
-    c->free_stack = nb_malloc(n * sizeof *c->free_stack);
+    c->free_heap = nb_malloc(n * sizeof *c->free_heap);
     c->lru_prev = nb_malloc(n * sizeof(int32_t));
     c->lru_next = nb_malloc(n * sizeof(int32_t));
     c->hashed = nb_calloc(n, sizeof(bool));
@@ -54,13 +54,12 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
     c->mask = nb - 1;
     c->buckets = nb_malloc((size_t)nb * sizeof(int32_t));
     if (prefix_caching) c->tokens = nb_calloc(n, (size_t)block_size * sizeof(int32_t));
-    if (!c->ref || !c->free_stack || !c->lru_prev || !c->lru_next || !c->hashed || !c->hash || !c->parent ||
+    if (!c->ref || !c->free_heap || !c->lru_prev || !c->lru_next || !c->hashed || !c->hash || !c->parent ||
         !c->chain || !c->buckets || (prefix_caching && !c->tokens)) {
         nb_kvcache_free(c);
         return nb_fail(NB_ERR_NOMEM, "out of memory for the block manager of %lld blocks", (long long)n_blocks);
     }
-    /* block 0 on top of the stack: allocation order 0, 1, 2, ... */
-    for (int64_t i = 0; i < n_blocks; i++) c->free_stack[i] = (int32_t)(n_blocks - 1 - i);
+    for (int64_t i = 0; i < n_blocks; i++) c->free_heap[i] = (int32_t)i; /* sorted: a heap */
     c->n_free = n_blocks;
     for (uint64_t i = 0; i < nb; i++) c->buckets[i] = -1;
     for (int64_t i = 0; i < n_blocks; i++) c->lru_prev[i] = c->lru_next[i] = c->chain[i] = -1;
@@ -71,7 +70,7 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
 
 void nb_kvcache_free(nb_kvcache *c) {
     if (!c) return;
-    free(c->ref); free(c->free_stack); free(c->lru_prev); free(c->lru_next); free(c->hashed);
+    free(c->ref); free(c->free_heap); free(c->lru_prev); free(c->lru_next); free(c->hashed);
     free(c->hash); free(c->parent); free(c->tokens); free(c->buckets); free(c->chain);
     free(c);
 }
@@ -122,10 +121,42 @@ static void unhash(nb_kvcache *c, int32_t b) {
     c->hashed[b] = false;
 }
 
+/* The free blocks are handed out lowest first, so a sequence that
+ * allocates alone gets ascending, mostly consecutive blocks - in the
+ * head-major pool (model/kv.h) one contiguous run per KV head - also after
+ * other sequences were freed, where a stack handed the last freed blocks
+ * back in reverse: decode attention at a 4096-token context read
+ * reversed or scattered blocks 1.3-1.8x as slowly on a Zen 5
+ * (docs/speed.md, session 37). */
+static void free_push(nb_kvcache *c, int32_t b) {
+    int64_t i = c->n_free++;
+    while (i > 0 && c->free_heap[(i - 1) / 2] > b) {
+        c->free_heap[i] = c->free_heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    c->free_heap[i] = b;
+}
+
+static int32_t free_pop(nb_kvcache *c) {
+    const int32_t top = c->free_heap[0], last = c->free_heap[--c->n_free];
+    const int64_t n = c->n_free;
+    int64_t i = 0;
+    for (;;) {
+        int64_t k = 2 * i + 1;
+        if (k >= n) break;
+        if (k + 1 < n && c->free_heap[k + 1] < c->free_heap[k]) k++;
+        if (c->free_heap[k] >= last) break;
+        c->free_heap[i] = c->free_heap[k];
+        i = k;
+    }
+    if (n > 0) c->free_heap[i] = last;
+    return top;
+}
+
 int32_t nb_kvcache_alloc(nb_kvcache *c) {
     int32_t b;
     if (c->n_free > 0) {
-        b = c->free_stack[--c->n_free];
+        b = free_pop(c);
     } else if (c->lru_head >= 0) {
         b = c->lru_head;
         lru_remove(c, b);
@@ -150,7 +181,7 @@ void nb_kvcache_release(nb_kvcache *c, int32_t b) {
     if (--c->ref[b] > 0) return;
     c->n_used--;
     if (c->hashed[b]) lru_push(c, b);
-    else c->free_stack[c->n_free++] = b;
+    else free_push(c, b);
 }
 
 uint64_t nb_kvcache_hash(uint64_t parent, const int32_t *tokens, int32_t n) {
@@ -214,12 +245,13 @@ nb_status nb_kvcache_cow(nb_kvcache *c, int32_t *block) {
 
 nb_status nb_kvcache_check(const nb_kvcache *c) {
     int64_t used = 0, cached = 0;
-    uint8_t *seen = calloc((size_t)c->n, 1); /* 1 free stack, 2 lru */
+    uint8_t *seen = calloc((size_t)c->n, 1); /* 1 free heap, 2 lru */
     if (!seen) return NB_ERR_NOMEM;
     nb_status st = NB_OK;
     for (int64_t i = 0; i < c->n_free && st == NB_OK; i++) {
-        int32_t b = c->free_stack[i];
-        if (b < 0 || b >= c->n || seen[b]) st = nb_fail(NB_ERR_INTERNAL, "free stack entry %lld: block %d twice or out of range", (long long)i, b);
+        int32_t b = c->free_heap[i];
+        if (b < 0 || b >= c->n || seen[b]) st = nb_fail(NB_ERR_INTERNAL, "free heap entry %lld: block %d twice or out of range", (long long)i, b);
+        else if (i > 0 && c->free_heap[(i - 1) / 2] > b) st = nb_fail(NB_ERR_INTERNAL, "free heap entry %lld: block %d below its parent %d", (long long)i, b, c->free_heap[(i - 1) / 2]);
         else if (c->ref[b] != 0 || c->hashed[b]) st = nb_fail(NB_ERR_INTERNAL, "free block %d has refcount %d / hashed %d", b, c->ref[b], c->hashed[b]);
         else seen[b] = 1;
     }

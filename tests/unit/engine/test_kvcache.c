@@ -43,6 +43,31 @@ static void test_alloc_release(void **state) {
     nb_kvcache_free(c);
 }
 
+/* Free blocks go out lowest first, whatever order they were freed in: a
+ * sequence allocating alone gets ascending blocks (one contiguous run per
+ * KV head in the pool, model/kv.h), not the last freed ones reversed. */
+static void test_alloc_lowest_first(void **state) {
+    (void)state;
+    nb_kvcache *c = make(64, 16, false);
+    int32_t b[64];
+    for (int i = 0; i < 64; i++) b[i] = nb_kvcache_alloc(c);
+    for (int i = 0; i < 64; i++) nb_kvcache_release(c, b[i]); /* in allocation order */
+    check(c);
+    for (int i = 0; i < 64; i++) assert_int_equal(nb_kvcache_alloc(c), i);
+    /* freed in a scattered order, a few at a time, with allocations between */
+    for (int i = 0; i < 64; i++) nb_kvcache_release(c, (int32_t)((i * 37 + 5) % 64));
+    check(c);
+    for (int i = 0; i < 20; i++) assert_int_equal(nb_kvcache_alloc(c), i);
+    nb_kvcache_release(c, 7);
+    nb_kvcache_release(c, 3);
+    check(c);
+    assert_int_equal(nb_kvcache_alloc(c), 3);
+    assert_int_equal(nb_kvcache_alloc(c), 7);
+    assert_int_equal(nb_kvcache_alloc(c), 20);
+    check(c);
+    nb_kvcache_free(c);
+}
+
 static void test_prefix_lru(void **state) {
     (void)state;
     nb_kvcache *c = make(3, 2, true);
@@ -182,7 +207,8 @@ static void test_bad_sizes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alloc_release), cmocka_unit_test(test_prefix_lru), cmocka_unit_test(test_cow),
+        cmocka_unit_test(test_alloc_release),
+        cmocka_unit_test(test_alloc_lowest_first), cmocka_unit_test(test_prefix_lru), cmocka_unit_test(test_cow),
         cmocka_unit_test(test_random),        cmocka_unit_test(test_bad_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
