@@ -50,7 +50,7 @@ static void pool_make(pool *p, nb_kv_type t, int npos) {
     const int nblk = (npos + BS - 1) / BS;
     memset(p, 0, sizeof *p);
     p->kv = (nb_attn_kv){.type = t, .elem = elem[t], .head_dim = HD, .n_head_kv = 1, .block_size = BS,
-                         .row = (int64_t)HD * elem[t], .head_stride = (int64_t)nblk * BS * HD * elem[t]};
+                         .n_blocks = nblk, .row = (int64_t)HD * elem[t]};
     p->blocks = malloc((size_t)nblk * sizeof *p->blocks);
     uint8_t *k = aligned_alloc(64, (size_t)nblk * BS * (size_t)p->kv.row);
     uint8_t *v = aligned_alloc(64, (size_t)nblk * BS * (size_t)p->kv.row);

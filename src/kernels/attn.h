@@ -44,16 +44,29 @@
 typedef enum nb_kv_type { NB_KVT_F32 = 0, NB_KVT_F16, NB_KVT_BF16, NB_KVT_INT8, NB_KVT_FP8 } nb_kv_type;
 #define NB_KV_TYPES (NB_KVT_FP8 + 1)
 
-/* One layer of a paged KV pool, head-major: head h's row in slot s of
- * block b is at k + h * head_stride + (b * block_size + s) * row (bytes). */
+/* One layer of a paged KV pool, head-major by groups of blocks: blocks
+ * are grouped NB_KV_GROUP_BLOCKS at a time (the last group holds what is
+ * left), and within a group each KV head's rows of all the group's blocks
+ * lie together, so one head's keys over consecutive blocks are one run
+ * (model/kv.h says why). Head h's row in slot s of block b is at
+ * k + nb_attn_kv_off(kv, b, s, h) (v alike). */
 typedef struct nb_attn_kv {
     nb_kv_type type;
     int32_t elem, head_dim, n_head_kv, block_size;
+    int64_t n_blocks;     /* blocks in the pool */
     int64_t row;          /* bytes per slot of one head: head_dim * elem */
-    int64_t head_stride;  /* bytes from one head's blocks to the next head's */
     const uint8_t *k, *v;
     const float *ks, *vs; /* [(b * block_size + s) * n_head_kv + h]; NULL: 1 */
 } nb_attn_kv;
+
+#define NB_KV_GROUP_BLOCKS 32 /* blocks per group: a head's run is up to 32 x block_size keys */
+
+/* Bytes from the layer's start to head h's row in slot s of block b. */
+static inline int64_t nb_attn_kv_off(const nb_attn_kv *kv, int64_t b, int32_t s, int h) {
+    const int64_t g0 = b - b % NB_KV_GROUP_BLOCKS; /* the group's first block */
+    const int64_t gn = kv->n_blocks - g0 < NB_KV_GROUP_BLOCKS ? kv->n_blocks - g0 : NB_KV_GROUP_BLOCKS;
+    return ((g0 * kv->n_head_kv + h * gn + (b - g0)) * kv->block_size + s) * kv->row;
+}
 
 typedef struct nb_attn_tile {
     const nb_attn_kv *kv;

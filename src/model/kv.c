@@ -151,12 +151,12 @@ static void store_head(const nb_kv_pool *kv, uint8_t *dst, float *scale, const f
 }
 
 void nb_kv_store(nb_kv_pool *kv, int layer, int32_t block, int32_t slot, const float *k, const float *v) {
-    const int64_t hs = nb_kv_head_stride(kv), row = (int64_t)kv->head_dim * kv->elem;
-    const int64_t idx = nb_kv_index(kv, layer, block, slot);
+    nb_attn_kv view;
+    nb_kv_layer_view(kv, layer, &view);
+    const int64_t base = view.k - kv->k, idx = nb_kv_index(kv, layer, block, slot);
     float unscaled;
     for (int32_t h = 0; h < kv->n_head_kv; h++) {
-        const int64_t off = ((int64_t)layer * kv->n_head_kv + h) * hs + ((int64_t)block * kv->block_size + slot) * row;
-        const int64_t s = idx * kv->n_head_kv + h;
+        const int64_t off = base + nb_attn_kv_off(&view, block, slot, h), s = idx * kv->n_head_kv + h;
         store_head(kv, kv->k + off, kv->ks ? kv->ks + s : &unscaled, k + (int64_t)h * kv->head_dim);
         store_head(kv, kv->v + off, kv->vs ? kv->vs + s : &unscaled, v + (int64_t)h * kv->head_dim);
     }
@@ -165,12 +165,14 @@ void nb_kv_store(nb_kv_pool *kv, int layer, int32_t block, int32_t slot, const f
 void nb_kv_copy_block(nb_kv_pool *kv, int32_t dst, int32_t src) {
     const size_t bytes = (size_t)kv->head_dim * (size_t)kv->elem * (size_t)kv->block_size;
     const size_t sbytes = (size_t)kv->n_head_kv * sizeof(float) * (size_t)kv->block_size;
-    const int64_t hs = nb_kv_head_stride(kv), bb = (int64_t)bytes;
     for (int l = 0; l < kv->n_layer; l++) {
+        nb_attn_kv view;
+        nb_kv_layer_view(kv, l, &view);
+        const int64_t base = view.k - kv->k;
         for (int32_t h = 0; h < kv->n_head_kv; h++) {
-            const int64_t base = ((int64_t)l * kv->n_head_kv + h) * hs;
-            memcpy(kv->k + base + dst * bb, kv->k + base + src * bb, bytes);
-            memcpy(kv->v + base + dst * bb, kv->v + base + src * bb, bytes);
+            const int64_t d = base + nb_attn_kv_off(&view, dst, 0, h), s = base + nb_attn_kv_off(&view, src, 0, h);
+            memcpy(kv->k + d, kv->k + s, bytes);
+            memcpy(kv->v + d, kv->v + s, bytes);
         }
         if (kv->ks) {
             const int64_t d = nb_kv_index(kv, l, dst, 0), s = nb_kv_index(kv, l, src, 0);

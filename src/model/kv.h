@@ -4,13 +4,17 @@
  * block manager's business (engine/kvcache.h). A single sequence with blocks
  * 0..n-1 is the "simple per-sequence buffer" case.
  *
- * Layout: k[layer][kv head][block][slot][head_dim] elements of the pool's
- * type; v the same. Head-major, so that one head's keys (what one
- * attention job reads) lie in one contiguous run per block, and over
- * consecutive blocks in one run: with slots holding every head, a head's
- * rows were short runs a slot apart, a pattern some CPUs stream at a half
- * or less of a plain read (docs/speed.md, session 37). The 8-bit types also
- * keep one f32 scale per (layer, block, slot, kv head) for K and for V:
+ * Layout: k[layer][group of NB_KV_GROUP_BLOCKS blocks][kv head][block of
+ * the group][slot][head_dim] elements of the pool's type (the last group:
+ * the blocks left; kernels/attn.h nb_attn_kv_off); v the same. Head-major
+ * within a group, so that one head's keys (what one attention job reads)
+ * over a sequence's consecutive blocks lie in one run of up to 32 blocks:
+ * with slots holding every head, a head's rows were short runs a slot
+ * apart, a pattern some CPUs stream at a half or less of a plain read
+ * (docs/speed.md, session 37). Groups rather than whole-pool head regions
+ * keep the pages a few tokens commit as few as before. The 8-bit types
+ * also keep one f32 scale per (layer, block, slot, kv head) for K and for
+ * V:
  * ks[layer][block][slot][n_head_kv]; element = scale x code.
  *   F32, F16, BF16: plain values (F16/BF16 rounded to nearest even).
  *   INT8: symmetric, scale = max|x| / 127 over the head's head_dim values,
@@ -32,7 +36,7 @@ typedef struct nb_kv_pool {
     int64_t n_blocks;
     nb_kv_type type;
     int32_t elem;          /* bytes per element */
-    uint8_t *k, *v;        /* [layer][kv head][block][slot][head_dim], bytes each (base/hugemem.h) */
+    uint8_t *k, *v;        /* [layer][block group][kv head][block][slot][head_dim], bytes each (base/hugemem.h) */
     size_t bytes;
     float *ks, *vs;        /* [layer][block][slot][n_head_kv], INT8 / FP8 only */
 } nb_kv_pool;
@@ -57,21 +61,16 @@ void nb_kv_copy_block(nb_kv_pool *kv, int32_t dst, int32_t src);
 static inline int64_t nb_kv_index(const nb_kv_pool *kv, int layer, int32_t block, int32_t slot) {
     return ((int64_t)layer * kv->n_blocks + block) * kv->block_size + slot;
 }
-/* Bytes from one head's blocks to the next head's within a layer. */
-static inline int64_t nb_kv_head_stride(const nb_kv_pool *kv) {
-    return kv->n_blocks * kv->block_size * (int64_t)kv->head_dim * kv->elem;
-}
-
 /* Layer `layer` of the pool as the attention kernels read it. */
 static inline void nb_kv_layer_view(const nb_kv_pool *kv, int layer, nb_attn_kv *out) {
-    const int64_t first = nb_kv_index(kv, layer, 0, 0), base = (int64_t)layer * kv->n_head_kv * nb_kv_head_stride(kv);
+    const int64_t first = nb_kv_index(kv, layer, 0, 0), base = first * kv->kv_dim * kv->elem;
     out->type = kv->type;
     out->elem = kv->elem;
     out->head_dim = kv->head_dim;
     out->n_head_kv = kv->n_head_kv;
     out->block_size = kv->block_size;
     out->row = (int64_t)kv->head_dim * kv->elem;
-    out->head_stride = nb_kv_head_stride(kv);
+    out->n_blocks = kv->n_blocks;
     out->k = kv->k + base;
     out->v = kv->v + base;
     out->ks = kv->ks ? kv->ks + first * kv->n_head_kv : NULL;

@@ -11,7 +11,6 @@
 void nb_attn_ref(const nb_attn_tile *t) {
     const nb_attn_kv *kv = t->kv;
     const int32_t hd = kv->head_dim, bs = kv->block_size;
-    const int64_t head_off = (int64_t)t->kvh * kv->head_stride;
     for (int i = 0; i < t->nt; i++)
         for (int h = 0; h < t->nq; h++) {
             const float *q = t->q + (int64_t)i * t->q_stride + (int64_t)h * hd;
@@ -20,7 +19,8 @@ void nb_attn_ref(const nb_attn_tile *t) {
             for (int32_t j = 0; j < hd; j++) o[j] = 0;
             for (int32_t p = 0; p <= t->pos0 + i; p++) {
                 int64_t idx = (int64_t)t->blocks[p / bs] * bs + p % bs;
-                const uint8_t *k = kv->k + idx * kv->row + head_off, *v = kv->v + idx * kv->row + head_off;
+                const int64_t off = nb_attn_kv_off(kv, t->blocks[p / bs], p % bs, t->kvh);
+                const uint8_t *k = kv->k + off, *v = kv->v + off;
                 float d = 0;
                 for (int32_t j = 0; j < hd; j++) d += nb_attn_elem(kv->type, k, j) * q[j];
                 if (kv->ks) d *= kv->ks[idx * kv->n_head_kv + t->kvh];

@@ -104,7 +104,7 @@ static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_t
     const nb_attn_kv *kv = t->kv;
     const int32_t bs = kv->block_size, last = t->pos0 + t->nt - 1;
     const int64_t row = kv->row;
-    const uint8_t *kh = kv->k + (int64_t)t->kvh * kv->head_stride, *vh = kv->v + (int64_t)t->kvh * kv->head_stride;
+    const uint8_t *kh = kv->k, *vh = kv->v;
     const int nk = last - k0 + 1 < n ? last - k0 + 1 : n;
     /* the next chunk's rows: at long contexts K/V of a head no longer fit
      * in L2, and the block table breaks the hardware prefetcher's stride
@@ -113,7 +113,7 @@ static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_t
     if (spread) spread->n = spread->lines = spread->r = spread->off = 0;
     for (int32_t c = 0, b = (k0 + n) / bs, o = (k0 + n) % bs; c < nn; b++, o = 0) {
         const int m = bs - o < nn - c ? bs - o : nn - c;
-        const int64_t off = ((int64_t)t->blocks[b] * bs + o) * row;
+        const int64_t off = nb_attn_kv_off(kv, t->blocks[b], o, t->kvh);
         if (spread) {
             attn_pf_add(spread, kh + off, m * row);
             attn_pf_add(spread, vh + off, m * row);
@@ -127,8 +127,8 @@ static inline __attribute__((always_inline)) int attn_chunk_rows(const nb_attn_t
     }
     for (int32_t c = 0, b = k0 / bs, o = k0 % bs; c < nk; b++, o = 0) {
         const int m = bs - o < nk - c ? bs - o : nk - c;
-        const int64_t s0 = (int64_t)t->blocks[b] * bs + o;
-        const uint8_t *kp = kh + s0 * row, *vp = vh + s0 * row;
+        const int64_t s0 = (int64_t)t->blocks[b] * bs + o, off = nb_attn_kv_off(kv, t->blocks[b], o, t->kvh);
+        const uint8_t *kp = kh + off, *vp = vh + off;
         for (int i = 0; i < m; i++) {
             kr[c + i] = kp + i * row;
             vr[c + i] = vp + i * row;

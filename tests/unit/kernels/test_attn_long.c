@@ -92,10 +92,10 @@ static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, cons
     p->kv.n_head_kv = NKVH;
     p->kv.block_size = bs;
     p->kv.row = (int64_t)hd * elem[t];
-    p->kv.head_stride = (int64_t)nblk * bs * p->kv.row; /* head-major, as model/kv.h lays it out */
+    p->kv.n_blocks = nblk; /* grouped head-major, as model/kv.h lays it out (nb_attn_kv_off) */
     p->blocks = malloc((size_t)nblk * sizeof *p->blocks);
-    p->k = malloc((size_t)NKVH * p->kv.head_stride);
-    p->v = malloc((size_t)NKVH * p->kv.head_stride);
+    p->k = malloc((size_t)NKVH * nblk * bs * p->kv.row);
+    p->v = malloc((size_t)NKVH * nblk * bs * p->kv.row);
     assert_non_null(p->blocks);
     assert_non_null(p->k);
     assert_non_null(p->v);
@@ -117,8 +117,8 @@ static void pool_fill(pool *p, nb_kv_type t, int hd, int bs, unsigned seed, cons
                 if (hot_mul) mul = hot_mul[i];
             }
         for (int h = 0; h < NKVH; h++) {
-            uint8_t *kr = p->k + h * p->kv.head_stride + idx * p->kv.row;
-            uint8_t *vr = p->v + h * p->kv.head_stride + idx * p->kv.row;
+            uint8_t *kr = p->k + nb_attn_kv_off(&p->kv, p->blocks[pos / bs], pos % bs, h);
+            uint8_t *vr = p->v + nb_attn_kv_off(&p->kv, p->blocks[pos / bs], pos % bs, h);
             const float ksc = 0.05f + 0.1f * (frand(&seed) + 1), vsc = 0.05f + 0.1f * (frand(&seed) + 1);
             for (int j = 0; j < hd; j++) {
                 float kx = 2.0f * frand(&seed), vx = frand(&seed);
