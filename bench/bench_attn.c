@@ -21,24 +21,9 @@
 
 #include "base/half.h"
 #include "kernels/attn.h"
+#include "bench_util.h"
 
 enum { HD = 64, NQ = 8, BS = 16 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float frand(unsigned *s) {
-    *s = *s * 1103515245u + 12345u;
-    return ((float)((*s >> 8) & 0xffff) / 65535.0f) * 2.0f - 1.0f;
-}
 
 typedef struct {
     nb_attn_kv kv;
@@ -65,7 +50,7 @@ static void pool_make(pool *p, nb_kv_type t, int npos) {
     }
     unsigned s = 7;
     for (int64_t i = 0; i < (int64_t)nblk * BS * HD; i++) {
-        float kx = frand(&s), vx = frand(&s);
+        float kx = bench_frand(&s), vx = bench_frand(&s);
         switch (t) {
         case NB_KVT_F32: memcpy(k + 4 * i, &kx, 4); memcpy(v + 4 * i, &vx, 4); break;
         case NB_KVT_F16: case NB_KVT_BF16: {
@@ -127,21 +112,21 @@ int main(int argc, char **argv) {
     double *ts = malloc((size_t)nv * reps * sizeof *ts);
     if (!q || !out || !scratch || !ts) { fprintf(stderr, "out of memory\n"); return 1; }
     unsigned s = 11;
-    for (int i = 0; i < nt * NQ * HD; i++) q[i] = frand(&s);
+    for (int i = 0; i < nt * NQ * HD; i++) q[i] = bench_frand(&s);
     for (int r = -1; r < reps; r++) /* rep -1 warms up */
         for (int i = 0; i < nv; i++) {
             nb_attn_tile t = {&pools[v[i].type].kv, pools[v[i].type].blocks, 0, NQ, nt, depth - nt, q,
                               (int64_t)NQ * HD, out, (int64_t)NQ * HD, 1.0f / sqrtf((float)HD), scratch, NULL};
-            double t0 = now();
+            double t0 = bench_now();
             v[i].fn(&t);
-            if (r >= 0) ts[i * reps + r] = now() - t0;
+            if (r >= 0) ts[i * reps + r] = bench_now() - t0;
         }
     /* multiply-adds: each row of token i meets depth - nt + i + 1 keys */
     const double keys = (double)nt * (depth - nt) + (double)nt * (nt + 1) / 2;
     const double macs = 2.0 * NQ * HD * keys;
     printf("one tile: %d tokens x %d heads, head_dim %d, context %d keys, 1 thread, %d reps\n", nt, NQ, HD, depth, reps);
     for (int i = 0; i < nv; i++) {
-        qsort(ts + i * reps, (size_t)reps, sizeof *ts, cmp);
+        qsort(ts + i * reps, (size_t)reps, sizeof *ts, bench_cmp_double);
         const double med = ts[i * reps + reps / 2], best = ts[i * reps];
         printf("  %-5s %-18s median %8.3f ms  best %8.3f ms  %6.1f G mul-adds/s\n", tname[v[i].type], v[i].name,
                med * 1e3, best * 1e3, macs / med / 1e9);

@@ -23,17 +23,7 @@
 
 #include "kernels/dispatch.h"
 #include "quant/qtypes.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_util.h"
 
 enum { K = 2048, R = 5632 };
 
@@ -86,7 +76,7 @@ static int run_step(nb_kctx *k, const weights *w, const float *x, int n, float *
 }
 
 static void report(const char *name, double *g, int reps, double *base) {
-    qsort(g, (size_t)reps, sizeof *g, cmp);
+    qsort(g, (size_t)reps, sizeof *g, bench_cmp_double);
     double med = g[reps / 2], best = g[reps - 1];
     if (*base == 0) *base = med;
     printf("  %-20s median %6.2f GB/s  best %6.2f  ratio %.2f\n", name, med, best, med / *base);
@@ -111,16 +101,16 @@ static int small_batch(nb_dtype t, int threads, int reps) {
     for (int r = -1; r < reps; r++)
         for (int ni = 0; ni < NN; ni++)
             for (int v = 0; v < 2; v++) {
-                double t0 = now();
+                double t0 = bench_now();
                 if (run_step(&k[v], &w, x, ns[ni], y)) return 1;
-                if (r >= 0) g[(ni * 2 + v) * reps + r] = (double)w.bytes / (now() - t0) / 1e9;
+                if (r >= 0) g[(ni * 2 + v) * reps + r] = (double)w.bytes / (bench_now() - t0) / 1e9;
             }
     printf("%s, %d threads, %d x %dx%d (%.2f GB) per step, %d reps interleaved\n", nb_dtype_name(w.W[0].type),
            threads, w.nm, R, K, (double)w.bytes / 1e9, reps);
     for (int ni = 0; ni < NN; ni++) {
         double med[2];
         for (int v = 0; v < 2; v++) {
-            qsort(g + (ni * 2 + v) * reps, (size_t)reps, sizeof *g, cmp);
+            qsort(g + (ni * 2 + v) * reps, (size_t)reps, sizeof *g, bench_cmp_double);
             med[v] = g[(ni * 2 + v) * reps + reps / 2];
         }
         printf("  %d tokens: small-batch dots %6.2f GB/s (x tokens: %.1f), one token at a time %6.2f; ratio %.2f\n",
@@ -179,9 +169,9 @@ int main(int argc, char **argv) {
     double *g = calloc((size_t)(nv * reps), sizeof *g);
     for (int r = -1; r < reps; r++)
         for (int v = 0; v < nv; v++) {
-            double t0 = now();
+            double t0 = bench_now();
             if (run_step(&k[v], &w, x, 1, y)) return 1;
-            if (r >= 0) g[v * reps + r] = (double)w.bytes / (now() - t0) / 1e9;
+            if (r >= 0) g[v * reps + r] = (double)w.bytes / (bench_now() - t0) / 1e9;
         }
     printf("%s decode, %d threads, %d x %dx%d (%.2f GB) per token, %d reps interleaved; this CPU's default: pf %d L2 %d\n",
            nb_dtype_name(w.W[0].type), threads, w.nm, R, K, (double)w.bytes / 1e9, reps,

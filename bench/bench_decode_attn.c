@@ -18,24 +18,9 @@
 
 #include "model/attn.h"
 #include "model/kv.h"
+#include "bench_util.h"
 
 enum { LAYERS = 22, HEADS = 32, KV_HEADS = 4, HD = 64, BS = 16 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float frand(unsigned *s) {
-    *s = *s * 1103515245u + 12345u;
-    return (float)((*s >> 8) & 0xffff) / 65535.0f - 0.5f;
-}
 
 int main(int argc, char **argv) {
     const int depth = argc > 1 ? atoi(argv[1]) : 4096, reps = argc > 2 ? atoi(argv[2]) : 21,
@@ -63,7 +48,7 @@ int main(int argc, char **argv) {
     memset(evict, 1, evict_bytes);
     for (int32_t b = 0; b < nblk; b++) blocks[b] = b; /* a fresh pool hands one sequence consecutive blocks */
     unsigned s = 7;
-    for (int i = 0; i < HEADS * HD; i++) q[i] = frand(&s);
+    for (int i = 0; i < HEADS * HD; i++) q[i] = bench_frand(&s);
 
     nb_kv_pool pools[NB_KV_TYPES];
     for (int t = 0; t < NB_KV_TYPES; t++) {
@@ -74,7 +59,7 @@ int main(int argc, char **argv) {
         unsigned r = 11;
         for (int l = 0; l < LAYERS; l++)
             for (int32_t p = 0; p <= depth; p++) {
-                for (int i = 0; i < KV_HEADS * HD; i++) k[i] = frand(&r), v[i] = frand(&r);
+                for (int i = 0; i < KV_HEADS * HD; i++) k[i] = bench_frand(&r), v[i] = bench_frand(&r);
                 nb_kv_store(&pools[t], l, p / BS, p % BS, k, v);
             }
     }
@@ -92,16 +77,16 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++)
         for (int t = 0; t < NB_KV_TYPES; t++) {
             for (size_t i = 0; i < evict_bytes; i += 64) sink += evict[i];
-            const double t0 = now();
+            const double t0 = bench_now();
             for (int l = 0; l < LAYERS; l++) nb_attn_batch_run(&a, pool, &pools[t], &b, l, q, out);
-            ts[t * reps + r] = now() - t0;
+            ts[t * reps + r] = bench_now() - t0;
         }
     printf("decode attention: 1 token at depth %d, %d layers x %d KV heads (group %d, head_dim %d), block %d, "
            "%d threads, %d reps, kernels %s\n",
            depth, LAYERS, KV_HEADS, HEADS / KV_HEADS, HD, BS, threads, reps, a.isa);
     for (int t = 0; t < NB_KV_TYPES; t++) {
         double *x = ts + t * reps;
-        qsort(x, (size_t)reps, sizeof *x, cmp);
+        qsort(x, (size_t)reps, sizeof *x, bench_cmp_double);
         const double bytes = (double)LAYERS * KV_HEADS * (depth + 1) * HD * pools[t].elem * 2;
         printf("  %-5s median %7.3f ms  best %7.3f ms  %6.1f GB/s of KV at the median\n", tname[t], x[reps / 2] * 1e3,
                x[0] * 1e3, bytes / x[reps / 2] / 1e9);

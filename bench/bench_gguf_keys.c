@@ -14,12 +14,7 @@
 #include <unistd.h>
 
 #include "formats/gguf.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static double cpu(void) {
     struct timespec t;
@@ -51,11 +46,6 @@ static int write_keys(const char *path, uint64_t n, int dup_last) {
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     int reps = argc > 2 ? atoi(argv[2]) : 7;
@@ -72,9 +62,9 @@ int main(int argc, char **argv) {
     double t[100], c[100];
     for (int r = 0; r < reps; r++) {
         nb_gguf *g = NULL;
-        double t0 = now(), c0 = cpu();
+        double t0 = bench_now(), c0 = cpu();
         if (nb_gguf_open(path, &g) != NB_OK) { fprintf(stderr, "open: %s\n", nb_errmsg()); return 1; }
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
         c[r] = cpu() - c0;
         if (nb_gguf_n_kv(g) != (int64_t)n || !nb_gguf_find(g, "k.0000000")) { fprintf(stderr, "wrong count\n"); return 1; }
         nb_gguf_close(g);
@@ -83,13 +73,13 @@ int main(int argc, char **argv) {
     double d[100];
     for (int r = 0; r < reps; r++) {
         nb_gguf *g = NULL;
-        double t0 = now();
+        double t0 = bench_now();
         if (nb_gguf_open(dpath, &g) == NB_OK) { fprintf(stderr, "duplicate not found\n"); return 1; }
-        d[r] = now() - t0;
+        d[r] = bench_now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
-    qsort(d, (size_t)reps, sizeof *d, cmp_d);
-    qsort(c, (size_t)reps, sizeof *c, cmp_d);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
+    qsort(d, (size_t)reps, sizeof *d, bench_cmp_double);
+    qsort(c, (size_t)reps, sizeof *c, bench_cmp_double);
     printf("%llu keys: open min %.3f s, median %.3f s wall (CPU min %.3f s); duplicate last refused: min %.3f s "
            "(%d runs)\n", (unsigned long long)n, t[0], t[reps / 2], c[0], d[0], reps);
     unlink(path);

@@ -22,22 +22,14 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "bench_util.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 /* this thread's CPU time: on a shared machine the mask's own cost, without
  * the time slices other processes took in between */
 static double cpu_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 static unsigned long long rs = 88172645463325252ull;
 static unsigned rnd(void) {
@@ -61,10 +53,10 @@ static stats run(const char *what, nb_grammar *g, nb_vtrie *v, nb_tokenizer *tk,
         nb_gmatch *m;
         if (nb_gmatch_create(g, &m) != NB_OK) exit(1);
         for (int left = budget; left > 0 && !nb_gmatch_closed(m); left--) {
-            double t0 = now(), c0 = cpu_now();
+            double t0 = bench_now(), c0 = cpu_now();
             int32_t k = nb_grammar_mask(v, m, left, &eos, 1, al, nv);
             tc[n] = cpu_now() - c0;
-            t[n++] = now() - t0;
+            t[n++] = bench_now() - t0;
             if (k <= 0) break;
             int32_t pick = (int32_t)(rnd() % (unsigned)k), id = -1;
             for (int32_t i = 0; i < nv; i++)
@@ -79,8 +71,8 @@ static stats run(const char *what, nb_grammar *g, nb_vtrie *v, nb_tokenizer *tk,
         }
         nb_gmatch_free(m);
     }
-    qsort(t, (size_t)n, sizeof *t, cmp);
-    qsort(tc, (size_t)n, sizeof *tc, cmp);
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
+    qsort(tc, (size_t)n, sizeof *tc, bench_cmp_double);
     printf("%-12s steps %5d  mask median %7.3f ms  p90 %7.3f ms  max %7.3f ms   cpu: median %7.3f ms  p90 %7.3f ms"
            "  max %7.3f ms\n", what, n, 1e3 * t[n / 2], 1e3 * t[n * 9 / 10], 1e3 * t[n - 1], 1e3 * tc[n / 2],
            1e3 * tc[n * 9 / 10], 1e3 * tc[n - 1]);
@@ -115,12 +107,12 @@ static double decode_step(const char *path, int threads) {
             for (int32_t p = 0; p < WARM + STEPS; p++) {
                 int32_t tok = (int32_t)(rnd() % (unsigned)nv), seq = 0;
                 nb_batch b = {.n = 1, .tokens = &tok, .pos = &p, .seq = &seq, .want = &want, .n_seqs = 1, .seqs = &sv};
-                double t0 = now();
+                double t0 = bench_now();
                 if (nb_fwd_run(f, &b, logits) != NB_OK) break;
-                if (p >= WARM) t[n++] = now() - t0;
+                if (p >= WARM) t[n++] = bench_now() - t0;
             }
             if (n == STEPS) {
-                qsort(t, (size_t)n, sizeof *t, cmp);
+                qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
                 med = t[n / 2];
                 printf("decode step  (batch 1, %d threads, %s) median %7.2f ms  p90 %7.2f ms  over %d steps\n",
                        nb_fwd_threads(f), nb_fwd_isa(f), 1e3 * med, 1e3 * t[n * 9 / 10], n);
@@ -146,10 +138,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_grammar: %s\n", nb_errmsg());
         return 1;
     }
-    double t0 = now();
+    double t0 = bench_now();
     nb_vtrie *v;
     if (nb_vtrie_create(tk, &v) != NB_OK) return 1;
-    printf("vocabulary %d tokens, trie built in %.1f ms (once per engine)\n", nb_tokenizer_n_vocab(tk), 1e3 * (now() - t0));
+    printf("vocabulary %d tokens, trie built in %.1f ms (once per engine)\n", nb_tokenizer_n_vocab(tk), 1e3 * (bench_now() - t0));
     const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":40},"
                          "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":130},\"email\":{\"type\":\"string\","
                          "\"pattern\":\"^[a-z]{1,12}@[a-z]{1,12}\\\\.com$\"},\"tags\":{\"type\":\"array\",\"items\":"

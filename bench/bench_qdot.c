@@ -13,12 +13,7 @@
 #include "kernels/qdot.h"
 #include "kernels/repack.h"
 #include "quant/qtypes.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 int main(void) {
     const int64_t K = 4096, R = 1024;
@@ -40,11 +35,11 @@ int main(void) {
             k->quantize_act(x, xa, K);
             float sink = 0, o;
             int reps = isa == NB_ISA_SCALAR ? 3 : 30;
-            double t0 = now();
+            double t0 = bench_now();
             for (int rep = 0; rep < reps; rep++) {
                 for (int64_t r = 0; r < R; r++) { k->vec_dot(K, q + r * rb, xa, &o); sink += o; }
             }
-            double dt = (now() - t0) / reps;
+            double dt = (bench_now() - t0) / reps;
             if (isa == NB_ISA_SCALAR) base = dt;
             printf("%-9s %8s %10.1f %10.2f %8.1f%s\n", all[t].name, k->isa, dt * 1e6, rb * R / dt / 1e9,
                    base / dt, sink == 12345.f ? "!" : "");
@@ -57,10 +52,10 @@ int main(void) {
             nb_repack_rows(all[t].type, q, p, R, K);
             k->quantize_act(x, xa, K);
             float sink = 0, o;
-            double t0 = now();
+            double t0 = bench_now();
             for (int rep = 0; rep < 30; rep++)
                 for (int64_t r = 0; r < R; r++) { k->vec_dot(K, p + r * prb, xa, &o); sink += o; }
-            double dt = (now() - t0) / 30;
+            double dt = (bench_now() - t0) / 30;
             printf("%-9s %8s %10.1f %10.2f %8s%s\n", nb_dtype_name(rt), k->isa, dt * 1e6, prb * R / dt / 1e9, "",
                    sink == 12345.f ? "!" : "");
             free(p);

@@ -17,12 +17,7 @@
 
 #include "base/cpu.h"
 #include "kernels/repack.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static float *fill(int64_t n, unsigned mul) {
     float *v = malloc((size_t)n * sizeof *v);
@@ -75,13 +70,13 @@ int main(int argc, char **argv) {
             float o, sink = 0;
             int reps = (int)(200000000 / (rb * (uint64_t)rows[s])) + 1;
             for (int rep = 0; rep < 5; rep++) {
-                double t0 = now();
+                double t0 = bench_now();
                 for (int q = 0; q < reps; q++)
                     for (int64_t r = 0; r < rows[s]; r++) {
                         qd->vec_dot(K, p + (uint64_t)r * rb, a, &o);
                         sink += o;
                     }
-                double dt = (now() - t0) / reps;
+                double dt = (bench_now() - t0) / reps;
                 best = dt < best ? dt : best;
             }
             gbs[s] = (double)rb * (double)rows[s] / best / 1e9 + (sink == 1.2345f ? 1e-9 : 0);
@@ -97,11 +92,11 @@ int main(int argc, char **argv) {
         nb_actpack_init(&ap, mem, n, K, gm->act);
         double pack = 1e9, gemm = 1e9;
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now();
+            double t0 = bench_now();
             for (int64_t g = 0; g < ap.ng; g++) nb_actpack_group(&ap, x, g, row);
-            double t1 = now();
+            double t1 = bench_now();
             gm->run(p, rb, R, &ap, y, R);
-            double t2 = now();
+            double t2 = bench_now();
             pack = t1 - t0 < pack ? t1 - t0 : pack;
             gemm = t2 - t1 < gemm ? t2 - t1 : gemm;
         }

@@ -31,6 +31,7 @@
 
 #include "kernels/dispatch.h"
 #include "quant/qtypes.h"
+#include "bench_util.h"
 
 /* CPU time of the process: on a shared, saturated host the wall time of a
  * step is mostly waiting for a core, while the CPU time it takes is the
@@ -50,11 +51,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(clk, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -123,7 +119,7 @@ int main(int argc, char **argv) {
         double med[NV], best[NV];
         for (int v = 0; v < NV; v++) {
             double *s = g + (ni * NV + v) * reps;
-            qsort(s, (size_t)reps, sizeof *s, cmp);
+            qsort(s, (size_t)reps, sizeof *s, bench_cmp_double);
             med[v] = s[reps / 2];
             best[v] = s[0];
         }

@@ -284,58 +284,61 @@ static void test_avx512_bf16_long(void **state) {
     check_lowp(fn, nb_attn_avx512(), "avx512 bf16 dots", NB_KVT_BF16, NB_KVT_FP8, true, 4e-3f, 0);
 }
 
-/* The bf16-dot kernel's fp8 conversion (arithmetic, not the table) against
- * the table's values, bit for bit, for every code (normals, subnormals,
- * both zeros, both NaNs), from every start offset of a 16-code step and
- * with every tail length. */
-static void test_fp8_to_bf16(void **state) {
-    (void)state;
-    if (nb_cpu_isa() < NB_ISA_AVX512) NB_TEST_SKIP("no AVX-512 on this CPU (or NIBBLE_ISA below AVX-512)");
+/* A vectorised fp8 conversion writing n codes' values as 32-bit words
+ * (the f32 bits, or the bf16 bits widened), and the word past them
+ * untouched (FP8_SENTINEL) or not. */
+#define FP8_SENTINEL 0xa5a5a5a5u
+typedef void (*fp8_conv)(const uint8_t *codes, uint32_t *out, int n);
+
+static void fp8_bf16_avx512(const uint8_t *codes, uint32_t *out, int n) {
+    uint16_t h[256 + 16];
+    memset(h, 0xa5, sizeof h);
+    nb_attn_fp8_to_bf16_avx512(codes, h, n);
+    for (int i = 0; i < n; i++) out[i] = h[i];
+    out[n] = h[n] == 0xa5a5 ? FP8_SENTINEL : 0;
+}
+
+static void fp8_f32_avx2(const uint8_t *codes, uint32_t *out, int n) {
+    float f[256 + 16];
+    memset(f, 0xa5, sizeof f);
+    nb_attn_fp8_to_f32_avx2(codes, f, n);
+    memcpy(out, f, (size_t)(n + 1) * sizeof *out);
+}
+
+/* Every code bit for bit against nb_attn_fp8_table's values (>> shift:
+ * 16 for bf16 bits), from every start offset of a step of `step` codes
+ * and with every tail length; nothing written past n. */
+static void check_fp8_conv(fp8_conv conv, int step, int shift, const char *what) {
     const float *lut = nb_attn_fp8_table();
     uint8_t codes[256 + 16];
-    uint16_t out[256 + 16];
-    for (int off = 0; off < 16; off++)
-        for (int n = 256 - 15; n <= 256; n++) {
+    uint32_t out[256 + 16];
+    for (int off = 0; off < step; off++)
+        for (int n = 256 - step + 1; n <= 256; n++) {
             for (int i = 0; i < n; i++) codes[i] = (uint8_t)(i + off);
-            memset(out, 0xa5, sizeof out);
-            nb_attn_fp8_to_bf16_avx512(codes, out, n);
+            conv(codes, out, n);
             for (int i = 0; i < n; i++) {
                 uint32_t u;
                 memcpy(&u, &lut[codes[i]], 4);
-                if (out[i] != (uint16_t)(u >> 16))
-                    fail_msg("code 0x%02x (offset %d, n %d): 0x%04x, the table's bf16 bits 0x%04x", codes[i], off, n,
-                             out[i], (unsigned)(u >> 16));
+                if (out[i] != u >> shift)
+                    fail_msg("%s: code 0x%02x (offset %d, n %d): 0x%08x, the table's 0x%08x", what, codes[i], off, n,
+                             (unsigned)out[i], (unsigned)(u >> shift));
             }
-            assert_int_equal(out[n], 0xa5a5); /* nothing written past n */
+            assert_int_equal(out[n], FP8_SENTINEL);
         }
 }
 
-/* The AVX2 kernels' fp8 codes as f32 (by arithmetic, no table gather):
- * every code bit for bit against the table, from every start offset
- * and with every tail length. */
+/* The bf16-dot kernel's fp8 codes as bf16 bits (by arithmetic). */
+static void test_fp8_to_bf16(void **state) {
+    (void)state;
+    if (nb_cpu_isa() < NB_ISA_AVX512) NB_TEST_SKIP("no AVX-512 on this CPU (or NIBBLE_ISA below AVX-512)");
+    check_fp8_conv(fp8_bf16_avx512, 16, 16, "avx512 fp8 -> bf16");
+}
+
+/* The AVX2 kernels' fp8 codes as f32 (by arithmetic, no table gather). */
 static void test_fp8_to_f32_avx2(void **state) {
     (void)state;
     if (nb_cpu_isa() < NB_ISA_AVX2) NB_TEST_SKIP("no AVX2 on this CPU (or NIBBLE_ISA below AVX2)");
-    const float *lut = nb_attn_fp8_table();
-    uint8_t codes[256 + 8];
-    float out[256 + 8];
-    for (int off = 0; off < 8; off++)
-        for (int n = 256 - 7; n <= 256; n++) {
-            for (int i = 0; i < n; i++) codes[i] = (uint8_t)(i + off);
-            memset(out, 0xa5, sizeof out);
-            nb_attn_fp8_to_f32_avx2(codes, out, n);
-            for (int i = 0; i < n; i++) {
-                uint32_t u, g;
-                memcpy(&u, &lut[codes[i]], 4);
-                memcpy(&g, &out[i], 4);
-                if (g != u)
-                    fail_msg("code 0x%02x (offset %d, n %d): 0x%08x, the table's f32 bits 0x%08x", codes[i], off, n,
-                             (unsigned)g, (unsigned)u);
-            }
-            uint32_t past;
-            memcpy(&past, &out[n], 4);
-            assert_int_equal(past, 0xa5a5a5a5u); /* nothing written past n */
-        }
+    check_fp8_conv(fp8_f32_avx2, 8, 0, "avx2 fp8 -> f32");
 }
 
 /* The AMX kernel has the bf16-dot kernel's roundings (head sizes 64 and
