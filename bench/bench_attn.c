@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     variant v[24];
     int nv = 0;
     nb_attn_fn f2 = nb_attn_avx2(), f5 = nb_attn_avx512(), fb = nb_attn_avx512_bf16(), fi = nb_attn_avx512_int8(),
-               fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL,
+               fib = nb_attn_avx512_int8_bf16(), fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL,
                fs = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_split() : NULL;
     for (int t = 0; t < NB_KV_TYPES; t++) {
         if (f5) v[nv++] = (variant){"avx512", f5, (nb_kv_type)t};
@@ -94,6 +94,7 @@ int main(int argc, char **argv) {
     if (fx) v[nv++] = (variant){"amx bf16", fx, NB_KVT_BF16};
     for (int t = 0; t < NB_KV_TYPES && fs; t++) v[nv++] = (variant){"amx split bf16", fs, (nb_kv_type)t};
     if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};
+    if (fib) v[nv++] = (variant){"avx512 int8, bf16 decode", fib, NB_KVT_INT8};
     if (fa) v[nv++] = (variant){"avx2 int8 dots", fa, NB_KVT_INT8};
     if (argc > 4) { /* keep the variants that match ONLY */
         int kept = 0;

@@ -98,16 +98,15 @@ size_t nb_attn_scratch_floats(int head_dim, int nq, int nt);
 void nb_attn_ref(const nb_attn_tile *t);
 nb_attn_fn nb_attn_avx2(void); /* NULL when not compiled */
 nb_attn_fn nb_attn_avx512(void);
-/* For bf16 KV pools, and fp8 pools' tiles of more than 8 rows (other
- * types, scales on a bf16 pool, fp8 decode tiles or an odd head size fall
- * back to nb_attn_avx512): the products in bf16 with vdpbf16ps, about half
- * the instructions of the f32 kernel. K and V are used as stored (fp8 e4m3
- * values are exact in bf16); Q (times the scale) and the softmax
- * probabilities (times the fp8 slots' V scales) are rounded to bf16 for the
- * products (8 significant bits; sums, softmax, the fp8 K scales and the
- * output in f32), so it differs from nb_attn_ref by those roundings, not
- * only by summation order. NULL when not compiled or the CPU lacks
- * AVX512_BF16. */
+/* For bf16 and fp8 KV pools (other types, scales on a bf16 pool or an odd
+ * head size fall back to nb_attn_avx512): the products in bf16 with
+ * vdpbf16ps, about half the instructions of the f32 kernel. K and V are
+ * used as stored (fp8 e4m3 values are exact in bf16); Q (times the scale)
+ * and the softmax probabilities (times the fp8 slots' V scales) are rounded
+ * to bf16 for the products (8 significant bits; sums, softmax, the fp8 K
+ * scales and the output in f32), so it differs from nb_attn_ref by those
+ * roundings, not only by summation order. NULL when not compiled or the
+ * CPU lacks AVX512_BF16. */
 nb_attn_fn nb_attn_avx512_bf16(void);
 /* n fp8 e4m3 codes as the bf16 bits of their nb_attn_fp8_table values
  * (exact), vectorised (AVX-512F; the bf16-dot kernel's K and V rows). */
@@ -147,6 +146,13 @@ nb_attn_fn nb_attn_amx_split_int8(void);
  * softmax, its sums and the output in f32). NULL when not compiled or the
  * CPU lacks AVX512_VNNI. */
 nb_attn_fn nb_attn_avx512_int8(void);
+/* nb_attn_avx512_int8 with its decode tiles (8 rows or fewer, an even head
+ * size) in nb_attn_avx512_bf16's roundings: the int8 codes are exact in
+ * bf16, the K slot scales multiply the f32 scores and the V slot scales the
+ * probabilities before they are rounded to bf16; Q is rounded to bf16
+ * (where the prompt tiles round it to int8). NULL when not compiled or the
+ * CPU lacks AVX512_VNNI or AVX512_BF16. */
+nb_attn_fn nb_attn_avx512_int8_bf16(void);
 /* The same at 8 rows per vector with AVX-VNNI (256-bit vpdpbusd), for
  * AVX2 CPUs without AVX-512 (falling back to nb_attn_avx2); NULL when the
  * CPU lacks AVX-VNNI. */

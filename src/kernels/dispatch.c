@@ -272,12 +272,14 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (!lo && isa >= NB_ISA_AVX512 && bf16_dots && (lo = nb_attn_avx512_bf16()))
         d->attn_kv[NB_KVT_FP8] = lo; /* fp8 values are exact in bf16 (attn.h) */
     if (lo) d->attn_kv[NB_KVT_BF16] = lo;
-    /* int8 pools: the int8-dot kernels where the CPU has them; where the
+    /* int8 pools: the int8-dot kernels where the CPU has them, their
+     * decode tiles with bf16 dots where bf16 pools take them; where the
      * split-bf16 kernel runs on the AMX tile unit, it takes their prompt
      * tiles too (faster, and Q is not quantized: attn.h) */
+    const nb_attn_fn i8_512 = bf16_dots && nb_attn_avx512_int8_bf16() ? nb_attn_avx512_int8_bf16() : nb_attn_avx512_int8();
     const nb_attn_fn i8 = !o->attn_int8_dots     ? NULL
                           : d->attn_bf16_amx     ? nb_attn_amx_split_int8()
-                          : isa >= NB_ISA_AVX512 ? nb_attn_avx512_int8()
+                          : isa >= NB_ISA_AVX512 ? i8_512
                           : isa == NB_ISA_AVX2   ? nb_attn_avx2_int8()
                                                  : NULL;
     if (i8) d->attn_kv[NB_KVT_INT8] = i8;
@@ -325,9 +327,12 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
-             : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots for prompts)"
+             : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots)"
              : d->attn_kv[NB_KVT_BF16] != d->attn ? " (bf16 KV: bf16 dots)" : "",
-             !i8 ? "" : d->attn_bf16_amx ? " (int8 KV: split bf16, int8 dots where the tiles cannot)" : " (int8 KV: int8 dots)");
+             !i8                                       ? ""
+             : d->attn_bf16_amx                         ? " (int8 KV: split bf16, int8 dots where the tiles cannot)"
+             : d->attn_kv[NB_KVT_INT8] == nb_attn_avx512_int8_bf16() ? " (int8 KV: int8 dots, bf16 dots for decode)"
+                                                                     : " (int8 KV: int8 dots)");
     return NB_OK;
 }
 

@@ -391,8 +391,44 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
  * by group (Kp[g][j2][u]); V as pairs of keys two groups apart, VP[h][j][u]
  * = (V[2h*G + u][j], V[(2h+1)*G + u][j]), matching the probabilities'
  * pairs (p[2h], p[2h+1]) in each lane. */
-static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_tile *t, const int HD, const int G) {
+/* 16 elements from j of a row of an 8-bit pool (int8 or fp8 codes; their
+ * values are exact in bf16) as bf16 bits in the low half of each 32-bit
+ * lane. */
+static inline __attribute__((always_inline)) __m512i v8_bf16x16(const uint8_t *row, int j, const nb_kv_type T) {
+    if (T == NB_KVT_FP8) return fp8_bf16x16(row + j);
+    return _mm512_srli_epi32(_mm512_castps_si512(attn_load16(NB_KVT_INT8, row, j)), 16);
+}
+
+/* 16 elements from j of a V row of type T as bf16 bits, low halves. */
+static inline __attribute__((always_inline)) __m512i v_bf16x16_t(const uint8_t *row, int j, const nb_kv_type T) {
+    if (T != NB_KVT_BF16) return v8_bf16x16(row, j, T);
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * (size_t)j)));
+}
+
+/* Pairs j2 .. j2+15 of a K row (elements 2 j2 ..) of type T as bf16 pairs,
+ * one pair a 32-bit lane (element 2i low, 2i+1 high). */
+static inline __attribute__((always_inline)) __m512 k_pairs16(const uint8_t *row, int j2, const nb_kv_type T) {
+    if (T == NB_KVT_BF16) return _mm512_loadu_ps((const float *)(const void *)row + j2);
+    /* the low words of 32 elements' lanes, in order: word k <- word 2k of a:b */
+    const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                          22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_castsi512_ps(
+        _mm512_permutex2var_epi16(v8_bf16x16(row, 2 * j2, T), even, v8_bf16x16(row, 2 * j2 + 16, T)));
+}
+
+/* Element j of a row of type T as bf16 bits (the tails past whole vectors). */
+static inline uint32_t bf16_at(const uint8_t *row, int j, const nb_kv_type T) {
+    uint16_t h;
+    if (T == NB_KVT_BF16) memcpy(&h, row + 2 * (size_t)j, 2);
+    else if (T == NB_KVT_INT8) h = nb_fp32_to_bf16((float)(int8_t)row[j]);
+    else h = (uint16_t)(f32_bits(nb_attn_fp8_table()[row[j]]) >> 16);
+    return h;
+}
+
+static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_tile *t, const int HD, const int G,
+                                                                const nb_kv_type T) {
     const nb_attn_kv *kv = t->kv;
+    const bool scaled = T != NB_KVT_BF16 && (kv->ks || kv->vs);
     const int hd = HD ? HD : kv->head_dim, hp = hd / 2, nq = t->nq, R = t->nt * nq;
     const int NG = DKC / G, NH = NG / 2, JS = NG >= 8 ? 1 : 8 / NG;
     const int32_t last = t->pos0 + t->nt - 1;
@@ -421,27 +457,34 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
         const int nk = attn_chunk_rows(t, hd, k0, DKC, kr, vr, sl, &pf);
         const int steps = (hp + JS - 1) / JS, pf_per = (pf.lines + steps - 1) / steps;
         for (int c = nk; c < DKC; c++) kr[c] = vr[c] = (const uint8_t *)(const void *)zero;
+        float ksc[DKC], vsc[DKC]; /* the 8-bit pools' slot scales (1 past the last key) */
+        if (scaled)
+            for (int c = 0; c < DKC; c++) {
+                ksc[c] = c < nk && kv->ks ? kv->ks[sl[c] * kv->n_head_kv + t->kvh] : 1.0f;
+                vsc[c] = c < nk && kv->vs ? kv->vs[sl[c] * kv->n_head_kv + t->kvh] : 1.0f;
+            }
         for (int g = 0; g < NG; g++) { /* K: the rows' pairs, interleaved by group */
             for (int j0 = 0; j0 < hpv; j0 += 16) {
                 __m512 a[16];
 #pragma GCC unroll 16
-                for (int u = 0; u < G; u++) a[u] = _mm512_loadu_ps((const float *)(const void *)kr[g * G + u] + j0);
+                for (int u = 0; u < G; u++) a[u] = k_pairs16(kr[g * G + u], j0, T);
                 interleave(a, G);
 #pragma GCC unroll 16
                 for (int m = 0; m < G; m++) _mm512_storeu_ps(Kp + ((size_t)g * hp + j0) * G + m * 16, a[m]);
             }
             for (int j2 = hpv; j2 < hp; j2++)
-                for (int u = 0; u < G; u++) memcpy(Kp + ((size_t)g * hp + j2) * G + u, kr[g * G + u] + 4 * j2, 4);
+                for (int u = 0; u < G; u++) {
+                    const uint32_t pr = bf16_at(kr[g * G + u], 2 * j2, T) | bf16_at(kr[g * G + u], 2 * j2 + 1, T) << 16;
+                    memcpy(Kp + ((size_t)g * hp + j2) * G + u, &pr, 4);
+                }
         }
         for (int h = 0; h < NH; h++) { /* V: pairs of keys two groups apart, interleaved */
             for (int j0 = 0; j0 < hv; j0 += 16) {
                 __m512 a[16];
 #pragma GCC unroll 16
                 for (int u = 0; u < G; u++) {
-                    const __m512i lo = _mm512_cvtepu16_epi32(
-                        _mm256_loadu_si256((const __m256i *)(const void *)(vr[2 * h * G + u] + 2 * (size_t)j0)));
-                    const __m512i hi = _mm512_cvtepu16_epi32(
-                        _mm256_loadu_si256((const __m256i *)(const void *)(vr[(2 * h + 1) * G + u] + 2 * (size_t)j0)));
+                    const __m512i lo = v_bf16x16_t(vr[2 * h * G + u], j0, T);
+                    const __m512i hi = v_bf16x16_t(vr[(2 * h + 1) * G + u], j0, T);
                     a[u] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
                 }
                 interleave(a, G);
@@ -450,10 +493,7 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
             }
             for (int j = hv; j < hd; j++)
                 for (int u = 0; u < G; u++) {
-                    uint16_t x, y;
-                    memcpy(&x, vr[2 * h * G + u] + 2 * (size_t)j, 2);
-                    memcpy(&y, vr[(2 * h + 1) * G + u] + 2 * (size_t)j, 2);
-                    const uint32_t pr = (uint32_t)x | (uint32_t)y << 16;
+                    const uint32_t pr = bf16_at(vr[2 * h * G + u], j, T) | bf16_at(vr[(2 * h + 1) * G + u], j, T) << 16;
                     memcpy(VP + ((size_t)h * hd + j) * G + u, &pr, 4);
                 }
         }
@@ -481,13 +521,20 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
             __m512 x = sacc[0][g];
 #pragma GCC unroll 16
             for (int js = 1; js < JS; js++) x = _mm512_add_ps(x, sacc[js][g]);
+            if (scaled) x = _mm512_mul_ps(x, bcast_g(ksc + g * G, G));
             _mm512_store_ps(P + g * W, x);
         }
         const __m512 corr = dec_softmax(P, NG, G, k0, k0 + DKC - 1 > t->pos0, PL, Mv, Lv);
         __m512bh pp[8];
 #pragma GCC unroll 8
-        for (int h = 0; h < NH; h++)
-            pp[h] = (__m512bh)bf16_pairs(_mm512_load_ps(P + 2 * h * W), _mm512_load_ps(P + (2 * h + 1) * W), idx);
+        for (int h = 0; h < NH; h++) {
+            __m512 p0 = _mm512_load_ps(P + 2 * h * W), p1 = _mm512_load_ps(P + (2 * h + 1) * W);
+            if (scaled) { /* V's scales on the probabilities, before their rounding */
+                p0 = _mm512_mul_ps(p0, bcast_g(vsc + 2 * h * G, G));
+                p1 = _mm512_mul_ps(p1, bcast_g(vsc + (2 * h + 1) * G, G));
+            }
+            pp[h] = (__m512bh)bf16_pairs(p0, p1, idx);
+        }
         int j = 0;
         for (; j + 8 <= hd; j += 8) {
             __m512 o[8];
@@ -512,19 +559,32 @@ static inline __attribute__((always_inline)) void tile_dec_bf16(const nb_attn_ti
     dec_tile_end(t, hd, W, G, OD, Mv, Lv);
 }
 
-NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_bf16)
+/* One instance set per pool type (the macros pass t, HD, G). */
+static inline __attribute__((always_inline)) void tile_dec_b16(const nb_attn_tile *t, const int HD, const int G) {
+    tile_dec_bf16(t, HD, G, NB_KVT_BF16);
+}
+static inline __attribute__((always_inline)) void tile_dec_q8(const nb_attn_tile *t, const int HD, const int G) {
+    tile_dec_bf16(t, HD, G, NB_KVT_INT8);
+}
+static inline __attribute__((always_inline)) void tile_dec_f8(const nb_attn_tile *t, const int HD, const int G) {
+    tile_dec_bf16(t, HD, G, NB_KVT_FP8);
+}
+NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_b16)
+NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_q8)
+NB_DEC_INSTANCES(NB_DEC_FNS16, tile_dec_f8)
 
-/* bf16 KV without scales, and fp8 KV in tiles of more than 8 rows, with
- * an even head size; anything else takes the f32 kernel. */
+/* bf16 KV without scales, and fp8 KV, with an even head size; anything
+ * else takes the f32 kernel. */
 static void attn_avx512_bf16(const nb_attn_tile *t) {
     const nb_attn_kv *kv = t->kv;
     const bool bf16 = kv->type == NB_KVT_BF16 && !kv->ks && !kv->vs, fp8 = kv->type == NB_KVT_FP8;
-    if ((!bf16 && !fp8) || kv->head_dim % 2 || (fp8 && t->nt * t->nq <= 8)) {
+    if ((!bf16 && !fp8) || kv->head_dim % 2) {
         attn_avx512_f32(t);
         return;
     }
     if (t->nt * t->nq <= 8) {
-        NB_DEC_RUN(NB_DEC_PICK16, tile_dec_bf16, t);
+        if (fp8) NB_DEC_RUN(NB_DEC_PICK16, tile_dec_f8, t);
+        else NB_DEC_RUN(NB_DEC_PICK16, tile_dec_b16, t);
         return;
     }
     switch (kv->head_dim) {
@@ -572,10 +632,14 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
 #include "kernels/x86/attn_i8_impl.h"
 
 /* int8 KV (with its scales) in tiles of more than 8 rows and a head size
- * that is a multiple of 16; anything else (decode tiles included) takes the
- * f32 kernel. */
-static void attn_avx512_i8(const nb_attn_tile *t) {
+ * that is a multiple of 16; with BF16_DEC, decode tiles (8 rows or fewer,
+ * an even head size) with bf16 dots; anything else takes the f32 kernel. */
+static inline __attribute__((always_inline)) void attn_i8(const nb_attn_tile *t, const bool BF16_DEC) {
     const nb_attn_kv *kv = t->kv;
+    if (BF16_DEC && kv->type == NB_KVT_INT8 && t->nt * t->nq <= 8 && kv->head_dim % 2 == 0) {
+        NB_DEC_RUN(NB_DEC_PICK16, tile_dec_q8, t);
+        return;
+    }
     if (kv->type != NB_KVT_INT8 || !kv->ks || !kv->vs || kv->head_dim % 16 || t->nt * t->nq <= 8) {
         attn_avx512_f32(t);
         return;
@@ -588,5 +652,11 @@ static void attn_avx512_i8(const nb_attn_tile *t) {
 }
 
 nb_attn_fn nb_attn_avx512(void) { return attn_avx512_f32; }
+static void attn_avx512_i8(const nb_attn_tile *t) { attn_i8(t, false); }
+static void attn_avx512_i8_bf16(const nb_attn_tile *t) { attn_i8(t, true); }
+
 nb_attn_fn nb_attn_avx512_int8(void) { return nb_cpu_get()->avx512vnni ? attn_avx512_i8 : NULL; }
+nb_attn_fn nb_attn_avx512_int8_bf16(void) {
+    return nb_cpu_get()->avx512vnni && nb_cpu_get()->avx512bf16 ? attn_avx512_i8_bf16 : NULL;
+}
 nb_attn_fn nb_attn_avx512_bf16(void) { return nb_cpu_get()->avx512bf16 ? attn_avx512_bf16 : NULL; }

@@ -414,6 +414,15 @@ static void test_avx512_int8_long(void **state) {
     check_lowp(fn, nb_attn_avx512(), "avx512 int8 dots", NB_KVT_INT8, -1, false, INT8_DOTS_TOL, 1e-4f);
 }
 
+/* The same with the decode tiles on bf16 dots: Q rounded to bf16 there
+ * instead of int8, within the int8 dots' tolerance. */
+static void test_avx512_int8_bf16_long(void **state) {
+    (void)state;
+    nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX512 ? nb_attn_avx512_int8_bf16() : NULL;
+    if (!fn) NB_TEST_SKIP("no AVX512_VNNI and AVX512_BF16 on this CPU (or NIBBLE_ISA below AVX-512)");
+    check_lowp(fn, nb_attn_avx512(), "avx512 int8 dots, bf16 decode", NB_KVT_INT8, -1, false, INT8_DOTS_TOL, 1e-4f);
+}
+
 static void test_avx2_int8_long(void **state) {
     (void)state;
     nb_attn_fn fn = nb_cpu_isa() >= NB_ISA_AVX2 ? nb_attn_avx2_int8() : NULL;
@@ -502,6 +511,7 @@ int main(void) {
         cmocka_unit_test(test_amx_split_long),
         cmocka_unit_test(test_amx_split_int8_long),
         cmocka_unit_test(test_avx512_int8_long),
+        cmocka_unit_test(test_avx512_int8_bf16_long),
         cmocka_unit_test(test_avx2_int8_long),
         cmocka_unit_test(test_int8_dots_widths),
         cmocka_unit_test(test_dispatched_long),

@@ -194,7 +194,7 @@ static void test_options(void **state) {
     assert_true((strstr(d.desc, "bf16 dots on amx tiles, other KV: split bf16") != NULL) == amx);
     /* fp8 pools (exact in bf16) with the vdpbf16ps kernel wherever bf16 pools take it */
     assert_ptr_equal(d.attn_kv[NB_KVT_FP8], amx ? nb_attn_amx_split() : bf16_dots ? nb_attn_avx512_bf16() : d.attn);
-    assert_true((strstr(d.desc, "fp8 KV: bf16 dots for prompts") != NULL) == bf16_dots);
+    assert_true((strstr(d.desc, "fp8 KV: bf16 dots") != NULL) == bf16_dots);
     /* there every other pool type takes the split-bf16 kernel (int8 pools
      * with the int8-dot one for the tiles it cannot take) */
     if (amx)
@@ -217,6 +217,10 @@ static void test_options(void **state) {
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
     const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
+    /* their decode tiles with bf16 dots wherever bf16 pools take them (the int8 codes are exact in bf16) */
+    if (avx512 && int8_dots && !amx)
+        assert_ptr_equal(d.attn_kv[NB_KVT_INT8], bf16_dots ? nb_attn_avx512_int8_bf16() : nb_attn_avx512_int8());
+    assert_true((strstr(d.desc, "bf16 dots for decode") != NULL) == (avx512 && int8_dots && !amx && bf16_dots));
     for (int t = 0; t < NB_KV_TYPES; t++)
         if (t != NB_KVT_BF16 && t != NB_KVT_INT8 && t != NB_KVT_FP8)
             assert_ptr_equal(d.attn_kv[t], amx ? nb_attn_amx_split() : d.attn);
