@@ -10,7 +10,11 @@
  * median.
  * Not built by default. Build by hand (after building the library):
  *   cc -O2 -Iinclude -Isrc bench/bench_decode_attn.c build/libnibble.a -lm -lpthread -lpcre2-8 -ljansson
- * usage: bench_decode_attn [DEPTH=4096] [REPS=21] [THREADS=2] */
+ * usage: bench_decode_attn [DEPTH=4096] [REPS=21] [THREADS=2] [SEQS=1] [RUN=1]
+ * SEQS > 1: the sequence's blocks as they come when SEQS sequences grow
+ * side by side and each gets RUN consecutive blocks at a time (block b of
+ * the sequence is pool block (b / RUN) * RUN * SEQS + b % RUN); the pool
+ * then has SEQS times the blocks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +28,10 @@ enum { LAYERS = 22, HEADS = 32, KV_HEADS = 4, HD = 64, BS = 16 };
 
 int main(int argc, char **argv) {
     const int depth = argc > 1 ? atoi(argv[1]) : 4096, reps = argc > 2 ? atoi(argv[2]) : 21,
-              threads = argc > 3 ? atoi(argv[3]) : 2;
-    if (depth < 1 || reps < 1 || reps > 1000 || threads < 1) {
-        fprintf(stderr, "usage: bench_decode_attn [DEPTH>=1] [REPS 1..1000] [THREADS>=1]\n");
+              threads = argc > 3 ? atoi(argv[3]) : 2, seqs = argc > 4 ? atoi(argv[4]) : 1,
+              run = argc > 5 ? atoi(argv[5]) : 1;
+    if (depth < 1 || reps < 1 || reps > 1000 || threads < 1 || seqs < 1 || seqs > 64 || run < 1) {
+        fprintf(stderr, "usage: bench_decode_attn [DEPTH>=1] [REPS 1..1000] [THREADS>=1] [SEQS 1..64] [RUN>=1]\n");
         return 2;
     }
     static const char *tname[] = {"f32", "f16", "bf16", "int8", "fp8"};
@@ -46,13 +51,13 @@ int main(int argc, char **argv) {
     double *ts = malloc((size_t)NB_KV_TYPES * reps * sizeof *ts);
     if (!blocks || !k || !v || !q || !out || !evict || !ts) { fprintf(stderr, "out of memory\n"); return 1; }
     memset(evict, 1, evict_bytes);
-    for (int32_t b = 0; b < nblk; b++) blocks[b] = b; /* a fresh pool hands one sequence consecutive blocks */
+    for (int32_t b = 0; b < nblk; b++) blocks[b] = (b / run) * run * seqs + b % run;
     unsigned s = 7;
     for (int i = 0; i < HEADS * HD; i++) q[i] = bench_frand(&s);
 
     nb_kv_pool pools[NB_KV_TYPES];
     for (int t = 0; t < NB_KV_TYPES; t++) {
-        if (nb_kv_pool_init_type(&pools[t], &hp, BS, nblk, (nb_kv_type)t) != NB_OK) {
+        if (nb_kv_pool_init_type(&pools[t], &hp, BS, (nblk + run) * seqs, (nb_kv_type)t) != NB_OK) {
             fprintf(stderr, "bench_decode_attn: %s\n", nb_errmsg());
             return 1;
         }
@@ -60,7 +65,7 @@ int main(int argc, char **argv) {
         for (int l = 0; l < LAYERS; l++)
             for (int32_t p = 0; p <= depth; p++) {
                 for (int i = 0; i < KV_HEADS * HD; i++) k[i] = bench_frand(&r), v[i] = bench_frand(&r);
-                nb_kv_store(&pools[t], l, p / BS, p % BS, k, v);
+                nb_kv_store(&pools[t], l, blocks[p / BS], p % BS, k, v);
             }
     }
     nb_pool *pool;
@@ -82,8 +87,8 @@ int main(int argc, char **argv) {
             ts[t * reps + r] = bench_now() - t0;
         }
     printf("decode attention: 1 token at depth %d, %d layers x %d KV heads (group %d, head_dim %d), block %d, "
-           "%d threads, %d reps, kernels %s\n",
-           depth, LAYERS, KV_HEADS, HEADS / KV_HEADS, HD, BS, threads, reps, a.isa);
+           "%d threads, %d reps, kernels %s; its blocks as one of %d sequences growing %d block(s) at a time\n",
+           depth, LAYERS, KV_HEADS, HEADS / KV_HEADS, HD, BS, threads, reps, a.isa, seqs, run);
     for (int t = 0; t < NB_KV_TYPES; t++) {
         double *x = ts + t * reps;
         qsort(x, (size_t)reps, sizeof *x, bench_cmp_double);

@@ -1,7 +1,7 @@
 /* The KV block manager (see kvcache.h).
  *
- * State of a block: USED (refcount > 0), FREE (refcount 0, in the free
- * heap, no hash) or CACHED (refcount 0, hashed, on the LRU list). A USED
+ * State of a block: USED (refcount > 0), FREE (refcount 0, its bit set in
+ * the free bitmap, no hash) or CACHED (refcount 0, hashed, on the LRU list). A USED
  * block may be hashed too (it is then found by lookups and shared). The
  * hash table chains blocks by hash: buckets[hash & mask] -> chain[] -> -1. */
 #include "engine/kvcache.h"
@@ -14,7 +14,7 @@ struct nb_kvcache {
     int32_t bs;
     bool prefix;
     int32_t *ref;
-    int32_t *free_heap; /* a binary min-heap of the free blocks (free_push / free_pop) */
+    uint64_t *free_bits; /* bit b of word b / 64: block b is FREE */
     int64_t n_free;
     int32_t *lru_prev, *lru_next; /* doubly linked: head = least recently used */
     int32_t lru_head, lru_tail;
@@ -42,7 +42,7 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
     c->prefix = prefix_caching;
     size_t n = (size_t)n_blocks;
     c->ref = nb_calloc(n, sizeof *c->ref);
-    c->free_heap = nb_malloc(n * sizeof *c->free_heap);
+    c->free_bits = nb_calloc((n + 63) / 64, sizeof *c->free_bits);
     c->lru_prev = nb_malloc(n * sizeof(int32_t));
     c->lru_next = nb_malloc(n * sizeof(int32_t));
     c->hashed = nb_calloc(n, sizeof(bool));
@@ -54,12 +54,12 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
     c->mask = nb - 1;
     c->buckets = nb_malloc((size_t)nb * sizeof(int32_t));
     if (prefix_caching) c->tokens = nb_calloc(n, (size_t)block_size * sizeof(int32_t));
-    if (!c->ref || !c->free_heap || !c->lru_prev || !c->lru_next || !c->hashed || !c->hash || !c->parent ||
+    if (!c->ref || !c->free_bits || !c->lru_prev || !c->lru_next || !c->hashed || !c->hash || !c->parent ||
         !c->chain || !c->buckets || (prefix_caching && !c->tokens)) {
         nb_kvcache_free(c);
         return nb_fail(NB_ERR_NOMEM, "out of memory for the block manager of %lld blocks", (long long)n_blocks);
     }
-    for (int64_t i = 0; i < n_blocks; i++) c->free_heap[i] = (int32_t)i; /* sorted: a heap */
+    for (int64_t i = 0; i < n_blocks; i++) c->free_bits[i / 64] |= 1ull << (i % 64);
     c->n_free = n_blocks;
     for (uint64_t i = 0; i < nb; i++) c->buckets[i] = -1;
     for (int64_t i = 0; i < n_blocks; i++) c->lru_prev[i] = c->lru_next[i] = c->chain[i] = -1;
@@ -70,7 +70,7 @@ nb_status nb_kvcache_create(int64_t n_blocks, int32_t block_size, bool prefix_ca
 
 void nb_kvcache_free(nb_kvcache *c) {
     if (!c) return;
-    free(c->ref); free(c->free_heap); free(c->lru_prev); free(c->lru_next); free(c->hashed);
+    free(c->ref); free(c->free_bits); free(c->lru_prev); free(c->lru_next); free(c->hashed);
     free(c->hash); free(c->parent); free(c->tokens); free(c->buckets); free(c->chain);
     free(c);
 }
@@ -121,42 +121,54 @@ static void unhash(nb_kvcache *c, int32_t b) {
     c->hashed[b] = false;
 }
 
-/* The free blocks are handed out lowest first, so a sequence that
- * allocates alone gets ascending, mostly consecutive blocks - in the
- * head-major pool (model/kv.h) one contiguous run per KV head - also after
- * other sequences were freed, where a stack handed the last freed blocks
- * back in reverse: decode attention at a 4096-token context read
- * reversed or scattered blocks 1.3-1.8x as slowly on a Zen 5
- * (docs/speed.md, session 37). */
+static bool is_free(const nb_kvcache *c, int64_t b) { return c->free_bits[b / 64] >> (b % 64) & 1; }
+
 static void free_push(nb_kvcache *c, int32_t b) {
-    int64_t i = c->n_free++;
-    while (i > 0 && c->free_heap[(i - 1) / 2] > b) {
-        c->free_heap[i] = c->free_heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    c->free_heap[i] = b;
+    c->free_bits[b / 64] |= 1ull << (b % 64);
+    c->n_free++;
 }
 
-static int32_t free_pop(nb_kvcache *c) {
-    const int32_t top = c->free_heap[0], last = c->free_heap[--c->n_free];
-    const int64_t n = c->n_free;
-    int64_t i = 0;
-    for (;;) {
-        int64_t k = 2 * i + 1;
-        if (k >= n) break;
-        if (k + 1 < n && c->free_heap[k + 1] < c->free_heap[k]) k++;
-        if (c->free_heap[k] >= last) break;
-        c->free_heap[i] = c->free_heap[k];
-        i = k;
+/* Where a block goes that does not continue its sequence's last one: the
+ * middle of the longest run of free blocks (the first block of a run that
+ * starts the pool), so that the sequence owning the block before the run
+ * keeps room to grow into the first half, and this one into the second.
+ * Sequences that grow side by side (batched decode) then each get long
+ * runs of consecutive blocks - one contiguous run per KV head in the
+ * head-major pool (model/kv.h) - where handing out the lowest free block
+ * interleaved them block by block: a sequence holding every 8th block read
+ * its keys at d4096 1.9-3.5x as slowly as one holding consecutive blocks
+ * (docs/speed.md, session 38). A scan of the bitmap: one word per 64
+ * blocks, once per sequence start or collision. */
+static int32_t spread_pick(const nb_kvcache *c) {
+    int64_t best = -1, best_len = 0, start = -1;
+    const int64_t nw = (c->n + 63) / 64;
+    for (int64_t w = 0; w <= nw; w++) {
+        const uint64_t x = w < nw ? c->free_bits[w] : 0; /* a used sentinel past the end */
+        if (x == ~0ull) {
+            if (start < 0) start = w * 64;
+            continue;
+        }
+        for (int i = 0; i < 64; i++) {
+            if (x >> i & 1) {
+                if (start < 0) start = w * 64 + i;
+            } else if (start >= 0) {
+                const int64_t len = w * 64 + i - start;
+                if (len > best_len) best = start, best_len = len;
+                start = -1;
+            }
+            if (!(x >> i) && start < 0) break; /* no free block left in this word */
+        }
     }
-    if (n > 0) c->free_heap[i] = last;
-    return top;
+    NB_ASSERT(best >= 0);
+    return (int32_t)(best == 0 ? 0 : best + best_len / 2);
 }
 
-int32_t nb_kvcache_alloc(nb_kvcache *c) {
+int32_t nb_kvcache_alloc(nb_kvcache *c, int32_t after) {
     int32_t b;
     if (c->n_free > 0) {
-        b = free_pop(c);
+        b = after >= 0 && after + 1 < c->n && is_free(c, after + 1) ? after + 1 : spread_pick(c);
+        c->free_bits[b / 64] &= ~(1ull << (b % 64));
+        c->n_free--;
     } else if (c->lru_head >= 0) {
         b = c->lru_head;
         lru_remove(c, b);
@@ -235,7 +247,7 @@ nb_status nb_kvcache_cow(nb_kvcache *c, int32_t *block) {
     int32_t b = *block;
     NB_ASSERT(b >= 0 && b < c->n && c->ref[b] > 0);
     if (c->ref[b] == 1) return NB_OK;
-    int32_t nbk = nb_kvcache_alloc(c);
+    int32_t nbk = nb_kvcache_alloc(c, b);
     if (nbk < 0) return nb_fail(NB_ERR_CAPACITY, "no free KV block for a copy-on-write of block %d", b);
     if (c->copy) c->copy(c->copy_ud, nbk, b);
     nb_kvcache_release(c, b);
@@ -245,16 +257,19 @@ nb_status nb_kvcache_cow(nb_kvcache *c, int32_t *block) {
 
 nb_status nb_kvcache_check(const nb_kvcache *c) {
     int64_t used = 0, cached = 0;
-    uint8_t *seen = calloc((size_t)c->n, 1); /* 1 free heap, 2 lru */
+    uint8_t *seen = calloc((size_t)c->n, 1); /* 1 free, 2 lru */
     if (!seen) return NB_ERR_NOMEM;
     nb_status st = NB_OK;
-    for (int64_t i = 0; i < c->n_free && st == NB_OK; i++) {
-        int32_t b = c->free_heap[i];
-        if (b < 0 || b >= c->n || seen[b]) st = nb_fail(NB_ERR_INTERNAL, "free heap entry %lld: block %d twice or out of range", (long long)i, b);
-        else if (i > 0 && c->free_heap[(i - 1) / 2] > b) st = nb_fail(NB_ERR_INTERNAL, "free heap entry %lld: block %d below its parent %d", (long long)i, b, c->free_heap[(i - 1) / 2]);
-        else if (c->ref[b] != 0 || c->hashed[b]) st = nb_fail(NB_ERR_INTERNAL, "free block %d has refcount %d / hashed %d", b, c->ref[b], c->hashed[b]);
-        else seen[b] = 1;
-    }
+    int64_t n_free = 0;
+    for (int64_t w = 0; w < (c->n + 63) / 64 && st == NB_OK; w++)
+        for (int i = 0; i < 64 && st == NB_OK; i++) {
+            if (!(c->free_bits[w] >> i & 1)) continue;
+            const int64_t b = w * 64 + i;
+            if (b >= c->n) st = nb_fail(NB_ERR_INTERNAL, "free bit %lld past the %lld blocks", (long long)b, (long long)c->n);
+            else if (c->ref[b] != 0 || c->hashed[b]) st = nb_fail(NB_ERR_INTERNAL, "free block %lld has refcount %d / hashed %d", (long long)b, c->ref[b], c->hashed[b]);
+            else { seen[b] = 1; n_free++; }
+        }
+    if (st == NB_OK && n_free != c->n_free) st = nb_fail(NB_ERR_INTERNAL, "free bitmap holds %lld blocks, counter %lld", (long long)n_free, (long long)c->n_free);
     int32_t prev = -1;
     for (int32_t b = c->lru_head; b >= 0 && st == NB_OK; prev = b, b = c->lru_next[b]) {
         if (seen[b]) st = nb_fail(NB_ERR_INTERNAL, "block %d on the LRU list twice or also free", b);

@@ -14,8 +14,9 @@
  * be written; nb_kvcache_cow gives the writer a private copy (the caller's
  * copy callback moves the bytes).
  *
- * Not thread-safe: owned by the engine loop thread. Memory: 28 bytes per
- * block + 4 x block_size bytes per block when prefix caching is on. */
+ * Not thread-safe: owned by the engine loop thread. Memory: 41-49 bytes per
+ * block (the hash table's buckets: 2-4 per block) + 4 x block_size bytes per
+ * block when prefix caching is on. */
 #ifndef NB_ENGINE_KVCACHE_H
 #define NB_ENGINE_KVCACHE_H
 
@@ -48,8 +49,12 @@ int32_t nb_kvcache_refcount(const nb_kvcache *c, int32_t block);
 uint64_t nb_kvcache_evictions(const nb_kvcache *c);
 
 /* A block with refcount 1 (a free one, else the least recently used cached
- * one, whose hash is dropped); -1 when none is available. */
-int32_t nb_kvcache_alloc(nb_kvcache *c);
+ * one, whose hash is dropped); -1 when none is available. `after`: the
+ * sequence's last block (-1 for its first): the block after it when free,
+ * so a sequence's blocks stay consecutive; else the middle of the longest
+ * run of free blocks (block 0 when that run starts the pool), which leaves
+ * the sequences on either side room to grow (kvcache.c spread_pick). */
+int32_t nb_kvcache_alloc(nb_kvcache *c, int32_t after);
 /* refcount += 1. */
 void nb_kvcache_ref(nb_kvcache *c, int32_t block);
 /* refcount -= 1; at 0 the block becomes free (or cached, if hashed). */

@@ -130,7 +130,7 @@ static bool ensure_blocks(nb_sched *s, nb_seq *q, int32_t upto) {
         nb_kvcache_cow(s->kv, &q->blocks[first]) != NB_OK)
         return false;
     while (q->n_blocks < need) {
-        int32_t b = nb_kvcache_alloc(s->kv);
+        int32_t b = nb_kvcache_alloc(s->kv, q->n_blocks > 0 ? q->blocks[q->n_blocks - 1] : -1);
         if (b < 0) return false;
         q->blocks[q->n_blocks++] = b;
     }

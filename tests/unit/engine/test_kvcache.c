@@ -24,10 +24,10 @@ static void test_alloc_release(void **state) {
     (void)state;
     nb_kvcache *c = make(4, 16, false);
     int32_t b[4];
-    for (int i = 0; i < 4; i++) b[i] = nb_kvcache_alloc(c);
+    for (int i = 0; i < 4; i++) b[i] = nb_kvcache_alloc(c, i ? b[i - 1] : -1);
     assert_int_equal(b[0], 0);
     assert_int_equal(b[3], 3);
-    assert_int_equal(nb_kvcache_alloc(c), -1);
+    assert_int_equal(nb_kvcache_alloc(c, -1), -1);
     assert_int_equal(nb_kvcache_n_used(c), 4);
     nb_kvcache_ref(c, b[1]);
     assert_int_equal(nb_kvcache_refcount(c, b[1]), 2);
@@ -35,7 +35,7 @@ static void test_alloc_release(void **state) {
     assert_int_equal(nb_kvcache_n_available(c), 0);
     nb_kvcache_release(c, b[1]);
     assert_int_equal(nb_kvcache_n_available(c), 1);
-    assert_int_equal(nb_kvcache_alloc(c), b[1]);
+    assert_int_equal(nb_kvcache_alloc(c, b[0]), b[1]);
     check(c);
     for (int i = 0; i < 4; i++) nb_kvcache_release(c, b[i]);
     assert_int_equal(nb_kvcache_n_used(c), 0);
@@ -43,27 +43,37 @@ static void test_alloc_release(void **state) {
     nb_kvcache_free(c);
 }
 
-/* Free blocks go out lowest first, whatever order they were freed in: a
- * sequence allocating alone gets ascending blocks (one contiguous run per
- * KV head in the pool, model/kv.h), not the last freed ones reversed. */
-static void test_alloc_lowest_first(void **state) {
+/* A sequence's next block is the one after its last when free; a first
+ * block, or one whose successor is taken, goes to the middle of the longest
+ * free run (the run's start when it starts the pool). So a sequence alone
+ * gets 0, 1, 2, ... however earlier ones were freed, and sequences growing
+ * side by side each get consecutive blocks (one run per KV head in the
+ * pool, model/kv.h) instead of every other one. */
+static void test_alloc_runs(void **state) {
     (void)state;
     nb_kvcache *c = make(64, 16, false);
     int32_t b[64];
-    for (int i = 0; i < 64; i++) b[i] = nb_kvcache_alloc(c);
-    for (int i = 0; i < 64; i++) nb_kvcache_release(c, b[i]); /* in allocation order */
+    for (int i = 0; i < 64; i++) b[i] = nb_kvcache_alloc(c, i ? b[i - 1] : -1);
+    for (int i = 0; i < 64; i++) assert_int_equal(b[i], i);
+    for (int i = 0; i < 64; i++) nb_kvcache_release(c, (int32_t)((i * 37 + 5) % 64)); /* scattered */
     check(c);
-    for (int i = 0; i < 64; i++) assert_int_equal(nb_kvcache_alloc(c), i);
-    /* freed in a scattered order, a few at a time, with allocations between */
-    for (int i = 0; i < 64; i++) nb_kvcache_release(c, (int32_t)((i * 37 + 5) % 64));
+    /* two sequences growing side by side: A from 0, B from the middle of 1..63 */
+    int32_t a = nb_kvcache_alloc(c, -1), bb = nb_kvcache_alloc(c, -1);
+    assert_int_equal(a, 0);
+    assert_int_equal(bb, 32);
+    for (int i = 1; i < 16; i++) {
+        a = nb_kvcache_alloc(c, a);
+        bb = nb_kvcache_alloc(c, bb);
+        assert_int_equal(a, i);
+        assert_int_equal(bb, 32 + i);
+    }
     check(c);
-    for (int i = 0; i < 20; i++) assert_int_equal(nb_kvcache_alloc(c), i);
-    nb_kvcache_release(c, 7);
-    nb_kvcache_release(c, 3);
-    check(c);
-    assert_int_equal(nb_kvcache_alloc(c), 3);
-    assert_int_equal(nb_kvcache_alloc(c), 7);
-    assert_int_equal(nb_kvcache_alloc(c), 20);
+    /* a third: the middle of the first of the two longest runs (16..31, 48..63) */
+    int32_t x = nb_kvcache_alloc(c, -1);
+    assert_int_equal(x, 24);
+    for (int i = 16; i < 24; i++) assert_int_equal(a = nb_kvcache_alloc(c, a), i);
+    /* A runs into the third: the middle of the longest run left (48..63) */
+    assert_int_equal(nb_kvcache_alloc(c, a), 56);
     check(c);
     nb_kvcache_free(c);
 }
@@ -74,7 +84,7 @@ static void test_prefix_lru(void **state) {
     int32_t t1[2] = {5, 6}, t2[2] = {7, 8}, t3[2] = {9, 9};
     uint64_t h1 = nb_kvcache_hash(0, t1, 2), h2 = nb_kvcache_hash(h1, t2, 2);
     assert_true(h1 != h2 && h1 != 0);
-    int32_t a = nb_kvcache_alloc(c), b = nb_kvcache_alloc(c), x = nb_kvcache_alloc(c);
+    int32_t a = nb_kvcache_alloc(c, -1), b = nb_kvcache_alloc(c, a), x = nb_kvcache_alloc(c, b);
     nb_kvcache_commit(c, a, h1, 0, t1);
     nb_kvcache_commit(c, b, h2, h1, t2);
     /* the same tokens under the same hash but another parent, or other tokens: no hit */
@@ -91,9 +101,9 @@ static void test_prefix_lru(void **state) {
     assert_int_equal(nb_kvcache_n_available(c), 3);
     check(c);
     /* free blocks go first; then the least recently used cached block is evicted */
-    assert_int_equal(nb_kvcache_alloc(c), x);
+    assert_int_equal(nb_kvcache_alloc(c, -1), x);
     assert_int_equal(nb_kvcache_evictions(c), 0);
-    assert_int_equal(nb_kvcache_alloc(c), a);
+    assert_int_equal(nb_kvcache_alloc(c, -1), a);
     assert_int_equal(nb_kvcache_evictions(c), 1);
     assert_int_equal(nb_kvcache_lookup(c, h1, 0, t1), -1); /* evicted: gone from the table */
     assert_int_equal(nb_kvcache_lookup(c, h2, h1, t2), b); /* revived from the cached list */
@@ -114,7 +124,7 @@ static void test_cow(void **state) {
     (void)state;
     nb_kvcache *c = make(2, 4, true);
     nb_kvcache_set_copy(c, on_copy, NULL);
-    int32_t a = nb_kvcache_alloc(c), mine = a;
+    int32_t a = nb_kvcache_alloc(c, -1), mine = a;
     assert_int_equal(nb_kvcache_cow(c, &mine), NB_OK); /* sole owner: no copy */
     assert_int_equal(copies, 0);
     nb_kvcache_ref(c, a);
@@ -151,7 +161,7 @@ static void test_random(void **state) {
         for (int op = 0; op < OPS; op++) {
             int h = rand() % H, r = rand() % 100;
             if (r < 40) {
-                int32_t b = nb_kvcache_alloc(c);
+                int32_t b = nb_kvcache_alloc(c, nh[h] > 0 ? held[h][nh[h] - 1] : -1);
                 if (b >= 0) {
                     held[h][nh[h]++] = b;
                     if (rand() % 2) {
@@ -208,7 +218,7 @@ static void test_bad_sizes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_release),
-        cmocka_unit_test(test_alloc_lowest_first), cmocka_unit_test(test_prefix_lru), cmocka_unit_test(test_cow),
+        cmocka_unit_test(test_alloc_runs), cmocka_unit_test(test_prefix_lru), cmocka_unit_test(test_cow),
         cmocka_unit_test(test_random),        cmocka_unit_test(test_bad_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
