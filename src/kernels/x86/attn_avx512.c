@@ -59,10 +59,13 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
  * and of values VP[KC/2][hd]. Per column the keys are added in order. */
 static inline __attribute__((always_inline)) void o_cols(float *ot, int hd, int j, __m512 corr, const __m512 *s,
                                                          const float *Vf, const __m512bh *pp, const uint32_t *VP,
-                                                         const int BF, const int NC) {
+                                                         const int BF, const int RS, const int NC) {
     __m512 o[4];
 #pragma GCC unroll 4
-    for (int i = 0; i < NC; i++) o[i] = _mm512_mul_ps(_mm512_loadu_ps(ot + (size_t)(j + i) * W), corr);
+    for (int i = 0; i < NC; i++) {
+        o[i] = _mm512_loadu_ps(ot + (size_t)(j + i) * W);
+        if (RS) o[i] = _mm512_mul_ps(o[i], corr);
+    }
     if (BF) {
 #pragma GCC unroll 8
         for (int cp = 0; cp < KC / 2; cp++)
@@ -78,13 +81,21 @@ static inline __attribute__((always_inline)) void o_cols(float *ot, int hd, int 
     for (int i = 0; i < NC; i++) _mm512_storeu_ps(ot + (size_t)(j + i) * W, o[i]);
 }
 
-/* All hd columns: four at a time (four independent chains), then the tail. */
-static inline __attribute__((always_inline)) void o_update(float *ot, int hd, __m512 corr, const __m512 *s,
-                                                           const float *Vf, const __m512bh *pp, const uint32_t *VP,
-                                                           const int BF) {
+/* All hd columns: four at a time (four independent chains), then the
+ * tail; O^T rescaled by corr only when RS. */
+static inline __attribute__((always_inline)) void o_cols_all(float *ot, int hd, __m512 corr, const __m512 *s,
+                                                             const float *Vf, const __m512bh *pp, const uint32_t *VP,
+                                                             const int BF, const int RS) {
     int j = 0;
-    for (; j + 4 <= hd; j += 4) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, 4);
-    for (; j < hd; j++) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, 1);
+    for (; j + 4 <= hd; j += 4) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, RS, 4);
+    for (; j < hd; j++) o_cols(ot, hd, j, corr, s, Vf, pp, VP, BF, RS, 1);
+}
+
+static inline __attribute__((always_inline)) void o_update(float *ot, int hd, bool rescale, __m512 corr,
+                                                           const __m512 *s, const float *Vf, const __m512bh *pp,
+                                                           const uint32_t *VP, const int BF) {
+    if (rescale) o_cols_all(ot, hd, corr, s, Vf, pp, VP, BF, 1);
+    else o_cols_all(ot, hd, corr, s, Vf, pp, VP, BF, 0);
 }
 
 /* The causal mask of one chunk's scores s[c] (rows rb*W.., in lanes) and
@@ -100,30 +111,57 @@ static inline __attribute__((always_inline)) __m512 mask_chunk(__m512 s[KC], con
             s[c] = _mm512_mask_blend_ps(ok, ninf, s[c]);
         }
     }
-    __m512 mx = s[0];
-#pragma GCC unroll 16
-    for (int c = 1; c < KC; c++) mx = _mm512_max_ps(mx, s[c]);
-    return mx;
+    /* a tree, not a chain: the softmax's latency is on every chunk's path */
+    __m512 m[KC / 2];
+#pragma GCC unroll 8
+    for (int c = 0; c < KC / 2; c++) m[c] = _mm512_max_ps(s[c], s[c + KC / 2]);
+#pragma GCC unroll 4
+    for (int w = KC / 4; w >= 1; w /= 2)
+#pragma GCC unroll 4
+        for (int c = 0; c < w; c++) m[c] = _mm512_max_ps(m[c], m[c + w]);
+    return m[0];
 }
 
 /* The causal mask and the online softmax of one chunk's scores s[c], in
  * base 2 (the scores, M and L in units of log2 e: attn_qt_base2): s
- * becomes 2^(s - max), M and L are updated, and the factor the partial
- * output must be rescaled by is returned. */
-static inline __attribute__((always_inline)) __m512 softmax_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0,
-                                                                  float *M, float *L) {
-    const __m512 mx = mask_chunk(s, PS, rb, k0);
-    const __m512 mo = _mm512_loadu_ps(M + rb * W), mn = _mm512_max_ps(mo, mx);
-    const __m512 corr = nb_exp2_16(_mm512_sub_ps(mo, mn));
-    _mm512_storeu_ps(M + rb * W, mn);
-    __m512 sum = _mm512_setzero_ps();
-#pragma GCC unroll 16
-    for (int c = 0; c < KC; c++) {
-        s[c] = nb_exp2_16(_mm512_sub_ps(s[c], mn));
-        sum = _mm512_add_ps(sum, s[c]);
+ * becomes 2^(s - M), M (moved only past ATTN_LAZY_MAX) and L are updated.
+ * Returns whether M moved; then *corr is the factor the partial output
+ * must be rescaled by. BF: the probabilities will be rounded to bf16,
+ * so a shorter polynomial does. */
+
+/* 2^x to about 7.5e-5 relative (a degree-3 minimax on [0, 1)): for
+ * probabilities that are rounded to bf16 (2^-9) right after. */
+static inline __m512 exp2_bf16(__m512 x) {
+    const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+    const __m512 f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.078024447f), f, _mm512_set1_ps(0.22606800f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.69583282f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.99992533f));
+    return _mm512_maskz_scalef_ps(live, p, x);
+}
+static inline __attribute__((always_inline)) bool softmax_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0,
+                                                                float *M, float *L, __m512 *corr, const int BF) {
+    const __m512 mx = mask_chunk(s, PS, rb, k0), mo = _mm512_loadu_ps(M + rb * W);
+    const bool moved =
+        _mm512_cmp_ps_mask(mx, _mm512_add_ps(mo, _mm512_set1_ps(ATTN_LAZY_MAX)), _CMP_GT_OQ) != 0;
+    __m512 mn = mo;
+    *corr = _mm512_set1_ps(1.0f);
+    if (moved) {
+        mn = _mm512_max_ps(mo, mx);
+        *corr = nb_exp2_16(_mm512_sub_ps(mo, mn));
+        _mm512_storeu_ps(M + rb * W, mn);
     }
-    _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), corr, sum));
-    return corr;
+#pragma GCC unroll 16
+    for (int c = 0; c < KC; c++) s[c] = BF ? exp2_bf16(_mm512_sub_ps(s[c], mn)) : nb_exp2_16(_mm512_sub_ps(s[c], mn));
+    __m512 sum[KC / 2]; /* a tree, as the max */
+#pragma GCC unroll 8
+    for (int c = 0; c < KC / 2; c++) sum[c] = _mm512_add_ps(s[c], s[c + KC / 2]);
+#pragma GCC unroll 4
+    for (int w = KC / 4; w >= 1; w /= 2)
+#pragma GCC unroll 4
+        for (int c = 0; c < w; c++) sum[c] = _mm512_add_ps(sum[c], sum[c + w]);
+    _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), *corr, sum[0]));
+    return moved;
 }
 
 static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, const int HD) {
@@ -148,8 +186,9 @@ static inline __attribute__((always_inline)) void tile16(const nb_attn_tile *t, 
 #pragma GCC unroll 16
                 for (int c = 0; c < KC; c++) s[c] = _mm512_fmadd_ps(_mm512_set1_ps(Kf[c * hd + j]), qv, s[c]);
             }
-            const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
-            o_update(ot, hd, corr, s, Vf, NULL, NULL, 0);
+            __m512 corr;
+            const bool moved = softmax_chunk(s, PS, rb, k0, M, L, &corr, 0);
+            o_update(ot, hd, moved, corr, s, Vf, NULL, NULL, 0);
         }
     }
 
@@ -371,14 +410,15 @@ static inline __attribute__((always_inline)) void tile16_bf16(const nb_attn_tile
             if (FP8)
 #pragma GCC unroll 16
                 for (int c = 0; c < KC; c++) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(ksc[c]));
-            const __m512 corr = softmax_chunk(s, PS, rb, k0, M, L);
+            __m512 corr;
+            const bool moved = softmax_chunk(s, PS, rb, k0, M, L, &corr, 1);
             if (FP8)
 #pragma GCC unroll 16
                 for (int c = 0; c < KC; c++) s[c] = _mm512_mul_ps(s[c], _mm512_set1_ps(vsc[c]));
             __m512bh pp[KC / 2];
 #pragma GCC unroll 8
             for (int cp = 0; cp < KC / 2; cp++) pp[cp] = (__m512bh)bf16_pairs(s[2 * cp], s[2 * cp + 1], idx);
-            o_update(ot, hd, corr, NULL, NULL, pp, VP, 1);
+            o_update(ot, hd, moved, corr, NULL, NULL, pp, VP, 1);
         }
     }
 
@@ -624,7 +664,7 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
 #define IX_INV127(mx) \
     _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx)
 #define IX_OWN_MAX(mx, mn) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, mn)
-#define IX_ANY_NEQ(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ) != 0)
+#define IX_ANY_GT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) != 0)
 #define IX_DPBUSD dpbusd_bcast
 #define IX_KG KC
 #define IX_MASK mask_chunk

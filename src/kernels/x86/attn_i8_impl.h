@@ -32,7 +32,7 @@
  *   IX_ROUND (x)               x rounded to the nearest integer, IX_SCALE2 (p, n): p x 2^n (n integral, >= -126)
  *   IX_INV127 (mx)             127 / mx per lane, 0 where mx is 0
  *   IX_OWN_MAX (mx, mn)        mx, or mn in the lanes where mx is -inf
- *   IX_ANY_NEQ (a, b)          whether any lane differs
+ *   IX_ANY_GT (a, b)           whether a > b in any lane
  *   IX_DPBUSD (acc *, u, p)    *acc += u (u8) x the four s8 at p, broadcast
  *   IX_KG                      keys per score group, IX_MASK (s, PS, rb, k0): the causal
  *                              mask of a group's IX_KG scores (rows rb*W..), returning their max
@@ -189,13 +189,15 @@ static inline __attribute__((always_inline)) void tile_i8(const nb_attn_tile *t,
             }
             const IX_FV qs = IX_LOADF(qu + h4 * W);
             mx = IX_MUL(mx, qs);
-            const IX_FV mo = IX_LOADF(M + rb * W), mn = IX_MAX(mo, mx);
-            const IX_FV corr = ix_exp2(IX_SUB(mo, mn));
-            IX_STOREF(M + rb * W, mn);
+            const IX_FV mo = IX_LOADF(M + rb * W);
+            const bool moved = IX_ANY_GT(mx, IX_ADD(mo, IX_SETF(ATTN_LAZY_MAX)));
+            const IX_FV mn = moved ? IX_MAX(mo, mx) : mo;
+            const IX_FV corr = moved ? ix_exp2(IX_SUB(mo, mn)) : IX_SETF(1.0f);
+            if (moved) IX_STOREF(M + rb * W, mn);
             /* the chunk's own max (rows whose keys are all masked here: the running one, their P are 0) */
             const IX_FV ml = IX_OWN_MAX(mx, mn);
             const IX_FV e = ix_exp2(IX_SUB(ml, mn));
-            IX_FV sum = IX_ZEROF();
+            IX_FV sum[4] = {IX_ZEROF(), IX_ZEROF(), IX_ZEROF(), IX_ZEROF()}; /* four chains, not one */
             IX_IV pk[IKC / 4];
 #pragma GCC unroll 8
             for (int c4 = 0; c4 < IKC / 4; c4++) {
@@ -204,15 +206,14 @@ static inline __attribute__((always_inline)) void tile_i8(const nb_attn_tile *t,
                 for (int i = 0; i < 4; i++) {
                     const int c = 4 * c4 + i;
                     const IX_FV p = ix_exp2(IX_FMSUB(IX_LOADF(S + c * W), qs, ml));
-                    sum = IX_ADD(sum, p);
+                    sum[i] = IX_ADD(sum[i], p);
                     d = IX_ORI(d, IX_SLLI(IX_CVTF2I(IX_MUL(p, IX_SETF(VSC[c]))), 8 * i));
                 }
                 pk[c4] = d;
             }
-            IX_STOREF(L + rb * W, IX_FMADD(IX_LOADF(L + rb * W), corr, IX_MUL(e, sum)));
+            IX_STOREF(L + rb * W, IX_FMADD(IX_LOADF(L + rb * W), corr, IX_MUL(e, IX_ADD(IX_ADD(sum[0], sum[1]), IX_ADD(sum[2], sum[3])))));
             const IX_FV dq = IX_MUL(e, vdq);
-            /* once the running max stops growing (most chunks of a long context) O needs no rescaling */
-            if (IX_ANY_NEQ(mo, mn)) ix_pv(ot, hd, pk, VT, dq, corr, true);
+            if (moved) ix_pv(ot, hd, pk, VT, dq, corr, true);
             else ix_pv(ot, hd, pk, VT, dq, corr, false);
         }
     }

@@ -14,6 +14,14 @@
 
 #define KC NB_ATTN_KC
 
+/* The online softmax's running max M moves only when some row's chunk max
+ * exceeds it by more than this (base 2): the probabilities then stay below
+ * 2^ATTN_LAZY_MAX, where f32, bf16 and the int8 kernels' per-chunk scales
+ * keep their relative precision, and once a long context's first keys have
+ * set M almost every chunk leaves the partial output as it is instead of
+ * rescaling it. The final 1/L is exact whatever M is. */
+#define ATTN_LAZY_MAX 8.0f
+
 /* hd elements of a row of type t, times sc, into dst (per ISA). */
 typedef void (*attn_row_fn)(nb_kv_type t, const uint8_t *src, float sc, float *dst, int hd, const float *lut);
 

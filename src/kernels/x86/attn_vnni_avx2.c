@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) __m256 mask8(__m256 s[8], const int
 #define IX_INV127(mx) \
     _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), mx), _mm256_cmp_ps(mx, _mm256_setzero_ps(), _CMP_GT_OQ))
 #define IX_OWN_MAX(mx, mn) _mm256_blendv_ps(mx, mn, _mm256_cmp_ps(mx, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ))
-#define IX_ANY_NEQ(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NEQ_UQ)) != 0)
+#define IX_ANY_GT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)) != 0)
 #define IX_DPBUSD dpbusd8
 #define IX_KG 8
 #define IX_MASK mask8
