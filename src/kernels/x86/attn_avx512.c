@@ -98,6 +98,19 @@ static inline __attribute__((always_inline)) void o_update(float *ot, int hd, bo
     else o_cols_all(ot, hd, corr, s, Vf, pp, VP, BF, 0);
 }
 
+/* The max (MAX) or the sum of the KC vectors s, lane by lane: a tree, not
+ * a chain, since the softmax's latency is on every chunk's path. */
+static inline __attribute__((always_inline)) __m512 tree_kc(const __m512 *s, const int MAX) {
+    __m512 r[KC / 2];
+#pragma GCC unroll 8
+    for (int c = 0; c < KC / 2; c++) r[c] = MAX ? _mm512_max_ps(s[c], s[c + KC / 2]) : _mm512_add_ps(s[c], s[c + KC / 2]);
+#pragma GCC unroll 4
+    for (int w = KC / 4; w >= 1; w /= 2)
+#pragma GCC unroll 4
+        for (int c = 0; c < w; c++) r[c] = MAX ? _mm512_max_ps(r[c], r[c + w]) : _mm512_add_ps(r[c], r[c + w]);
+    return r[0];
+}
+
 /* The causal mask of one chunk's scores s[c] (rows rb*W.., in lanes) and
  * their max per row. */
 static inline __attribute__((always_inline)) __m512 mask_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0) {
@@ -111,23 +124,9 @@ static inline __attribute__((always_inline)) __m512 mask_chunk(__m512 s[KC], con
             s[c] = _mm512_mask_blend_ps(ok, ninf, s[c]);
         }
     }
-    /* a tree, not a chain: the softmax's latency is on every chunk's path */
-    __m512 m[KC / 2];
-#pragma GCC unroll 8
-    for (int c = 0; c < KC / 2; c++) m[c] = _mm512_max_ps(s[c], s[c + KC / 2]);
-#pragma GCC unroll 4
-    for (int w = KC / 4; w >= 1; w /= 2)
-#pragma GCC unroll 4
-        for (int c = 0; c < w; c++) m[c] = _mm512_max_ps(m[c], m[c + w]);
-    return m[0];
+    return tree_kc(s, 1);
 }
 
-/* The causal mask and the online softmax of one chunk's scores s[c], in
- * base 2 (the scores, M and L in units of log2 e: attn_qt_base2): s
- * becomes 2^(s - M), M (moved only past ATTN_LAZY_MAX) and L are updated.
- * Returns whether M moved; then *corr is the factor the partial output
- * must be rescaled by. BF: the probabilities will be rounded to bf16,
- * so a shorter polynomial does. */
 
 /* 2^x to about 7.5e-5 relative (a degree-3 minimax on [0, 1)): for
  * probabilities that are rounded to bf16 (2^-9) right after. */
@@ -139,6 +138,13 @@ static inline __m512 exp2_bf16(__m512 x) {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.99992533f));
     return _mm512_maskz_scalef_ps(live, p, x);
 }
+
+/* The causal mask and the online softmax of one chunk's scores s[c], in
+ * base 2 (the scores, M and L in units of log2 e: attn_qt_base2): s
+ * becomes 2^(s - M), M (moved only past ATTN_LAZY_MAX) and L are updated.
+ * Returns whether M moved; then *corr is the factor the partial output
+ * must be rescaled by. BF: the probabilities will be rounded to bf16,
+ * so a shorter polynomial does. */
 static inline __attribute__((always_inline)) bool softmax_chunk(__m512 s[KC], const int32_t *PS, int rb, int32_t k0,
                                                                 float *M, float *L, __m512 *corr, const int BF) {
     const __m512 mx = mask_chunk(s, PS, rb, k0), mo = _mm512_loadu_ps(M + rb * W);
@@ -153,14 +159,7 @@ static inline __attribute__((always_inline)) bool softmax_chunk(__m512 s[KC], co
     }
 #pragma GCC unroll 16
     for (int c = 0; c < KC; c++) s[c] = BF ? exp2_bf16(_mm512_sub_ps(s[c], mn)) : nb_exp2_16(_mm512_sub_ps(s[c], mn));
-    __m512 sum[KC / 2]; /* a tree, as the max */
-#pragma GCC unroll 8
-    for (int c = 0; c < KC / 2; c++) sum[c] = _mm512_add_ps(s[c], s[c + KC / 2]);
-#pragma GCC unroll 4
-    for (int w = KC / 4; w >= 1; w /= 2)
-#pragma GCC unroll 4
-        for (int c = 0; c < w; c++) sum[c] = _mm512_add_ps(sum[c], sum[c + w]);
-    _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), *corr, sum[0]));
+    _mm512_storeu_ps(L + rb * W, _mm512_fmadd_ps(_mm512_loadu_ps(L + rb * W), *corr, tree_kc(s, 0)));
     return moved;
 }
 
