@@ -12,9 +12,12 @@
  * With "batch" after a quantized type: that type at 1, 2, 4 and 7 tokens per
  * step, with and without the small-batch multi-token dots; GB/s counts the
  * weights once per step.
+ * With "isa" after a quantized type: its decode dot through the dispatch
+ * table of this CPU and through the one of `--isa avx2` (AVX-VNNI where the
+ * CPU has it, NIBBLE_AVXVNNI=0 for plain AVX2), at the default prefetch.
  * Not built by default. Build by hand (after building the library):
  *   cc -O2 -Iinclude -Isrc bench/bench_decode.c build/libnibble.a -lm -lpthread -lpcre2-8 -ljansson
- * usage: bench_decode [THREADS] [REPS] [f16|bf16|f32|q4_0|q8_0|q4_k|q6_k] [batch] */
+ * usage: bench_decode [THREADS] [REPS] [f16|bf16|f32|q4_0|q8_0|q4_k|q6_k|w8|w4g128] [batch|isa] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +125,7 @@ static int small_batch(nb_dtype t, int threads, int reps) {
 static nb_dtype parse_type(const char *s) {
     static const struct { const char *name; nb_dtype t; } types[] = {
         {"f16", NB_F16}, {"bf16", NB_BF16}, {"f32", NB_F32}, {"q4_0", NB_Q4_0},
-        {"q8_0", NB_Q8_0}, {"q4_k", NB_Q4_K}, {"q6_k", NB_Q6_K}};
+        {"q8_0", NB_Q8_0}, {"q4_k", NB_Q4_K}, {"q6_k", NB_Q6_K}, {"w8", NB_W8}, {"w4g128", NB_W4G128}};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (!strcmp(s, types[i].name)) return types[i].t;
     return NB_DTYPE_MAX;
@@ -132,11 +135,13 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2, reps = argc > 2 ? atoi(argv[2]) : 7;
     nb_dtype type = argc > 3 ? parse_type(argv[3]) : NB_F16;
     if (type == NB_DTYPE_MAX) {
-        fprintf(stderr, "bench_decode: type '%s': expected f16, bf16, f32, q4_0, q8_0, q4_k or q6_k\n", argv[3]);
+        fprintf(stderr, "bench_decode: type '%s': expected f16, bf16, f32, q4_0, q8_0, q4_k, q6_k, w8 or w4g128\n",
+                argv[3]);
         return 2;
     }
     bool is_float = type == NB_F16 || type == NB_BF16 || type == NB_F32;
     if (argc > 4 && !strcmp(argv[4], "batch") && !is_float) return small_batch(type, threads, reps);
+    bool by_isa = argc > 4 && !strcmp(argv[4], "isa") && !is_float;
     weights w;
     if (make_weights(type, is_float ? (size_t)1 << 30 : (size_t)512 << 20, &w)) return 1;
     float *x = malloc((size_t)K * 4), *y = malloc((size_t)R * 4);
@@ -151,9 +156,18 @@ int main(int argc, char **argv) {
     char names[NV][64];
     int nv = 0;
     for (int wide = 0; wide < (is_float ? 2 : 1); wide++)
-        for (int pv = 0; pv < NPF; pv++) {
+        for (int pv = 0; pv < (by_isa ? 2 : NPF); pv++) {
             nb_kernel_opts o;
             nb_kernel_opts_defaults(&o);
+            if (by_isa) { /* this CPU's table, then --isa avx2's, default prefetch */
+                if (pv == 1) o.max_isa = NB_ISA_AVX2;
+                if (nb_dispatch_build(&o, &d[nv]) != NB_OK || nb_kctx_init_with(&k[nv], threads, &d[nv]) != NB_OK)
+                    return 1;
+                snprintf(names[nv], sizeof names[nv], "%s pf %d L2 %d", nb_dispatch_qdot(&d[nv], w.W[0].type)->isa,
+                         d[nv].decode_prefetch, d[nv].decode_prefetch_l2);
+                nv++;
+                continue;
+            }
             if (is_float) o.decode_dot = wide ? NB_DECODE_DOT_AVX512 : NB_DECODE_DOT_AVX2;
             o.decode_prefetch_set = o.decode_prefetch_l2_set = true;
             o.decode_prefetch = pfs[pv][0];

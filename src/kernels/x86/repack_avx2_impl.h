@@ -122,33 +122,39 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
 /* Eight blocks per step: two groups' folded sums added into [b0 .. b7],
  * converted and scaled by one vector (four blocks once at the end when nb
  * % 8 >= 4). The unsigned offset (8, Q8OFF, or W4G*R's per-group z) comes
- * off once per row through the activations' d*sum (repack.h). `kind`: the
+ * off through the activations' d*sum (repack.h), in the same accumulator:
+ * with a second one per row the M = 4 loop spilled to the stack. `kind`: the
  * planar row (planar_kind.h). M rows (w_stride bytes apart) are read in
  * lockstep, a step of each in turn (decode's several streams per thread,
  * matmul.c); each row's operations and their order do not depend on M, so
  * M = 1 is the decode dot and the results are identical to M of them. */
-static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
-                                                                  const void *a, float *out, size_t ldo,
-                                                                  const int kind, const int M) {
+static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, const void *w, size_t w_stride,
+                                                                     const void *a, float *out, size_t ldo,
+                                                                     const int kind, const int M, const int PF2) {
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = n / 32, qs = four ? 16 : 32;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
     const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
     const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
+    /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
+    const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
     const uint8_t *wr[4], *q[4];
-    __m256 acc[4], off[4];
+    __m256 acc[4];
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) {
         wr[r] = (const uint8_t *)w + (size_t)r * w_stride;
         q[r] = wr[r] + nb_pl_head(n, kind);
-        acc[r] = off[r] = _mm256_setzero_ps();
+        acc[r] = _mm256_setzero_ps();
     }
-    const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
+    const int pf = nb_prefetch_bytes, pf2 = PF2 ? nb_prefetch_l2_bytes : 0;
     int64_t i = 0;
 #pragma GCC unroll 4
     for (int r = 0; r < M; r++) nb_pl_row_start(wr[r], n, kind, pf, pf2);
     for (; i + 8 <= nb; i += 8) {
+        /* the activations' scales and offset terms, once for all M rows */
+        const __m256 adh = _mm256_mul_ps(_mm256_loadu_ps(ad + i), hs);
+        const __m256 ado = _mm256_mul_ps(_mm256_loadu_ps(ads + i), _mm256_set1_ps(offset));
 #pragma GCC unroll 4
         for (int r = 0; r < M; r++) {
             const uint8_t *qi = q[r] + i * qs;
@@ -163,9 +169,8 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
                                                _mm256_permute2x128_si256(h0, h1, 0x31));
             __m256 dw, dz;
             nb_pl_scales8(wr[r], n, i, kind, &dw, &dz);
-            const __m256 sc = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(ad + i)), hs);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[r]);
-            off[r] = _mm256_fmadd_ps(dz, _mm256_loadu_ps(ads + i), off[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, adh), acc[r]);
+            if (offset != 0) acc[r] = _mm256_fnmadd_ps(dz, ado, acc[r]);
         }
     }
     const int64_t i8 = i;
@@ -178,18 +183,34 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
             nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
             const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc[r]);
-            off[r] = _mm256_add_ps(off[r], _mm256_zextps128_ps256(_mm_mul_ps(dz, _mm_loadu_ps(ads + i))));
+            if (offset != 0) {
+                const __m128 ado4 = _mm_mul_ps(_mm_loadu_ps(ads + i), _mm_set1_ps(offset));
+                acc[r] = _mm256_sub_ps(acc[r], _mm256_zextps128_ps256(_mm_mul_ps(dz, ado4)));
+            }
             i += 4;
         }
-        /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
-        const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
-        float sum = hsum256(acc[r]) - offset * hsum256(off[r]);
+        float sum = hsum256(acc[r]);
         for (; i < nb; i++)
             sum += nb_pl_scale(wr[r], n, i, kind) * ad[i] *
                    (float)(four ? nb_q4_0r_tail_isum(q[r], x, i, nb_pl_zero(wr[r], n, i, kind))
                                 : nb_q8_0r_tail_isum(q[r], x, i));
         out[(size_t)r * ldo] = sum;
     }
+}
+
+/* The 4-bit rows without the L2 prefetch's test in their loop (PF2 = 0)
+ * where no L2 distance is set. They are bound by their vector operations
+ * (AVX-VNNI Q4_0R from L2, one thread: 35 GB/s against the AVX-512 dot's
+ * 56 on the Zen 5 guest); with the test in the loop, and a second
+ * accumulator per row, GCC spilled the M = 4 loop to the stack, and the
+ * loop without both reads 9-13% more from L2 and up to 16% more in decode
+ * (docs/speed.md, session 40). The 8-bit rows read at the memory's rate
+ * either way and keep the one loop. */
+static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, const void *w, size_t w_stride,
+                                                                  const void *a, float *out, size_t ldo,
+                                                                  const int kind, const int M) {
+    if (nb_prefetch_l2_bytes || !NB_PL_NIBBLES(kind)) planar_dot_rows_pf(n, w, w_stride, a, out, ldo, kind, M, 1);
+    else planar_dot_rows_pf(n, w, w_stride, a, out, ldo, kind, M, 0);
 }
 
 /* The vec_dot_mxn contract of kernels/qdot.h (one token's rows in
