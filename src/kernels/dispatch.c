@@ -30,9 +30,12 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
      * replaces, 1 thread, 256 MiB of 5632 x 2048 weights (docs/speed.md):
      * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24
      * (Q6_KR against its small-batch GEMM, 2 threads: 1.4x at 8 and 16,
-     * even at 24; session 12). From 8: below it the multi-token dots give exactly the one-token
-     * results (test_matmul_many), which the int8 GEMMs from 8 never did. */
-    o->rows_min = 8;
+     * even at 24; session 12). From 5 (session 40: Q4_0R 1.26-1.40x, Q4_KR
+     * 1.36-1.59x, Q6_KR 1.28-1.59x at 5-7 tokens on the Zen 5 guest; Q4_0
+     * decode of 5-7 sequences +2-42%): below it the multi-token dots give
+     * exactly the one-token results (test_matmul_many); from it, as the
+     * int8 GEMMs, the same integer sums in another float order. */
+    o->rows_min = 5;
     o->rows_max = 24;
 }
 
