@@ -30,12 +30,15 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
      * replaces, 1 thread, 256 MiB of 5632 x 2048 weights (docs/speed.md):
      * 0.92x at 4 tokens, 1.13x at 5, 1.51x at 8, 1.57x at 16, 1.03x at 24
      * (Q6_KR against its small-batch GEMM, 2 threads: 1.4x at 8 and 16,
-     * even at 24; session 12). From 5 (session 40: Q4_0R 1.26-1.40x, Q4_KR
-     * 1.36-1.59x, Q6_KR 1.28-1.59x at 5-7 tokens on the Zen 5 guest; Q4_0
-     * decode of 5-7 sequences +2-42%): below it the multi-token dots give
-     * exactly the one-token results (test_matmul_many); from it, as the
-     * int8 GEMMs, the same integer sums in another float order. */
-    o->rows_min = 5;
+     * even at 24; session 12). From 4 (session 40, on the Zen 5 guest:
+     * Q4_0R 1.26-1.40x, Q4_KR 1.36-1.59x, Q6_KR 1.28-1.59x at 5-7 tokens,
+     * Q4_KR 1.44x and Q6_KR 1.17x at 4; decode of 5-7 sequences Q4_0
+     * +2-42%, Q4_K_M +18-73%, of 4 Q4_K_M +21-48% in 5 of 6 rounds), and
+     * Q4_0R and W4G*R from 5 (nb_dispatch_rows_from: at 4 their multi-token
+     * dots were as fast). Below it the multi-token dots give exactly the
+     * one-token results (test_matmul_many); from it, as the int8 GEMMs, the
+     * same integer sums in another float order. */
+    o->rows_min = 4;
     o->rows_max = 24;
 }
 
@@ -324,7 +327,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     char streams[40] = "";
     if (d->decode_streams > 1) snprintf(streams, sizeof streams, " in %d streams per thread", d->decode_streams);
     if (vnni512 && d->rows_max >= d->rows_min)
-        snprintf(rows, sizeof rows, "%lld..%lld tokens", (long long)d->rows_min, (long long)d->rows_max);
+        snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
+                 d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, o->repack && rp ? "on" : "off",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,

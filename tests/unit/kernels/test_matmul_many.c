@@ -96,10 +96,10 @@ static void check(const nb_dtype *types, int count, int64_t n) {
 }
 
 /* Small batches (2..7 tokens, below the int8 GEMM): below the rows-in-lanes
- * kernels' rows_min (the per-row path, with the kernels' small-batch
- * vec_dot_mxn where they have one) exactly the one-token results for each
- * token; from rows_min, where a type has a rows kernel (AVX-512 VNNI), the
- * same integer sums in another float order. */
+ * kernel's start (nb_dispatch_rows_from) the per-row path, with the kernels' small-batch vec_dot_mxn where
+ * they have one, gives exactly the one-token results for each token; from
+ * it, where a type has a rows kernel (AVX-512 VNNI), the same integer sums
+ * in another float order. */
 static void test_small_batch(void **state) {
     (void)state;
     static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K};
@@ -109,6 +109,8 @@ static void test_small_batch(void **state) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         void *mem;
         nb_tensor W = make_weight(types[ti], K, R, &mem);
+        const nb_qdot *qd = nb_dispatch_qdot(k.d, W.type);
+        const int64_t rows_start = qd && qd->vec_dot_rows ? nb_dispatch_rows_from(k.d, W.type) : 8;
         for (int64_t n = 2; n < 8; n++) {
             float *X = malloc((size_t)(n * K) * sizeof *X), *Y = malloc((size_t)(n * R) * sizeof *Y);
             float *y1 = malloc((size_t)R * sizeof *y1), *row = malloc((size_t)K * sizeof *row);
@@ -116,7 +118,7 @@ static void test_small_batch(void **state) {
             assert_int_equal(nb_matmul(&k, &W, X, n, Y), NB_OK);
             for (int64_t t = 0; t < n; t++) {
                 assert_int_equal(nb_matmul(&k, &W, X + t * K, 1, y1), NB_OK);
-                if (n < k.d->rows_min) {
+                if (n < rows_start) {
                     assert_memory_equal(Y + t * R, y1, (size_t)R * sizeof(float));
                     continue;
                 }
