@@ -94,6 +94,21 @@ static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
     return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
 }
 
+#if !RP_VNNI
+/* fold4 on vpmaddubsw's int16 pair sums, widened by one vpmaddwd at the
+ * end instead of one per vector: each int16 it widens sums 8 products of
+ * 4-bit weights, |.| <= 8*15*128 < 2^15, so the lanes are fold4's exactly.
+ * 3 of the 4-bit dots' 27 vector operations per 128 weights fewer: plain
+ * AVX2 Q4_0R on Zen 3 is bound by them (one thread from L2 18 GB/s, two
+ * threads' memory about 33). */
+static inline __m256i fold4_16(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    const __m256i s01 = _mm256_add_epi16(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    const __m256i s23 = _mm256_add_epi16(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    const __m256i s = _mm256_add_epi16(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+#endif
+
 /* Four blocks' lane sums, folded (fold4). With VNNI (int32 sums) Q4_0R's
  * high nibbles multiply in place, as 16 q: no shift, and their blocks'
  * scales carry the 1/16 (exact: 16 x a block's sum stays below 2^24, and
@@ -104,16 +119,22 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
     const __m256i z = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(15);
     if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
         const __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
+#if RP_HI16
         const __m256i p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
         const __m256i p1 = dp(z, _mm256_and_si256(v1, m4), loadu(xi + 32));
+#else
+        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), loadu(xi));
+        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), loadu(xi + 32));
+#endif
 #if RP_HI16
         const __m256i p2 = dp(z, _mm256_andnot_si256(m4, v0), loadu(xi + 64));
         const __m256i p3 = dp(z, _mm256_andnot_si256(m4, v1), loadu(xi + 96));
-#else
-        const __m256i p2 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
-        const __m256i p3 = dp(z, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
-#endif
         return fold4(p0, p1, p2, p3);
+#else
+        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
+        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
+        return fold4_16(p0, p1, p2, p3);
+#endif
     }
     return fold4(dp8(z, loadu(qi), loadu(xi)), dp8(z, loadu(qi + 32), loadu(xi + 32)),
                  dp8(z, loadu(qi + 64), loadu(xi + 64)), dp8(z, loadu(qi + 96), loadu(xi + 96)));
@@ -281,11 +302,26 @@ static inline void q6_kr_half(const nb_block_q6_kr *b, int h, __m256i q[4]) {
 }
 
 /* lane l of half h = the integer sum of 16-weight group 8h + l */
-static inline __m256i half_sums(const __m256i q[4], const int8_t *a8, int h) {
+static inline __m256i half_sums(const __m256i q[4], const int8_t *a8, int h, const int six) {
+#if !RP_VNNI
+    /* vpmaddubsw's int16 pair sums added before one vpmaddwd widens them
+     * (fold4_16): four of Q4 (|.| <= 4*2*15*128), two of Q6 (2*2*63*128 <
+     * 2^15; Q8_K's activations are -128..127); the same integer lanes */
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i p0 = _mm256_maddubs_epi16(q[0], loadu(a8 + 32 * h)),
+                  p1 = _mm256_maddubs_epi16(q[1], loadu(a8 + 64 + 32 * h)),
+                  p2 = _mm256_maddubs_epi16(q[2], loadu(a8 + 128 + 32 * h)),
+                  p3 = _mm256_maddubs_epi16(q[3], loadu(a8 + 192 + 32 * h));
+    if (!six) return _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3)), one);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), one),
+                            _mm256_madd_epi16(_mm256_add_epi16(p2, p3), one));
+#else
+    (void)six;
     __m256i s = dp(_mm256_setzero_si256(), q[0], loadu(a8 + 32 * h));
     s = dp(s, q[1], loadu(a8 + 64 + 32 * h));
     s = dp(s, q[2], loadu(a8 + 128 + 32 * h));
     return dp(s, q[3], loadu(a8 + 192 + 32 * h));
+#endif
 }
 
 /* Q4_KR / Q6_KR x Q8_KP for M rows (w_stride bytes apart) in lockstep, a
@@ -317,7 +353,7 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
                     __m256i q[4];
                     prefetch_lines(x, 2 * h, 2 * h + 2);
                     q6_kr_half(x, h, q);
-                    __m256i s = half_sums(q, y[i].qs, h);
+                    __m256i s = half_sums(q, y[i].qs, h, 1);
                     /* q - 32: minus 32 * the group's activation sum, then times its scale */
                     __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[i].bsums + 8 * h)));
                     s = _mm256_sub_epi32(s, _mm256_slli_epi32(bs, 5));
@@ -332,10 +368,10 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
             __m128i scm = _mm_loadu_si128((const __m128i *)x->sc);
             __m256i q[4];
             q4_kr_half(x, 0, q);
-            const __m256i s0 = half_sums(q, y[i].qs, 0);
+            const __m256i s0 = half_sums(q, y[i].qs, 0, 0);
             prefetch_lines(x, 2, 3);
             q4_kr_half(x, 1, q);
-            const __m256i s1 = half_sums(q, y[i].qs, 1);
+            const __m256i s1 = half_sums(q, y[i].qs, 1, 0);
             /* |lane| <= 16*15*128 < 2^15, so the pack to int16 is exact, and
              * vpmaddwd by the groups' scales adds each sub-block's two groups */
             const __m256i isc = _mm256_madd_epi16(_mm256_packs_epi32(s0, s1), _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, sidx)));
