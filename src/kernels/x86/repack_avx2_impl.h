@@ -115,26 +115,40 @@ static inline __m256i fold4_16(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
  * the power of two only moves the exponent). vpmaddubsw's int16 pairs would
  * saturate on 16 q, so plain AVX2 shifts. */
 #define RP_HI16 RP_VNNI
+/* The weights of a group of 4-bit blocks as four byte vectors: low nibbles
+ * of the two 32-byte loads (blocks i, i+1), then their high nibbles (i+2,
+ * i+3; with VNNI in place, as 16 q). */
+static inline __attribute__((always_inline)) void nib4(const uint8_t *qi, __m256i u[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), v0 = loadu(qi), v1 = loadu(qi + 32);
+    u[0] = _mm256_and_si256(v0, m4);
+    u[1] = _mm256_and_si256(v1, m4);
+#if RP_HI16
+    u[2] = _mm256_andnot_si256(m4, v0);
+    u[3] = _mm256_andnot_si256(m4, v1);
+#else
+    u[2] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+    u[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+#endif
+}
+
+/* nib4's blocks against one token's activations xi, folded. */
+static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], const int8_t *xi) {
+#if RP_HI16
+    const __m256i z = _mm256_setzero_si256();
+    return fold4(dp(z, u[0], loadu(xi)), dp(z, u[1], loadu(xi + 32)), dp(z, u[2], loadu(xi + 64)),
+                 dp(z, u[3], loadu(xi + 96)));
+#else
+    return fold4_16(_mm256_maddubs_epi16(u[0], loadu(xi)), _mm256_maddubs_epi16(u[1], loadu(xi + 32)),
+                    _mm256_maddubs_epi16(u[2], loadu(xi + 64)), _mm256_maddubs_epi16(u[3], loadu(xi + 96)));
+#endif
+}
+
 static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, const int8_t *xi, const int four) {
-    const __m256i z = _mm256_setzero_si256(), m4 = _mm256_set1_epi8(15);
-    if (four) { /* low nibbles: blocks i, i+1; high: i+2, i+3 */
-        const __m256i v0 = loadu(qi), v1 = loadu(qi + 32);
-#if RP_HI16
-        const __m256i p0 = dp(z, _mm256_and_si256(v0, m4), loadu(xi));
-        const __m256i p1 = dp(z, _mm256_and_si256(v1, m4), loadu(xi + 32));
-#else
-        const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), loadu(xi));
-        const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), loadu(xi + 32));
-#endif
-#if RP_HI16
-        const __m256i p2 = dp(z, _mm256_andnot_si256(m4, v0), loadu(xi + 64));
-        const __m256i p3 = dp(z, _mm256_andnot_si256(m4, v1), loadu(xi + 96));
-        return fold4(p0, p1, p2, p3);
-#else
-        const __m256i p2 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), loadu(xi + 64));
-        const __m256i p3 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), loadu(xi + 96));
-        return fold4_16(p0, p1, p2, p3);
-#endif
+    const __m256i z = _mm256_setzero_si256();
+    if (four) {
+        __m256i u[4];
+        nib4(qi, u);
+        return sums4(u, xi);
     }
     return fold4(dp8(z, loadu(qi), loadu(xi)), dp8(z, loadu(qi + 32), loadu(xi + 32)),
                  dp8(z, loadu(qi + 64), loadu(xi + 64)), dp8(z, loadu(qi + 96), loadu(xi + 96)));
@@ -234,6 +248,99 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     else planar_dot_rows_pf(n, w, w_stride, a, out, ldo, kind, M, 0);
 }
 
+/* One 4-bit planar row against T <= RP_TOK tokens (activations a_stride
+ * bytes apart, results to out[0..T-1]): each step's weights are loaded and
+ * unpacked once (nib4) for all T - without VNNI each token's dot alone
+ * spends a third of its vector operations on that. Per token the
+ * operations and their order are planar_dot_rows' (M = 1), so every result
+ * equals the one-token dot's bit for bit. */
+#define RP_TOK 4
+static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, const void *w, const void *act,
+                                                                    size_t a_stride, float *out, const int kind,
+                                                                    const int T) {
+    const int64_t nb = n / 32, qs = 16;
+    const float hf = RP_HI16 ? 1.0f / 16 : 1.0f;
+    const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
+    const float offset = NB_PL_OFFSET(kind);
+    const uint8_t *wr = w, *q = wr + nb_pl_head(n, kind);
+    const int8_t *x[RP_TOK];
+    const float *ad[RP_TOK], *ads[RP_TOK];
+    __m256 acc[RP_TOK];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        x[t] = (const int8_t *)((const uint8_t *)act + (size_t)t * a_stride);
+        ad[t] = (const float *)((const uint8_t *)x[t] + nb * 32);
+        ads[t] = ad[t] + nb;
+        acc[t] = _mm256_setzero_ps();
+    }
+    const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;
+    nb_pl_row_start(wr, n, kind, pf, pf2);
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        const uint8_t *qi = q + i * qs;
+        __m256i u[4], h0[RP_TOK];
+        nb_prefetch_ahead(qi, pf, pf2);
+        nib4(qi, u);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) h0[t] = sums4(u, x[t] + i * 32);
+        nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
+        nib4(qi + 4 * qs, u);
+        __m256 dw, dz;
+        nb_pl_scales8(wr, n, i, kind, &dw, &dz);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const __m256i h1 = sums4(u, x[t] + i * 32 + 128);
+            const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0[t], h1, 0x20),
+                                               _mm256_permute2x128_si256(h0[t], h1, 0x31));
+            const __m256 adh = _mm256_mul_ps(_mm256_loadu_ps(ad[t] + i), hs);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, adh), acc[t]);
+            if (offset != 0)
+                acc[t] = _mm256_fnmadd_ps(dz, _mm256_mul_ps(_mm256_loadu_ps(ads[t] + i), _mm256_set1_ps(offset)), acc[t]);
+        }
+    }
+    const int64_t i8 = i;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        i = i8;
+        if (i + 4 <= nb) {
+            const __m256i h = group4(q + i * qs, x[t] + i * 32, 1);
+            __m128 dw, dz;
+            nb_pl_scales4(wr, n, i, kind, &dw, &dz);
+            const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad[t] + i)), _mm256_castps256_ps128(hs));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(sc, sc), acc[t]);
+            if (offset != 0) {
+                const __m128 ado4 = _mm_mul_ps(_mm_loadu_ps(ads[t] + i), _mm_set1_ps(offset));
+                acc[t] = _mm256_sub_ps(acc[t], _mm256_zextps128_ps256(_mm_mul_ps(dz, ado4)));
+            }
+            i += 4;
+        }
+        float sum = hsum256(acc[t]);
+        for (; i < nb; i++)
+            sum += nb_pl_scale(wr, n, i, kind) * ad[t][i] * (float)nb_q4_0r_tail_isum(q, x[t], i, nb_pl_zero(wr, n, i, kind));
+        out[t] = sum;
+    }
+}
+
+/* The 4-bit rows' vec_dot_mxn with several tokens: each row against RP_TOK
+ * tokens at a time (planar_dot_tokens); one token, or 8-bit rows, as
+ * RP_MXN. */
+static inline __attribute__((always_inline)) void planar_tokens_mxn(int64_t n, int m, int nn, const void *w,
+                                                                    size_t w_stride, const void *act, size_t a_stride,
+                                                                    float *out, size_t ldo, const int kind) {
+    for (int r = 0; r < m; r++)
+        for (int t = 0; t < nn; t += RP_TOK) {
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
+            const uint8_t *a = (const uint8_t *)act + (size_t)t * a_stride;
+            float *o = out + (size_t)r * ldo + t;
+            switch (nn - t) {
+            case 1: planar_dot_rows(n, wr, 0, a, o, 0, kind, 1); break;
+            case 2: planar_dot_tokens(n, wr, a, a_stride, o, kind, 2); break;
+            case 3: planar_dot_tokens(n, wr, a, a_stride, o, kind, 3); break;
+            default: planar_dot_tokens(n, wr, a, a_stride, o, kind, 4); break;
+            }
+        }
+}
+
 /* The vec_dot_mxn contract of kernels/qdot.h (one token's rows in
  * lockstep, more tokens a dot at a time) over a rows kernel
  * ROWS(n, w, w_stride, a, out, ldo, M). */
@@ -259,6 +366,10 @@ static inline __attribute__((always_inline)) void planar_dot_rows(int64_t n, con
     }                                                                                                         \
     void RP_FN(name##_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,     \
                                size_t a_stride, float *out, size_t ldo) {                                     \
+        if (nn > 1 && NB_PL_NIBBLES(kind)) {                                                                  \
+            planar_tokens_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, kind);                          \
+            return;                                                                                           \
+        }                                                                                                     \
         RP_MXN(planar_dot_rows, kind);                                                                        \
     }
 RP_PLANAR(q4_0r, NB_PL_Q4_0R)

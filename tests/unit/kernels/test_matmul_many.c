@@ -102,7 +102,7 @@ static void check(const nb_dtype *types, int count, int64_t n) {
  * in another float order. */
 static void test_small_batch(void **state) {
     (void)state;
-    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K};
+    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_W4G32, NB_W4G128};
     const int64_t K = 512, R = 37;
     nb_kctx k;
     assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
