@@ -321,25 +321,24 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
     }
 }
 
-/* The 4-bit rows' vec_dot_mxn with several tokens: each row against RP_TOK
- * tokens at a time (planar_dot_tokens); one token, or 8-bit rows, as
- * RP_MXN. */
-static inline __attribute__((always_inline)) void planar_tokens_mxn(int64_t n, int m, int nn, const void *w,
-                                                                    size_t w_stride, const void *act, size_t a_stride,
-                                                                    float *out, size_t ldo, const int kind) {
-    for (int r = 0; r < m; r++)
-        for (int t = 0; t < nn; t += RP_TOK) {
-            const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
-            const uint8_t *a = (const uint8_t *)act + (size_t)t * a_stride;
-            float *o = out + (size_t)r * ldo + t;
-            switch (nn - t) {
-            case 1: planar_dot_rows(n, wr, 0, a, o, 0, kind, 1); break;
-            case 2: planar_dot_tokens(n, wr, a, a_stride, o, kind, 2); break;
-            case 3: planar_dot_tokens(n, wr, a, a_stride, o, kind, 3); break;
-            default: planar_dot_tokens(n, wr, a, a_stride, o, kind, 4); break;
-            }
-        }
-}
+/* vec_dot_mxn with several tokens over a tokens kernel TOK(n, w, act,
+ * a_stride, out, arg, T) (T <= RP_TOK) and its rows kernel ROWS (one
+ * token): each of the m rows against RP_TOK tokens at a time. */
+#define RP_TOKENS_MXN(TOK, ROWS, arg)                                                                         \
+    do {                                                                                                      \
+        for (int r_ = 0; r_ < m; r_++)                                                                        \
+            for (int t_ = 0; t_ < nn; t_ += RP_TOK) {                                                         \
+                const uint8_t *wr_ = (const uint8_t *)w + (size_t)r_ * w_stride;                              \
+                const uint8_t *a_ = (const uint8_t *)act + (size_t)t_ * a_stride;                             \
+                float *o_ = out + (size_t)r_ * ldo + t_;                                                      \
+                switch (nn - t_) {                                                                            \
+                case 1: ROWS(n, wr_, 0, a_, o_, 0, arg, 1); break;                                            \
+                case 2: TOK(n, wr_, a_, a_stride, o_, arg, 2); break;                                         \
+                case 3: TOK(n, wr_, a_, a_stride, o_, arg, 3); break;                                         \
+                default: TOK(n, wr_, a_, a_stride, o_, arg, 4); break;                                        \
+                }                                                                                             \
+            }                                                                                                 \
+    } while (0)
 
 /* The vec_dot_mxn contract of kernels/qdot.h (one token's rows in
  * lockstep, more tokens a dot at a time) over a rows kernel
@@ -367,7 +366,7 @@ static inline __attribute__((always_inline)) void planar_tokens_mxn(int64_t n, i
     void RP_FN(name##_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act,     \
                                size_t a_stride, float *out, size_t ldo) {                                     \
         if (nn > 1 && NB_PL_NIBBLES(kind)) {                                                                  \
-            planar_tokens_mxn(n, m, nn, w, w_stride, act, a_stride, out, ldo, kind);                          \
+            RP_TOKENS_MXN(planar_dot_tokens, planar_dot_rows, kind);                                          \
             return;                                                                                           \
         }                                                                                                     \
         RP_MXN(planar_dot_rows, kind);                                                                        \
@@ -495,15 +494,81 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
     for (int r = 0; r < M; r++) out[(size_t)r * ldo] = hsum256(acc[r]);
 }
 
+/* Q4_KR / Q6_KR against T <= RP_TOK tokens (Q8_KP activations a_stride
+ * bytes apart, results to out[0..T-1]): each super-block half is loaded and
+ * unpacked once for all T; per token the operations and their order are
+ * kr_dot_rows' (M = 1), so every result equals the one-token dot's. */
+static inline __attribute__((always_inline)) void kr_dot_tokens(int64_t n, const void *w, const void *act,
+                                                                size_t a_stride, float *out, const int six,
+                                                                const int T) {
+    const __m128i sidx = _mm_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 2, 2, 3, 3, 6, 6, 7, 7);
+    const __m128i midx = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const nb_block_q8_K *y[RP_TOK];
+    __m256 acc[RP_TOK];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        y[t] = (const nb_block_q8_K *)((const uint8_t *)act + (size_t)t * a_stride);
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i q[4];
+        if (six) {
+            const nb_block_q6_kr *x = (const nb_block_q6_kr *)w + i;
+            __m256i isum[RP_TOK];
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                prefetch_lines(x, 2 * h, 2 * h + 2);
+                q6_kr_half(x, h, q);
+                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x->sc + 8 * h)));
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    __m256i s = half_sums(q, y[t][i].qs, h, 1);
+                    __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[t][i].bsums + 8 * h)));
+                    s = _mm256_sub_epi32(s, _mm256_slli_epi32(bs, 5));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s, sc));
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(h2f(x->d) * y[t][i].d), acc[t]);
+            continue;
+        }
+        const nb_block_q4_kr *x = (const nb_block_q4_kr *)w + i;
+        __m256i s0[RP_TOK];
+        prefetch_lines(x, 0, 2);
+        q4_kr_half(x, 0, q);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) s0[t] = half_sums(q, y[t][i].qs, 0, 0);
+        prefetch_lines(x, 2, 3);
+        q4_kr_half(x, 1, q);
+        const __m128i scm = _mm_loadu_si128((const __m128i *)x->sc);
+        const __m256i scs = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, sidx));
+        const __m256i mns = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, midx));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const __m256i s1 = half_sums(q, y[t][i].qs, 1, 0);
+            const __m256i isc = _mm256_madd_epi16(_mm256_packs_epi32(s0[t], s1), scs);
+            const __m256i imn = _mm256_madd_epi16(loadu(y[t][i].bsums), mns);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isc), _mm256_set1_ps(h2f(x->d) * y[t][i].d), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(imn), _mm256_set1_ps(h2f(x->dmin) * y[t][i].d), acc[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) out[t] = hsum256(acc[t]);
+}
+
 void RP_FN(q4_kr_dot)(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 0, 1); }
 void RP_FN(q6_kr_dot)(int64_t n, const void *w, const void *a, float *out) { kr_dot_rows(n, w, 0, a, out, 0, 1, 1); }
 void RP_FN(q4_kr_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
                           float *out, size_t ldo) {
-    RP_MXN(kr_dot_rows, 0);
+    if (nn > 1) RP_TOKENS_MXN(kr_dot_tokens, kr_dot_rows, 0);
+    else RP_MXN(kr_dot_rows, 0);
 }
 void RP_FN(q6_kr_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride,
                           float *out, size_t ldo) {
-    RP_MXN(kr_dot_rows, 1);
+    if (nn > 1) RP_TOKENS_MXN(kr_dot_tokens, kr_dot_rows, 1);
+    else RP_MXN(kr_dot_rows, 1);
 }
 
 /* ---- batched int8 GEMM ------------------------------------------------- */
