@@ -18,7 +18,7 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
     o->small_batch = true;
     o->attn_int8_dots = true;
     o->qgemm_min = 16; /* docs/performance.md: below it per-(row, token) integer dots win */
-    o->rgemm_min = 8;  /* Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12 */
+    o->rgemm_min = 0;  /* per CPU and type: below */
     o->decode_dot = NB_DECODE_DOT_AUTO;
     o->decode_prefetch = 0;
     /* Every batch size: the small-batch GEMMs' 16-token tiles (kernels/sbatch.h,
@@ -291,11 +291,20 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (i8) d->attn_kv[NB_KVT_INT8] = i8;
     pick_decode(o, isa, d);
     d->qgemm_min = o->qgemm_min < 2 ? 2 : o->qgemm_min;
-    d->rgemm_min = o->rgemm_min < 2 ? 2 : o->rgemm_min;
     d->sgemm_max = o->sgemm_max < 0 ? 0 : o->sgemm_max;
     d->rows_min = o->rows_min < 1 ? 1 : o->rows_min;
     d->rows_max = o->rows_max < 0 ? 0 : o->rows_max;
     bool vnni512 = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
+    /* The int8 GEMM from 8 tokens (Q4_0: equal to per-row dots at 8, 73 vs
+     * 53 tok/s at 12). Where the GEMMs are plain AVX2's (vpmaddubsw, no
+     * VNNI of either width) Q4_KR, Q6_KR and W4G*R from 12: their
+     * multi-token dots unpack each block once for 4 tokens, and on the Zen 3
+     * EPYC guest of session 41 (1 thread, 256 MiB of 5632 x 2048 weights,
+     * CPU time per step) the GEMM took 1.49 / 1.30 / 1.63x the dots' time at
+     * 8 tokens and 1.48 / 1.27 / 1.09x at 12, 1.18 / 0.98 / 0.87x at 14;
+     * Q4_0R and Q8_0R 0.91 and 0.77x at 8 (docs/speed.md, session 41). */
+    d->rgemm_min = o->rgemm_min ? NB_MAX(o->rgemm_min, 2) : 8;
+    d->rgemm_min_dots = !o->rgemm_min && isa == NB_ISA_AVX2 && !nb_cpu_get()->avxvnni ? 12 : d->rgemm_min;
     d->actpack_group = isa >= NB_ISA_AVX512 ? actpack_avx512 : nb_actpack_group_ref;
     /* AVX2 CPUs (and AVX-512 ones without VNNI) repack too: kernels/x86/repack_avx2_impl.h */
     bool rp = vnni512 || isa >= NB_ISA_AVX2;
@@ -326,12 +335,15 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (d->decode_prefetch_l2) snprintf(l2, sizeof l2, ", L2 %d", d->decode_prefetch_l2);
     char streams[40] = "";
     if (d->decode_streams > 1) snprintf(streams, sizeof streams, " in %d streams per thread", d->decode_streams);
+    char dots_k[40] = "";
+    if (d->rgemm_min_dots != d->rgemm_min)
+        snprintf(dots_k, sizeof dots_k, " (Q4_K, Q6_K, W4G* from %lld)", (long long)d->rgemm_min_dots);
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
-    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
+    snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, o->repack && rp ? "on" : "off",
-             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
+             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
              : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots)"

@@ -53,7 +53,9 @@ typedef struct nb_kernel_opts {
                                 (kernels/x86/gemm_amx.c; default true; --no-amx-gemm, NIBBLE_AMX_GEMM=0) */
     int64_t qgemm_min;       /* tokens from which quantized weights without an int8 GEMM are
                                 dequantized into the float GEMM (default 16, >= 2) */
-    int64_t rgemm_min;       /* tokens from which the int8 GEMM is used (default 8, >= 2) */
+    int64_t rgemm_min;       /* tokens from which the int8 GEMM is used (>= 2; 0, the default: 8, and
+                                12 for Q4_KR, Q6_KR and W4G*R where the GEMMs are plain AVX2's:
+                                nb_dispatch_rgemm_from) */
     bool small_batch;        /* small batches (2 .. the GEMM thresholds) through the kernels' multi-token
                                 dots (vec_dot_mxn) where they have one (default true) */
     nb_decode_dot decode_dot; /* default AUTO */
@@ -136,6 +138,7 @@ typedef struct nb_dispatch {
     nb_dtype repack_to[NB_DISPATCH_SLOTS];    /* load-time layout of each file type */
     nb_actpack_group_fn actpack_group;        /* fills one token group of an int8-GEMM pack */
     int64_t qgemm_min, rgemm_min, rows_min, rows_max;
+    int64_t rgemm_min_dots; /* nb_dispatch_rgemm_from: rgemm_min, or 12 where the multi-token dots win */
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
     nb_attn_fn attn_kv[NB_KV_TYPES]; /* the one for each KV pool type: attn, or the bf16-dot kernel
@@ -210,6 +213,15 @@ static inline nb_to_float_fn nb_dispatch_to_float(const nb_dispatch *d, nb_dtype
 static inline int64_t nb_dispatch_rows_from(const nb_dispatch *d, nb_dtype t) {
     bool five = t == NB_Q4_0R || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R;
     return five && d->rows_min < 5 ? 5 : d->rows_min;
+}
+/* The fewest tokens of weight type t that take the int8 GEMM: rgemm_min,
+ * but rgemm_min_dots for Q4_KR, Q6_KR and W4G*R (12 where the GEMMs are
+ * plain AVX2's and rgemm_min was not set: there their multi-token dots,
+ * which unpack each block once for 4 tokens, beat the GEMM up to 12 tokens;
+ * dispatch.c, docs/speed.md session 41). */
+static inline int64_t nb_dispatch_rgemm_from(const nb_dispatch *d, nb_dtype t) {
+    bool dots = t == NB_Q4_KR || t == NB_Q6_KR || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R;
+    return dots ? d->rgemm_min_dots : d->rgemm_min;
 }
 
 #endif

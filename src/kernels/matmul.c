@@ -275,7 +275,7 @@ static nb_status run_float_gemm(nb_kctx *k, float_job *j) {
  * arithmetic) and differ only in float summation order.
  *
  * Repacked Q4_0R / Q8_0R / Q4_KR / Q6_KR batches take the int8 GEMM of
- * kernels/repack.h from k->d->rgemm_min tokens on (default 8; measured on
+ * kernels/repack.h from nb_dispatch_rgemm_from tokens on (default 8; measured on
  * TinyLlama Q4_0: equal to per-row dots at 8 tokens, 73 vs 53 tok/s at 12,
  * 105 vs 62 at 128), unless the dispatch table has it off. */
 
@@ -352,12 +352,13 @@ static quant_path path_for(const nb_kctx *k, int count, const nb_tensor *const *
     if (all_float) return n == 1 ? PATH_FLOAT_DOTS : PATH_NONE;
     const nb_qdot *q0 = NULL;
     const nb_rgemm *g0 = NULL;
-    bool gemm = n >= k->d->rgemm_min, rows = true;
+    bool gemm = true, rows = true;
     for (int i = 0; i < count; i++) {
         const nb_qdot *qd = qdot_for(k, W[i]->type);
         if (!qd || (q0 && (qd->act_type != q0->act_type || qd->quantize_act != q0->quantize_act))) return PATH_NONE;
         q0 = q0 ? q0 : qd;
         rows = rows && rows_for(k, W[i]->type, n);
+        gemm = gemm && n >= nb_dispatch_rgemm_from(k->d, W[i]->type);
         const nb_rgemm *rg = nb_dispatch_rgemm(k->d, W[i]->type);
         if (!rg || (g0 && rg->act != g0->act)) gemm = false;
         g0 = g0 ? g0 : rg;
