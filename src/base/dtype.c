@@ -39,6 +39,9 @@ static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_Q6_KR] = {"Q6_KR", 256, 210, true}, [NB_Q8_KP] = {"Q8_KP", 256, 292, true},
     [NB_W4G32R] = {"W4G32R", 32, 20, true}, [NB_W4G64R] = {"W4G64R", 64, 36, true},
     [NB_W4G128R] = {"W4G128R", 128, 68, true}, [NB_W8R] = {"W8R", 32, 36, true},
+    [NB_Q4_0L] = {"Q4_0L", 32, 18, true},  [NB_W4G32L] = {"W4G32L", 32, 20, true},
+    [NB_W4G64L] = {"W4G64L", 64, 36, true}, [NB_W4G128L] = {"W4G128L", 128, 68, true},
+    [NB_Q8_0L] = {"Q8_0L", 32, 44, true},
 };
 
 const nb_dtype_info *nb_dtype_get(nb_dtype t) {

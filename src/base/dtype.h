@@ -63,7 +63,12 @@ typedef enum nb_dtype {
     NB_W4G64R = NB_DTYPE_MEM_BASE + 7,
     NB_W4G128R = NB_DTYPE_MEM_BASE + 8,
     NB_W8R = NB_DTYPE_MEM_BASE + 9,    /* W8 planar */
-    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 10,
+    NB_Q4_0L = NB_DTYPE_MEM_BASE + 10, /* Q4_0R / W4G*R with the nibbles in lane order (AVX2) */
+    NB_W4G32L = NB_DTYPE_MEM_BASE + 11,
+    NB_W4G64L = NB_DTYPE_MEM_BASE + 12,
+    NB_W4G128L = NB_DTYPE_MEM_BASE + 13,
+    NB_Q8_0L = NB_DTYPE_MEM_BASE + 14, /* Q8_0P with the quants in the same lane order */
+    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 15,
 
     NB_DTYPE_MAX = NB_DTYPE_MEM_END, /* every id is below this */
 } nb_dtype;

@@ -215,12 +215,13 @@ static inline int64_t nb_dispatch_rows_from(const nb_dispatch *d, nb_dtype t) {
     return five && d->rows_min < 5 ? 5 : d->rows_min;
 }
 /* The fewest tokens of weight type t that take the int8 GEMM: rgemm_min,
- * but rgemm_min_dots for Q4_KR, Q6_KR and W4G*R (12 where the GEMMs are
+ * but rgemm_min_dots for Q4_KR, Q6_KR and W4G*R / W4G*L (12 where the GEMMs are
  * plain AVX2's and rgemm_min was not set: there their multi-token dots,
  * which unpack each block once for 4 tokens, beat the GEMM up to 12 tokens;
  * dispatch.c, docs/speed.md session 41). */
 static inline int64_t nb_dispatch_rgemm_from(const nb_dispatch *d, nb_dtype t) {
-    bool dots = t == NB_Q4_KR || t == NB_Q6_KR || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R;
+    bool dots = t == NB_Q4_KR || t == NB_Q6_KR || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R ||
+                t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L;
     return dots ? d->rgemm_min_dots : d->rgemm_min;
 }
 

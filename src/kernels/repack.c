@@ -32,14 +32,31 @@ nb_dtype nb_repack_layout(nb_dtype t) {
     return t;
 }
 
-/* The group of a W4G* type or its repacked form; 0 for any other type. */
+nb_dtype nb_repack_lanes(nb_dtype t) {
+    switch (t) {
+    case NB_Q4_0R: return NB_Q4_0L;
+    case NB_W4G32R: return NB_W4G32L;
+    case NB_W4G64R: return NB_W4G64L;
+    case NB_W4G128R: return NB_W4G128L;
+    default: return t;
+    }
+}
+
+/* The group of a W4G* type or its repacked forms; 0 for any other type. */
 static int w4_group(nb_dtype t) {
     switch (t) {
-    case NB_W4G32: case NB_W4G32S: case NB_W4G32R: return 32;
-    case NB_W4G64: case NB_W4G64S: case NB_W4G64R: return 64;
-    case NB_W4G128: case NB_W4G128S: case NB_W4G128R: return 128;
+    case NB_W4G32: case NB_W4G32S: case NB_W4G32R: case NB_W4G32L: return 32;
+    case NB_W4G64: case NB_W4G64S: case NB_W4G64R: case NB_W4G64L: return 64;
+    case NB_W4G128: case NB_W4G128S: case NB_W4G128R: case NB_W4G128L: return 128;
     default: return 0;
     }
+}
+
+/* Lane order (repack.h) of weight x = 32k + e of a 4-block group (block k):
+ * its slot 32j + p, j the vector, p the byte in it. */
+static int lane_slot(int x) {
+    const int k = x / 32, e = x % 32;
+    return 32 * (e % 16 / 4) + 16 * (e / 16) + 4 * k + e % 4;
 }
 
 /* Block i's 16 bytes of nibbles (Q4_0's order) in a row of Q4_0 blocks
@@ -50,17 +67,18 @@ static const uint8_t *q4_block_qs(const uint8_t *row, int64_t i, int group) {
 }
 
 /* The nibbles of nb blocks into Q4_0R's order at q (repack.h): per 4
- * blocks (128 weights) 64 bytes, byte j = q[j] | q[64+j] << 4; the last
- * nb % 4 blocks as they are. */
-static void planar_nibbles(const uint8_t *row, int64_t nb, int group, uint8_t *q) {
+ * blocks (128 weights, w[] in Q4_0L's lane order) 64 bytes, byte j = w[j] |
+ * w[64+j] << 4; the last nb % 4 blocks as they are. */
+static void planar_nibbles(const uint8_t *row, int64_t nb, int group, bool lanes, uint8_t *q) {
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         uint8_t w[128];
         for (int k = 0; k < 4; k++) {
             const uint8_t *b = q4_block_qs(row, i + k, group);
             for (int j = 0; j < 16; j++) {
-                w[32 * k + j] = b[j] & 15;
-                w[32 * k + j + 16] = b[j] >> 4;
+                const int x = 32 * k + j;
+                w[lanes ? lane_slot(x) : x] = b[j] & 15;
+                w[lanes ? lane_slot(x + 16) : x + 16] = b[j] >> 4;
             }
         }
         for (int j = 0; j < 64; j++) q[i * 16 + j] = (uint8_t)(w[j] | w[64 + j] << 4);
@@ -148,7 +166,13 @@ static void q8_kp_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
+static bool lane_type(nb_dtype t) { return t == NB_Q4_0L || t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L; }
+
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K) {
+    nb_repack_rows_to(from, nb_repack_target(from), src, dst, rows, K);
+}
+
+void nb_repack_rows_to(nb_dtype from, nb_dtype to, const void *src, void *dst, int64_t rows, int64_t K) {
     if (from == NB_Q4_K || from == NB_Q6_K) {
         int64_t n = rows * (K / 256);
         for (int64_t i = 0; i < n; i++) {
@@ -159,6 +183,7 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
     }
     int64_t nb = K / 32;
     const int group = w4_group(from);
+    const bool lanes = lane_type(to);
     for (int64_t r = 0; r < rows; r++) {
         if (group) { /* d, then z as fp16, then the nibbles */
             const int64_t ng = K / group, bb = NB_W4_BLOCK_BYTES(group);
@@ -169,12 +194,12 @@ void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int
                 memcpy(d + g * 2, row + g * bb, 2);
                 memcpy(d + ng * 2 + g * 2, &z, 2);
             }
-            planar_nibbles(row, nb, group, d + ng * 4);
+            planar_nibbles(row, nb, group, lanes, d + ng * 4);
         } else if (from == NB_Q4_0) {
             const nb_block_q4_0 *b = (const nb_block_q4_0 *)src + r * nb;
             uint8_t *d = (uint8_t *)dst + r * nb * 18;
             for (int64_t i = 0; i < nb; i++) memcpy(d + i * 2, &b[i].d, 2);
-            planar_nibbles((const uint8_t *)b, nb, 0, d + nb * 2);
+            planar_nibbles((const uint8_t *)b, nb, 0, lanes, d + nb * 2);
         } else if (from == NB_Q8_0 || from == NB_W8) { /* the scales (fp16 / f32), then q + 128 */
             const int sb = from == NB_W8 ? 4 : 2;
             const uint8_t *b = (const uint8_t *)src + r * nb * (sb + 32);
@@ -200,12 +225,19 @@ static float geth(const void *p) {
     return nb_fp16_to_fp32(h);
 }
 
-/* Nibble e (0..31) of block i of a Q4_0R row's quants (nb blocks). */
-static int q4_0r_q(const uint8_t *q, int64_t nb, int64_t i, int e) {
+/* Nibble e (0..31) of block i of a Q4_0R (Q4_0L: lanes) row's quants (nb blocks). */
+static int q4_0r_q(const uint8_t *q, int64_t nb, int64_t i, int e, bool lanes) {
     if (i >= nb / 4 * 4) return e < 16 ? q[i * 16 + e] & 15 : q[i * 16 + e - 16] >> 4;
     int64_t x = (i % 4) * 32 + e; /* weight within the group of 4 blocks */
+    if (lanes) x = lane_slot((int)x);
     const uint8_t *g = q + (i / 4) * 64;
     return x < 64 ? g[x] & 15 : g[x - 64] >> 4;
+}
+
+/* Activation e of block i of a Q8_0P (Q8_0L: lanes) row of nb blocks. */
+static int q8_0p_q(const int8_t *x, int64_t nb, int64_t i, int e, bool lanes) {
+    if (!lanes || i >= nb / 4 * 4) return x[i * 32 + e];
+    return x[(i / 4) * 128 + lane_slot((int)(i % 4) * 32 + e)];
 }
 
 /* A Q4_0R (group 0) or W4G*R row: its quants, and block i's scale and
@@ -214,10 +246,11 @@ typedef struct {
     const uint8_t *q, *d, *z;
     int64_t nb;
     int group;
+    bool lanes;
 } q4_row;
 
-static q4_row q4_row_at(const void *w, int64_t n, int group) {
-    q4_row r = {.d = w, .nb = n / 32, .group = group};
+static q4_row q4_row_at(const void *w, int64_t n, int group, bool lanes) {
+    q4_row r = {.d = w, .nb = n / 32, .group = group, .lanes = lanes};
     int64_t ng = group ? n / group : r.nb;
     r.z = r.d + ng * 2;
     r.q = group ? r.z + ng * 2 : r.z;
@@ -229,7 +262,7 @@ static int q4_row_zero(const q4_row *r, int64_t i) { return r->group ? (int)geth
 /* Four blocks at a time from their 64 bytes, in loops the compiler
  * vectorises (the AVX2 prefill's dequantizing GEMM runs this). */
 static void q4_planar_to_float(const void *src, float *dst, int64_t n, int group) {
-    q4_row r = q4_row_at(src, n, group);
+    q4_row r = q4_row_at(src, n, group, false);
     int64_t i = 0;
     for (; i + 4 <= r.nb; i += 4) {
         float s[4], z[4];
@@ -259,6 +292,20 @@ static void q4_0r_to_float(const void *src, float *dst, int64_t n) { q4_planar_t
 static void w4g32r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 32); }
 static void w4g64r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 64); }
 static void w4g128r_to_float(const void *src, float *dst, int64_t n) { q4_planar_to_float(src, dst, n, 128); }
+
+/* Q4_0L / W4G*L: block by block through the lane order (the dequantizing
+ * GEMM's path only with --no-int8-gemm). */
+static void q4_lanes_to_float(const void *src, float *dst, int64_t n, int group) {
+    q4_row r = q4_row_at(src, n, group, true);
+    for (int64_t i = 0; i < r.nb; i++) {
+        const float s = q4_row_scale(&r, i), z = (float)q4_row_zero(&r, i);
+        for (int e = 0; e < 32; e++) dst[i * 32 + e] = s * ((float)q4_0r_q(r.q, r.nb, i, e, true) - z);
+    }
+}
+static void q4_0l_to_float(const void *src, float *dst, int64_t n) { q4_lanes_to_float(src, dst, n, 0); }
+static void w4g32l_to_float(const void *src, float *dst, int64_t n) { q4_lanes_to_float(src, dst, n, 32); }
+static void w4g64l_to_float(const void *src, float *dst, int64_t n) { q4_lanes_to_float(src, dst, n, 64); }
+static void w4g128l_to_float(const void *src, float *dst, int64_t n) { q4_lanes_to_float(src, dst, n, 128); }
 
 /* Q8_0R (fp16 scales) and W8R (f32): block i's scale. */
 static float q8_planar_scale(const uint8_t *d, int64_t i, bool f32) { return f32 ? getf(d + i * 4) : geth(d + i * 2); }
@@ -328,15 +375,17 @@ void nb_q6_kr_dot_ref(int64_t n, const void *w, const void *a, float *out) {
     *out = acc;
 }
 
-static void q8_0p_to_float(const void *src, float *dst, int64_t n) {
+static void q8_planar_act_to_float(const void *src, float *dst, int64_t n, bool lanes) {
     int64_t nb = n / 32;
     const int8_t *q = src;
     const uint8_t *d = (const uint8_t *)src + nb * 32;
     for (int64_t i = 0; i < nb; i++) {
         float s = getf(d + i * 4);
-        for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)q[i * 32 + j];
+        for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)q8_0p_q(q, nb, i, j, lanes);
     }
 }
+static void q8_0p_to_float(const void *src, float *dst, int64_t n) { q8_planar_act_to_float(src, dst, n, false); }
+static void q8_0l_to_float(const void *src, float *dst, int64_t n) { q8_planar_act_to_float(src, dst, n, true); }
 
 /* As llama.cpp's x86 quantize_row_q8_0: id = 127/amax, ties to even, and the
  * scale rounded through fp16 (what the integer kernels multiply with). */
@@ -361,23 +410,39 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Q4_0R and W4G*R: per block the integer sum of (q - offset) * x, scaled. */
-static float q4_planar_dot_ref(int64_t n, const void *w, const void *a, int group) {
-    q4_row r = q4_row_at(w, n, group);
+/* The activations of the Q4_0L / W4G*L dots: Q8_0P with each 4-block
+ * group's quants in lane order. */
+void nb_q8_0l_quantize_ref(const float *x, void *dst, int64_t n) {
+    nb_q8_0p_quantize_ref(x, dst, n);
+    int8_t *q = dst;
+    for (int64_t g = 0; g < n / 128; g++) {
+        int8_t t[128];
+        for (int e = 0; e < 128; e++) t[lane_slot(e)] = q[g * 128 + e];
+        memcpy(q + g * 128, t, 128);
+    }
+}
+
+/* Q4_0R and W4G*R (Q4_0L, W4G*L: lanes): per block the integer sum of (q - offset) * x, scaled. */
+static float q4_planar_dot_ref(int64_t n, const void *w, const void *a, int group, bool lanes) {
+    q4_row r = q4_row_at(w, n, group, lanes);
     const int8_t *x = a;
     const uint8_t *ad = (const uint8_t *)a + r.nb * 32;
     float s = 0;
     for (int64_t i = 0; i < r.nb; i++) {
         int acc = 0, z = q4_row_zero(&r, i);
-        for (int e = 0; e < 32; e++) acc += (q4_0r_q(r.q, r.nb, i, e) - z) * x[i * 32 + e];
+        for (int e = 0; e < 32; e++) acc += (q4_0r_q(r.q, r.nb, i, e, lanes) - z) * q8_0p_q(x, r.nb, i, e, lanes);
         s += q4_row_scale(&r, i) * getf(ad + i * 4) * (float)acc;
     }
     return s;
 }
-void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 0); }
-static void w4g32r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 32); }
-static void w4g64r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64); }
-static void w4g128r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128); }
+void nb_q4_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 0, false); }
+static void w4g32r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 32, false); }
+static void w4g64r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64, false); }
+static void w4g128r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128, false); }
+static void q4_0l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 0, true); }
+static void w4g32l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 32, true); }
+static void w4g64l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64, true); }
+static void w4g128l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128, true); }
 
 static float q8_planar_dot_ref(int64_t n, const void *w, const void *a, bool f32) {
     int64_t nb = n / 32;
@@ -439,6 +504,21 @@ PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64
             nb_w4g64r_rows_avx512)
 PLANAR_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512",
             nb_w4g128r_rows_avx512)
+/* Q4_0L / W4G*L: the AVX2 file's only (Q8_0L activations). */
+#define LANES_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0L, quant, dot, mxn, isa, NULL};
+LANES_QDOT(q4l_ref, nb_q8_0l_quantize_ref, q4_0l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g32l_ref, nb_q8_0l_quantize_ref, w4g32l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g64l_ref, nb_q8_0l_quantize_ref, w4g64l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g128l_ref, nb_q8_0l_quantize_ref, w4g128l_dot_ref, NULL, "scalar")
+LANES_QDOT(q4l_avx2, nb_q8_0l_quantize_avx2, nb_q4_0l_dot_avx2, nb_q4_0l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g32l_avx2, nb_q8_0l_quantize_avx2, nb_w4g32l_dot_avx2, nb_w4g32l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g64l_avx2, nb_q8_0l_quantize_avx2, nb_w4g64l_dot_avx2, nb_w4g64l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g128l_avx2, nb_q8_0l_quantize_avx2, nb_w4g128l_dot_avx2, nb_w4g128l_dot_mxn_avx2, "avx2")
+LANES_QDOT(q4l_vnni, nb_q8_0l_quantize_avx2, nb_q4_0l_dot_avxvnni, nb_q4_0l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g32l_vnni, nb_q8_0l_quantize_avx2, nb_w4g32l_dot_avxvnni, nb_w4g32l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g64l_vnni, nb_q8_0l_quantize_avx2, nb_w4g64l_dot_avxvnni, nb_w4g64l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g128l_vnni, nb_q8_0l_quantize_avx2, nb_w4g128l_dot_avxvnni, nb_w4g128l_dot_mxn_avxvnni, "avxvnni")
+#undef LANES_QDOT
 #undef PLANAR_QDOT
 
 /* Which repacked-kernel variant (nb_repack_qdot_variant) runs at max_isa on
@@ -464,6 +544,10 @@ static int repacked_kind(nb_dtype t) {
     case NB_W4G64R: return 5;
     case NB_W4G128R: return 6;
     case NB_W8R: return 7;
+    case NB_Q4_0L: return 8;
+    case NB_W4G32L: return 9;
+    case NB_W4G64L: return 10;
+    case NB_W4G128L: return 11;
     default: return -1;
     }
 }
@@ -481,14 +565,17 @@ static bool variant_ok(int variant) {
 
 const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
     if (!variant_ok(variant)) return NULL;
-    static const nb_qdot *const tab[4][8] = {
-        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref, &w8r_ref},
-        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2, &w8r_avx2},
-        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni, &w8r_vnni},
-        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512, &w8r_512},
+    static const nb_qdot *const tab[4][12] = {
+        {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref, &w8r_ref, &q4l_ref,
+         &w4g32l_ref, &w4g64l_ref, &w4g128l_ref},
+        {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2, &w8r_avx2,
+         &q4l_avx2, &w4g32l_avx2, &w4g64l_avx2, &w4g128l_avx2},
+        {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni, &w8r_vnni,
+         &q4l_vnni, &w4g32l_vnni, &w4g64l_vnni, &w4g128l_vnni},
+        {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512, &w8r_512}, /* no lanes */
     };
     int k = repacked_kind(t);
-    return k < 0 ? NULL : tab[variant][k];
+    return k < 0 ? NULL : tab[variant][k]; /* NULL: Q4_0L, W4G*L at AVX-512 */
 }
 
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa) { return nb_repack_qdot_variant(t, repack_variant(max_isa)); }
@@ -507,6 +594,11 @@ nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa) {
     if (t == NB_W4G32R) return simd ? nb_w4g32r_to_float_avx512 : w4g32r_to_float;
     if (t == NB_W4G64R) return simd ? nb_w4g64r_to_float_avx512 : w4g64r_to_float;
     if (t == NB_W4G128R) return simd ? nb_w4g128r_to_float_avx512 : w4g128r_to_float;
+    if (t == NB_Q4_0L) return q4_0l_to_float;
+    if (t == NB_W4G32L) return w4g32l_to_float;
+    if (t == NB_W4G64L) return w4g64l_to_float;
+    if (t == NB_W4G128L) return w4g128l_to_float;
+    if (t == NB_Q8_0L) return q8_0l_to_float;
     return NULL;
 }
 
@@ -595,15 +687,18 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
     nb_dispatch_default()->actpack_group(ap, X, g, row);
 }
 
-/* By repacked_kind: Q4_0R, Q8_0R, Q4_KR, Q6_KR, W4G32R, W4G64R, W4G128R, W8R. */
+/* By repacked_kind: Q4_0R, Q8_0R, Q4_KR, Q6_KR, W4G32R, W4G64R, W4G128R, W8R
+ * (and for AVX2, Q4_0L, W4G32L, W4G64L, W4G128L). */
 #define Q0(fn) {fn, NB_Q8_0P, 4, 0}
 #define QK(fn) {fn, NB_Q8_K, 4, 0}
-static const nb_rgemm gemm_avx2[8] = {Q0(nb_q4_0r_gemm_avx2),   Q0(nb_q8_0r_gemm_avx2),   QK(nb_q4_kr_gemm_avx2),
-                                      QK(nb_q6_kr_gemm_avx2),   Q0(nb_w4g32r_gemm_avx2),  Q0(nb_w4g64r_gemm_avx2),
-                                      Q0(nb_w4g128r_gemm_avx2), Q0(nb_w8r_gemm_avx2)};
-static const nb_rgemm gemm_vnni[8] = {Q0(nb_q4_0r_gemm_avxvnni),   Q0(nb_q8_0r_gemm_avxvnni),  QK(nb_q4_kr_gemm_avxvnni),
-                                      QK(nb_q6_kr_gemm_avxvnni),   Q0(nb_w4g32r_gemm_avxvnni), Q0(nb_w4g64r_gemm_avxvnni),
-                                      Q0(nb_w4g128r_gemm_avxvnni), Q0(nb_w8r_gemm_avxvnni)};
+static const nb_rgemm gemm_avx2[12] = {Q0(nb_q4_0r_gemm_avx2),   Q0(nb_q8_0r_gemm_avx2),   QK(nb_q4_kr_gemm_avx2),
+                                       QK(nb_q6_kr_gemm_avx2),   Q0(nb_w4g32r_gemm_avx2),  Q0(nb_w4g64r_gemm_avx2),
+                                       Q0(nb_w4g128r_gemm_avx2), Q0(nb_w8r_gemm_avx2),     Q0(nb_q4_0l_gemm_avx2),
+                                       Q0(nb_w4g32l_gemm_avx2),  Q0(nb_w4g64l_gemm_avx2),  Q0(nb_w4g128l_gemm_avx2)};
+static const nb_rgemm gemm_vnni[12] = {Q0(nb_q4_0r_gemm_avxvnni),   Q0(nb_q8_0r_gemm_avxvnni),  QK(nb_q4_kr_gemm_avxvnni),
+                                       QK(nb_q6_kr_gemm_avxvnni),   Q0(nb_w4g32r_gemm_avxvnni), Q0(nb_w4g64r_gemm_avxvnni),
+                                       Q0(nb_w4g128r_gemm_avxvnni), Q0(nb_w8r_gemm_avxvnni),    Q0(nb_q4_0l_gemm_avxvnni),
+                                       Q0(nb_w4g32l_gemm_avxvnni),  Q0(nb_w4g64l_gemm_avxvnni), Q0(nb_w4g128l_gemm_avxvnni)};
 static const nb_rgemm gemm_512[8] = {Q0(nb_q4_0r_gemm_avx512),   Q0(nb_q8_0r_gemm_avx512),  QK(nb_q4_kr_gemm_avx512),
                                      QK(nb_q6_kr_gemm_avx512),   Q0(nb_w4g32r_gemm_avx512), Q0(nb_w4g64r_gemm_avx512),
                                      Q0(nb_w4g128r_gemm_avx512), Q0(nb_w8r_gemm_avx512)};
@@ -613,7 +708,7 @@ static const nb_rgemm gemm_512[8] = {Q0(nb_q4_0r_gemm_avx512),   Q0(nb_q8_0r_gem
 const nb_rgemm *nb_repack_gemm_variant(nb_dtype t, int variant) {
     if (variant < 1 || !variant_ok(variant)) return NULL;
     int k = repacked_kind(t);
-    if (k < 0) return NULL;
+    if (k < 0 || (variant == 3 && k >= 8)) return NULL;
     return variant == 1 ? &gemm_avx2[k] : variant == 2 ? &gemm_vnni[k] : &gemm_512[k];
 }
 
@@ -628,7 +723,7 @@ const nb_rgemm *nb_repack_gemm_amx(nb_dtype t) {
                                     {nb_w4g128r_gemm_amx, NB_Q8_0P, 16, 13}, {nb_w8r_gemm_amx, NB_Q8_0P, 16, 0}};
     if (nb_cpu_isa() < NB_ISA_AMX || !nb_cpu_get()->amx_int8 || !variant_ok(3)) return NULL;
     int k = repacked_kind(t);
-    return k < 0 ? NULL : &amx[k];
+    return k < 0 || k >= 8 ? NULL : &amx[k];
 }
 
 /* NULL below AVX2 (the scalar path has no int8 GEMM). */

@@ -26,6 +26,17 @@
  *         per-group scale and offset: d*z comes off through the activations'
  *         d*sum like Q4_0R's 8. Before, W4G128 decode ran at 22-51% of the
  *         roofline in the per-group layout (docs/speed.md, session 31).
+ *   Q4_0L, W4G32L / W4G64L / W4G128L: Q4_0R's and W4G*R's rows with each
+ *         4-block group's 64 bytes in lane order, what the AVX2 kernels
+ *         load instead (nb_repack_lanes): byte p = vector 0's byte p |
+ *         vector 2's << 4, byte 32+p = vector 1's | vector 3's << 4, and
+ *         in vector j, 128-bit half h, 32-bit lane b holds weights 4j + 16h
+ *         .. +3 of block b. vpmaddubsw's products of a group then add up in
+ *         each block's own two lanes: Q4_0R's order has each vector hold one
+ *         block, and its sums had to be folded across lanes (about a third
+ *         of the plain-AVX2 dot's vector operations)
+ *   Q8_0L (their activations): Q8_0P with each 4-block group's 128 quants
+ *         in the same lane order
  *   Q8_0P (activations): nb x 32 int8, then nb x f32 d, then nb x f32 d*sum(q)
  *         (for the unsigned weights' offset, computed once per token instead
  *         of once per weight row), then nb x i32 sum(q) (the same offset in
@@ -75,9 +86,15 @@ _Static_assert(sizeof(nb_block_q6_kr) == 210, "q6_kr");
 nb_dtype nb_repack_target(nb_dtype t);
 /* The repacked form of t whatever the CPU (t itself when none). */
 nb_dtype nb_repack_layout(nb_dtype t);
+/* The lane-order form of a repacked type (Q4_0R -> Q4_0L, W4G*R -> W4G*L),
+ * what CPUs whose int8 kernels are AVX2's load instead; t itself for the
+ * others. */
+nb_dtype nb_repack_lanes(nb_dtype t);
 /* Repacks `rows` rows of K elements from src (type `from`) into dst (its
  * nb_repack_target); dst holds rows * row_bytes(target, K). */
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K);
+/* The same into a given repacked form `to` of `from` (nb_repack_layout or its nb_repack_lanes). */
+void nb_repack_rows_to(nb_dtype from, nb_dtype to, const void *src, void *dst, int64_t rows, int64_t K);
 
 /* Kernels and dequantization of a repacked type (NULL when not one). */
 const nb_qdot *nb_repack_qdot(nb_dtype t, nb_isa max_isa);
@@ -108,6 +125,8 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
 /* The same, and Q8_KP (the K-quant dots' activations), vectorised; byte-identical. */
 void nb_q8_0p_quantize_avx512(const float *x, void *dst, int64_t n);
 void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n);
+void nb_q8_0l_quantize_ref(const float *x, void *dst, int64_t n);
+void nb_q8_0l_quantize_avx2(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_ref(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_avx512(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n);
@@ -188,6 +207,14 @@ void nb_w4g128r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out)
 void nb_q8_0r_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q4_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
 void nb_q6_kr_dot_avxvnni(int64_t n, const void *w, const void *a, float *out);
+#define NB_DOT_DECL_BOTH(type)                                                                                \
+    void nb_##type##_dot_avx2(int64_t n, const void *w, const void *a, float *out);                           \
+    void nb_##type##_dot_avxvnni(int64_t n, const void *w, const void *a, float *out)
+NB_DOT_DECL_BOTH(q4_0l);
+NB_DOT_DECL_BOTH(w4g32l);
+NB_DOT_DECL_BOTH(w4g64l);
+NB_DOT_DECL_BOTH(w4g128l);
+#undef NB_DOT_DECL_BOTH
 /* Their m x nn tiles (the vec_dot_mxn contract of kernels/qdot.h): one token's rows read in lockstep */
 #define NB_MXN_DECL(name)                                                                                     \
     void name(int64_t n, int m, int nn, const void *w, size_t w_stride, const void *act, size_t a_stride, float *out, \
@@ -201,6 +228,10 @@ NB_MXN_DECL_BOTH(w4g64r);
 NB_MXN_DECL_BOTH(w4g128r);
 NB_MXN_DECL_BOTH(q4_kr);
 NB_MXN_DECL_BOTH(q6_kr);
+NB_MXN_DECL_BOTH(q4_0l);
+NB_MXN_DECL_BOTH(w4g32l);
+NB_MXN_DECL_BOTH(w4g64l);
+NB_MXN_DECL_BOTH(w4g128l);
 #undef NB_MXN_DECL_BOTH
 #undef NB_MXN_DECL
 #define NB_RGEMM_DECL(name) void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const struct nb_actpack *ap, float *y, int64_t ldy)
@@ -224,6 +255,14 @@ NB_RGEMM_DECL(nb_q4_0r_gemm_avxvnni);
 NB_RGEMM_DECL(nb_q8_0r_gemm_avxvnni);
 NB_RGEMM_DECL(nb_q4_kr_gemm_avxvnni);
 NB_RGEMM_DECL(nb_q6_kr_gemm_avxvnni);
+NB_RGEMM_DECL(nb_q4_0l_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g32l_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g64l_gemm_avx2);
+NB_RGEMM_DECL(nb_w4g128l_gemm_avx2);
+NB_RGEMM_DECL(nb_q4_0l_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g32l_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g64l_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w4g128l_gemm_avxvnni);
 /* The repacked decode dots / int8 GEMM of t for one variant: 0 scalar (dots
  * only), 1 AVX2, 2 AVX-VNNI, 3 AVX-512 VNNI; NULL when t has none or this CPU
  * cannot run it (tests compare every variant to the scalar reference). */

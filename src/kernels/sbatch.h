@@ -46,6 +46,8 @@ NB_RGEMM_DECL(nb_q4_0r_sgemm_avxvnni);
 NB_RGEMM_DECL(nb_q8_0r_sgemm_avxvnni);
 NB_RGEMM_DECL(nb_q4_kr_sgemm_avxvnni);
 NB_RGEMM_DECL(nb_q6_kr_sgemm_avxvnni);
+NB_RGEMM_DECL(nb_q4_0l_sgemm_avx2); /* lane order: the AVX2 variants only */
+NB_RGEMM_DECL(nb_q4_0l_sgemm_avxvnni);
 /* The small-batch GEMM matching the 16-token GEMM variant of
  * nb_repack_gemm_variant (1 AVX2, 2 AVX-VNNI, 3 AVX-512 VNNI); NULL when t
  * has none or this CPU cannot run it. */

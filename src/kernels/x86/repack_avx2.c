@@ -77,6 +77,19 @@ void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* Q8_0L (Q4_0L's and W4G*L's activations): Q8_0P, then each 4-block
+ * group's quants into lane order, byte-identical to nb_q8_0l_quantize_ref. */
+void nb_q8_0l_quantize_avx2(const float *x, void *dst, int64_t n) {
+    nb_q8_0p_quantize_avx2(x, dst, n);
+    int8_t *q = dst;
+    for (int64_t g = 0; g < n / 128; g++) {
+        __m256i v[4];
+        for (int k = 0; k < 4; k++) v[k] = loadu(q + g * 128 + 32 * k);
+        nb_pl_lane_transpose(v);
+        for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)(void *)(q + g * 128 + 32 * k), v[k]);
+    }
+}
+
 /* Q8_KP for the K-quant decode dots, byte-identical to the reference (see
  * nb_q8_kp_quantize_avx512): group l's four words go to words 16c + l. */
 void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n) {

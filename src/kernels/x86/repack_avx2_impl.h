@@ -113,42 +113,57 @@ static inline __m256i fold4_16(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
  * high nibbles multiply in place, as 16 q: no shift, and their blocks'
  * scales carry the 1/16 (exact: 16 x a block's sum stays below 2^24, and
  * the power of two only moves the exponent). vpmaddubsw's int16 pairs would
- * saturate on 16 q, so plain AVX2 shifts. */
+ * saturate on 16 q, so plain AVX2 shifts. In lane order (`lanes`: Q4_0L,
+ * W4G*L) every vector holds all four blocks, so the high nibbles are
+ * shifted there too. */
 #define RP_HI16 RP_VNNI
 /* The weights of a group of 4-bit blocks as four byte vectors: low nibbles
  * of the two 32-byte loads (blocks i, i+1), then their high nibbles (i+2,
- * i+3; with VNNI in place, as 16 q). */
-static inline __attribute__((always_inline)) void nib4(const uint8_t *qi, __m256i u[4]) {
+ * i+3; with VNNI in place, as 16 q) - in lane order vectors 0 .. 3. */
+static inline __attribute__((always_inline)) void nib4(const uint8_t *qi, __m256i u[4], const int lanes) {
     const __m256i m4 = _mm256_set1_epi8(15), v0 = loadu(qi), v1 = loadu(qi + 32);
     u[0] = _mm256_and_si256(v0, m4);
     u[1] = _mm256_and_si256(v1, m4);
-#if RP_HI16
-    u[2] = _mm256_andnot_si256(m4, v0);
-    u[3] = _mm256_andnot_si256(m4, v1);
-#else
-    u[2] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
-    u[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
-#endif
+    if (RP_HI16 && !lanes) {
+        u[2] = _mm256_andnot_si256(m4, v0);
+        u[3] = _mm256_andnot_si256(m4, v1);
+    } else {
+        u[2] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+        u[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+    }
 }
 
-/* nib4's blocks against one token's activations xi, folded. */
-static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], const int8_t *xi) {
-#if RP_HI16
+/* nib4's blocks against one token's activations xi: lanes [b0 b1 b2 b3 | b0
+ * b1 b2 b3], two partial sums per block. Lane order needs no fold: the
+ * products of all four vectors add in place (without VNNI in int16: 8 of
+ * them per lane, |.| <= 8*15*128 < 2^15, then one vpmaddwd). */
+static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], const int8_t *xi, const int lanes) {
     const __m256i z = _mm256_setzero_si256();
+    if (lanes) {
+#if RP_VNNI
+        return dp(dp(dp(dp(z, u[0], loadu(xi)), u[1], loadu(xi + 32)), u[2], loadu(xi + 64)), u[3], loadu(xi + 96));
+#else
+        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], loadu(xi)), _mm256_maddubs_epi16(u[1], loadu(xi + 32)));
+        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], loadu(xi + 64)), _mm256_maddubs_epi16(u[3], loadu(xi + 96)));
+        return _mm256_madd_epi16(_mm256_add_epi16(s01, s23), _mm256_set1_epi16(1));
+#endif
+    }
+#if RP_HI16
     return fold4(dp(z, u[0], loadu(xi)), dp(z, u[1], loadu(xi + 32)), dp(z, u[2], loadu(xi + 64)),
                  dp(z, u[3], loadu(xi + 96)));
 #else
+    (void)z;
     return fold4_16(_mm256_maddubs_epi16(u[0], loadu(xi)), _mm256_maddubs_epi16(u[1], loadu(xi + 32)),
                     _mm256_maddubs_epi16(u[2], loadu(xi + 64)), _mm256_maddubs_epi16(u[3], loadu(xi + 96)));
 #endif
 }
 
-static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, const int8_t *xi, const int four) {
+static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, const int8_t *xi, const int kind) {
     const __m256i z = _mm256_setzero_si256();
-    if (four) {
+    if (NB_PL_NIBBLES(kind)) {
         __m256i u[4];
-        nib4(qi, u);
-        return sums4(u, xi);
+        nib4(qi, u, kind & NB_PL_LANES);
+        return sums4(u, xi, kind & NB_PL_LANES);
     }
     return fold4(dp8(z, loadu(qi), loadu(xi)), dp8(z, loadu(qi + 32), loadu(xi + 32)),
                  dp8(z, loadu(qi + 64), loadu(xi + 64)), dp8(z, loadu(qi + 96), loadu(xi + 96)));
@@ -170,7 +185,7 @@ static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, 
     const int64_t nb = n / 32, qs = four ? 16 : 32;
     const int8_t *x = a;
     const float *ad = (const float *)((const uint8_t *)a + nb * 32), *ads = ad + nb;
-    const float hf = four && RP_HI16 ? 1.0f / 16 : 1.0f;
+    const float hf = four && RP_HI16 && !(kind & NB_PL_LANES) ? 1.0f / 16 : 1.0f;
     const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
     /* the 8-bit rows' offset is Q8OFF here (0: their quants were made signed) */
     const float offset = four ? NB_PL_OFFSET(kind) : (float)Q8OFF;
@@ -196,10 +211,10 @@ static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, 
             /* each line's prefetch beside its loads (prefetch_here.h) */
             nb_prefetch_ahead(qi, pf, pf2);
             if (!four) nb_prefetch_ahead(qi + 64, pf, pf2);
-            const __m256i h0 = group4(qi, x + i * 32, four);
+            const __m256i h0 = group4(qi, x + i * 32, kind);
             nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
             if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
-            const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, four);
+            const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, kind);
             const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
                                                _mm256_permute2x128_si256(h0, h1, 0x31));
             __m256 dw, dz;
@@ -213,7 +228,7 @@ static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, 
     for (int r = 0; r < M; r++) {
         i = i8;
         if (i + 4 <= nb) {
-            const __m256i h = group4(q[r] + i * qs, x + i * 32, four);
+            const __m256i h = group4(q[r] + i * qs, x + i * 32, kind);
             __m128 dw, dz;
             nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
             const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
@@ -259,7 +274,8 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
                                                                     size_t a_stride, float *out, const int kind,
                                                                     const int T) {
     const int64_t nb = n / 32, qs = 16;
-    const float hf = RP_HI16 ? 1.0f / 16 : 1.0f;
+    const int lanes = kind & NB_PL_LANES;
+    const float hf = RP_HI16 && !lanes ? 1.0f / 16 : 1.0f;
     const __m256 hs = _mm256_setr_ps(1, 1, hf, hf, 1, 1, hf, hf);
     const float offset = NB_PL_OFFSET(kind);
     const uint8_t *wr = w, *q = wr + nb_pl_head(n, kind);
@@ -280,16 +296,16 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
         const uint8_t *qi = q + i * qs;
         __m256i u[4], h0[RP_TOK];
         nb_prefetch_ahead(qi, pf, pf2);
-        nib4(qi, u);
+        nib4(qi, u, lanes);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) h0[t] = sums4(u, x[t] + i * 32);
+        for (int t = 0; t < T; t++) h0[t] = sums4(u, x[t] + i * 32, lanes);
         nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
-        nib4(qi + 4 * qs, u);
+        nib4(qi + 4 * qs, u, lanes);
         __m256 dw, dz;
         nb_pl_scales8(wr, n, i, kind, &dw, &dz);
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-            const __m256i h1 = sums4(u, x[t] + i * 32 + 128);
+            const __m256i h1 = sums4(u, x[t] + i * 32 + 128, lanes);
             const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0[t], h1, 0x20),
                                                _mm256_permute2x128_si256(h0[t], h1, 0x31));
             const __m256 adh = _mm256_mul_ps(_mm256_loadu_ps(ad[t] + i), hs);
@@ -303,7 +319,7 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
     for (int t = 0; t < T; t++) {
         i = i8;
         if (i + 4 <= nb) {
-            const __m256i h = group4(q + i * qs, x[t] + i * 32, 1);
+            const __m256i h = group4(q + i * qs, x[t] + i * 32, kind);
             __m128 dw, dz;
             nb_pl_scales4(wr, n, i, kind, &dw, &dz);
             const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad[t] + i)), _mm256_castps256_ps128(hs));
@@ -377,6 +393,10 @@ RP_PLANAR(w8r, NB_PL_W8R)
 RP_PLANAR(w4g32r, NB_PL_W4G32R)
 RP_PLANAR(w4g64r, NB_PL_W4G64R)
 RP_PLANAR(w4g128r, NB_PL_W4G128R)
+RP_PLANAR(q4_0l, NB_PL_Q4_0R | NB_PL_LANES)
+RP_PLANAR(w4g32l, NB_PL_W4G32R | NB_PL_LANES)
+RP_PLANAR(w4g64l, NB_PL_W4G64R | NB_PL_LANES)
+RP_PLANAR(w4g128l, NB_PL_W4G128R | NB_PL_LANES)
 #undef RP_PLANAR
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
@@ -577,9 +597,8 @@ enum { W_Q4 = 0, W_Q8 = 1, W_Q6 = 2 };
 
 /* The integer sums over 4-byte steps kk = k0 .. k0+nk-1 of one 32-weight
  * block, rows 0/1 x tokens 0-7/8-15 of the group: i[row][half]. The
- * weights of step kk are at u + off(kk) (kq: the K types' lane order, where
- * block j's weights 4kk..4kk+3 sit at 64*(kk%4) + 4*(kk/4), u already at
- * 8j; else 4kk). Without VNNI, Q8 takes |q| from u and q from s. */
+ * weights of step kk are at u + nb_pl_step_offset(kk, kq). Without VNNI,
+ * Q8 takes |q| from u and q from s. */
 static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const uint8_t *u1, const uint8_t *s0,
                                                        const uint8_t *s1, const int8_t *a, const int k0, const int nk,
                                                        const int mode, const int kq, __m256i i[2][2]) {
@@ -591,7 +610,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     __m256i i00 = z, i01 = z, i10 = z, i11 = z;
 #pragma GCC unroll 8
     for (int kk = k0; kk < k0 + nk; kk++) {
-        const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+        const int o = nb_pl_step_offset(kk, kq);
         __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
         __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
         i00 = _mm256_dpbusd_avx_epi32(i00, w0, alo);
@@ -610,7 +629,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     if (mode == W_Q4) { /* int16 sums: at most 8 steps x 3840 */
 #pragma GCC unroll 8
         for (int kk = k0; kk < k0 + nk; kk++) {
-            const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+            const int o = nb_pl_step_offset(kk, kq);
             __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
             __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
             i00 = _mm256_add_epi16(i00, _mm256_maddubs_epi16(w0, alo));
@@ -626,7 +645,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     } else {
 #pragma GCC unroll 8
         for (int kk = k0; kk < k0 + nk; kk++) {
-            const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+            const int o = nb_pl_step_offset(kk, kq);
             __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
             __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
             if (mode == W_Q8) {
@@ -763,57 +782,87 @@ static inline void unpack_q4_0r(const uint8_t *q, int64_t nb, int64_t b, uint8_t
     _mm256_store_si256((__m256i *)u, _mm256_and_si256(v, m4));
 }
 
+/* A Q4_0L group's 64 bytes as its four lane-order vectors, 0..15 a byte,
+ * at u (the GEMM's layout kq = 2: nb_pl_step_offset). */
+static inline void unpack_q4_0l_group(const uint8_t *g, uint8_t *u) {
+    __m256i v[4];
+    nib4(g, v, 1);
+    for (int k = 0; k < 4; k++) _mm256_store_si256((__m256i *)(u + 32 * k), v[k]);
+}
+
+/* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
+ * Q8 without VNNI: signs at s[k]) against token group g, added into f. */
+static inline __attribute__((always_inline)) void gemm_block(const uint8_t *const row[2], const uint8_t *const p[2],
+                                                             const uint8_t *const s[2], const nb_actpack *ap,
+                                                             int64_t g, int64_t b, const int kind, const int kq,
+                                                             __m256 f[2][2]) {
+    const int four = NB_PL_NIBBLES(kind), group = NB_PL_GROUP(kind);
+    const int64_t nb = ap->nb, K = ap->K;
+    /* the fixed offset 8 or 128 = 1 << shift; -1: none (W4G*R: per row, below) */
+    const int shift = group ? -1 : NB_PL_BASE(kind) == NB_PL_Q4_0R ? 3 : (Q8OFF ? 7 : -1);
+    const int8_t *a = ap->q + (g * nb + b) * 512;
+    __m256i i[2][2];
+    tile(p[0], p[1], s[0], s[1], a, 0, 8, four ? W_Q4 : W_Q8, kq, i);
+    const int64_t at = (g * nb + b) * 16;
+    __m256 da[2] = {_mm256_load_ps(ap->d + at), _mm256_load_ps(ap->d + at + 8)};
+    __m256i sum[2], o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int hf = 0; hf < 2; hf++) {
+        sum[hf] = _mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf));
+        if (shift >= 0) o[hf] = _mm256_slli_epi32(sum[hf], shift);
+    }
+    for (int k = 0; k < 2; k++) {
+        __m256 sw = _mm256_set1_ps(nb_pl_scale(row[k], K, b, kind));
+        /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a sum
+         * of 32 int8 and z <= 255 fit in 16 bits) */
+        const __m256i zk = _mm256_set1_epi32(group ? nb_pl_zero(row[k], K, b, kind) : 0);
+        for (int hf = 0; hf < 2; hf++) {
+            const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk) : o[hf];
+            f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)), _mm256_mul_ps(da[hf], sw),
+                                       f[k][hf]);
+        }
+    }
+}
+
+/* Two rows at a time against each token group, block by block; Q4_0L /
+ * W4G*L a group of four blocks at a time, unpacked in lane order (kq = 2). */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
                                                               const int kind) {
-    const int four = NB_PL_NIBBLES(kind), group = NB_PL_GROUP(kind);
+    const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = ap->nb, K = ap->K;
-    const int mode = four ? W_Q4 : W_Q8;
-    /* the fixed offset 8 or 128 = 1 << shift; -1: none (W4G*R: per row, below) */
-    const int shift = group ? -1 : kind == NB_PL_Q4_0R ? 3 : (Q8OFF ? 7 : -1);
-    _Alignas(32) uint8_t u[2][32], sg[2][32];
+    const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
+    _Alignas(32) uint8_t u[2][128], sg[2][32];
+    const uint8_t *const s[2] = {sg[0], sg[1]};
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
-        const uint8_t *row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+        const uint8_t *const row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
+        const uint8_t *const q[2] = {row[0] + nb_pl_head(K, kind), row[1] + nb_pl_head(K, kind)};
         for (int64_t g = 0; g < ap->ng; g++) {
             __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *p[2], *s[2] = {sg[0], sg[1]};
+            int64_t b = 0;
+            for (; b < nb4; b += 4) {
+                for (int k = 0; k < 2; k++) unpack_q4_0l_group(q[k] + b * 16, u[k]);
+                for (int j = 0; j < 4; j++) {
+                    const uint8_t *const p[2] = {u[0] + 4 * j, u[1] + 4 * j};
+                    gemm_block(row, p, s, ap, g, b + j, kind, 2, f);
+                }
+            }
+            for (; b < nb; b++) {
+                const uint8_t *p[2];
                 for (int k = 0; k < 2; k++) {
-                    const uint8_t *qk = row[k] + nb_pl_head(K, kind);
                     if (four) {
-                        unpack_q4_0r(qk, nb, b, u[k]);
+                        unpack_q4_0r(q[k], nb, b, u[k]);
                         p[k] = u[k];
                     } else if (Q8OFF) {
-                        p[k] = qk + b * 32;
+                        p[k] = q[k] + b * 32;
                     } else { /* |q| and q */
-                        __m256i sv = _mm256_xor_si256(loadu(qk + b * 32), _mm256_set1_epi8((char)0x80));
+                        __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32), _mm256_set1_epi8((char)0x80));
                         _mm256_store_si256((__m256i *)u[k], _mm256_abs_epi8(sv));
                         _mm256_store_si256((__m256i *)sg[k], sv);
                         p[k] = u[k];
                     }
                 }
-                const int8_t *a = ap->q + (g * nb + b) * 512;
-                __m256i i[2][2];
-                tile(p[0], p[1], s[0], s[1], a, 0, 8, mode, 0, i);
-                const int64_t at = (g * nb + b) * 16;
-                __m256 da[2] = {_mm256_load_ps(ap->d + at), _mm256_load_ps(ap->d + at + 8)};
-                __m256i sum[2], o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-                for (int hf = 0; hf < 2; hf++) {
-                    sum[hf] = _mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf));
-                    if (shift >= 0) o[hf] = _mm256_slli_epi32(sum[hf], shift);
-                }
-                for (int k = 0; k < 2; k++) {
-                    __m256 sw = _mm256_set1_ps(nb_pl_scale(row[k], K, b, kind));
-                    /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a sum
-                     * of 32 int8 and z <= 255 fit in 16 bits) */
-                    const __m256i zk = _mm256_set1_epi32(group ? nb_pl_zero(row[k], K, b, kind) : 0);
-                    for (int hf = 0; hf < 2; hf++) {
-                        const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk) : o[hf];
-                        f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)),
-                                                   _mm256_mul_ps(da[hf], sw), f[k][hf]);
-                    }
-                }
+                gemm_block(row, p, s, ap, g, b, kind, 0, f);
             }
             store_tile(y, ldy, r, two ? 2 : 1, g, ap->n, f);
         }
@@ -830,6 +879,10 @@ PLANAR_GEMM(w8r_gemm, NB_PL_W8R)
 PLANAR_GEMM(w4g32r_gemm, NB_PL_W4G32R)
 PLANAR_GEMM(w4g64r_gemm, NB_PL_W4G64R)
 PLANAR_GEMM(w4g128r_gemm, NB_PL_W4G128R)
+PLANAR_GEMM(q4_0l_gemm, NB_PL_Q4_0R | NB_PL_LANES)
+PLANAR_GEMM(w4g32l_gemm, NB_PL_W4G32R | NB_PL_LANES)
+PLANAR_GEMM(w4g64l_gemm, NB_PL_W4G64R | NB_PL_LANES)
+PLANAR_GEMM(w4g128l_gemm, NB_PL_W4G128R | NB_PL_LANES)
 
 /* K types: per four rows and token group, super-block by super-block:
  * the rows' weights unpacked into u (lane order), their scales into sc

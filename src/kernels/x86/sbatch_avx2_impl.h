@@ -28,6 +28,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/sbatch.h"
+#include "kernels/x86/planar_kind.h"
 
 
 #define SB_CAT_(a, b, c) a##b##c
@@ -67,8 +68,7 @@ static inline void store_unit(float *y, int64_t ldy, int64_t r, int64_t u, int64
 }
 
 /* acc[i][j] = the integer sums over 4-byte steps kk = k0 .. k0+nk-1 of row
- * i < RR (weight bytes at wp[i] + off(kk); kq: the K types' lane order,
- * off = 64*(kk%4) + 4*(kk/4), else 4*kk) with unit j < UU (activations at
+ * i < RR (weight bytes at wp[i] + nb_pl_step_offset(kk, kq)) with unit j < UU (activations at
  * a[j] + 64*kk), plus init (minus the unsigned weights' offset: the
  * same integer as subtracting it after, one op per unit instead of per
  * row). Without VNNI, SB_Q8 takes |q| from wp and q from sp. */
@@ -96,7 +96,7 @@ AI void sdot(const uint8_t *const *wp0, const uint8_t *const *sp0, const int8_t 
     (void)mode;
 #pragma GCC unroll 8
     for (int kk = k0; kk < k0 + nk; kk++) {
-        const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+        const int o = nb_pl_step_offset(kk, kq);
         __m256i av[2];
 #pragma GCC unroll 2
         for (int j = 0; j < UU; j++) {
@@ -114,7 +114,7 @@ AI void sdot(const uint8_t *const *wp0, const uint8_t *const *sp0, const int8_t 
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 8
     for (int kk = k0; kk < k0 + nk; kk++) {
-        const int o = kq ? 64 * (kk & 3) + 4 * (kk >> 2) : 4 * kk;
+        const int o = nb_pl_step_offset(kk, kq);
         __m256i av[2];
 #pragma GCC unroll 2
         for (int j = 0; j < UU; j++) {
@@ -156,8 +156,9 @@ AI void sdot(const uint8_t *const *wp0, const uint8_t *const *sp0, const int8_t 
 /* ---- Q4_0R / Q8_0R ------------------------------------------------------ */
 
 /* Block b's 32 weights of RR rows into wb[i] (and Q8 without VNNI: q's
- * signs into sb[i]): Q4_0R unpacked four grouped blocks at a time (buf[i]
- * keeps them), Q8_0R in place. */
+ * signs into sb[i]): Q4_0R (four = 1) and Q4_0L (four = 2, lane order)
+ * unpacked four grouped blocks at a time (buf[i] keeps them), Q8_0R (four =
+ * 0) in place. */
 AI void q0_unpack(const uint8_t *const *q, int64_t nb4, int64_t b, const int four, const int RR,
                   uint8_t buf[8][128], const uint8_t **wb, const uint8_t **sb) {
     const __m256i m4 = _mm256_set1_epi8(15);
@@ -170,13 +171,14 @@ AI void q0_unpack(const uint8_t *const *q, int64_t nb4, int64_t b, const int fou
                 if ((b & 3) == 0) {
                     const uint8_t *s = q[i] + (b / 4) * 64;
                     _mm_prefetch((const char *)s + nb_prefetch_bytes, _MM_HINT_T0);
-                    __m256i v0 = loadu(s), v1 = loadu(s + 32);
-                    _mm256_store_si256((__m256i *)buf[i], _mm256_and_si256(v0, m4));
-                    _mm256_store_si256((__m256i *)(buf[i] + 32), _mm256_and_si256(v1, m4));
-                    _mm256_store_si256((__m256i *)(buf[i] + 64), _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4));
-                    _mm256_store_si256((__m256i *)(buf[i] + 96), _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4));
+                    const __m256i v0 = loadu(s), v1 = loadu(s + 32);
+                    __m256i v[4] = {_mm256_and_si256(v0, m4), _mm256_and_si256(v1, m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4)};
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) _mm256_store_si256((__m256i *)(buf[i] + 32 * k), v[k]);
                 }
-                wb[i] = buf[i] + 32 * (b & 3);
+                wb[i] = buf[i] + (four == 2 ? 4 : 32) * (b & 3); /* Q4_0L: kq = 2 (nb_pl_step_offset) */
             } else { /* tail block in Q4_0 order: words 0-3 the low nibbles, 4-7 the high */
                 __m128i v = _mm_loadu_si128((const __m128i *)(q[i] + b * 16));
                 _mm_store_si128((__m128i *)buf[i], _mm_and_si128(v, m4x));
@@ -200,9 +202,10 @@ AI void q0_unpack(const uint8_t *const *q, int64_t nb4, int64_t b, const int fou
 }
 
 /* Unit ub of block b into f[i]: as planar_gemm of repack_avx2_impl.h,
- * (sum - offset) * (d_act * d_w) added per block. */
+ * (sum - offset) * (d_act * d_w) added per block; kq: the weights' layout
+ * in wb (nb_pl_step_offset). */
 AI void q0_unit(const nb_actpack *ap, int64_t ub, int64_t b, const uint8_t *const *wb, const uint8_t *const *sb,
-                const float *sw, const int four, const int RR, __m256 f[8]) {
+                const float *sw, const int four, const int kq, const int RR, __m256 f[8]) {
     const int8_t *a[1] = {unit_q(ap, ub, b)};
     /* offset 8 (Q4) or 128 (Q8 with VNNI) = 1 << shift; none for Q8 without VNNI */
     const int shift = four ? 3 : (SB_VNNI ? 7 : -1);
@@ -210,7 +213,7 @@ AI void q0_unit(const nb_actpack *ap, int64_t ub, int64_t b, const uint8_t *cons
     __m256i o = _mm256_setzero_si256();
     if (shift >= 0) o = _mm256_slli_epi32(_mm256_load_si256((const __m256i *)(ap->sum + l)), shift);
     __m256i acc[8][2];
-    sdot(wb, sb, a, 0, 8, four ? SB_Q4 : SB_Q8, 0, RR, 1, _mm256_sub_epi32(_mm256_setzero_si256(), o), acc);
+    sdot(wb, sb, a, 0, 8, four ? SB_Q4 : SB_Q8, kq, RR, 1, _mm256_sub_epi32(_mm256_setzero_si256(), o), acc);
     const __m256 da = _mm256_load_ps(ap->d + l);
 #pragma GCC unroll 8
     for (int i = 0; i < RR; i++)
@@ -237,7 +240,8 @@ AI void q0_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpac
         q0_unpack(q, nb4, b, four, RR, buf, wb, sb);
 #pragma GCC unroll 8
         for (int i = 0; i < RR; i++) sw[i] = _cvtsh_ss(dw[i][b]);
-        q0_unit(ap, ub, b, wb, sb, sw, four, RR, f);
+        if (four == 2 && b < nb4) q0_unit(ap, ub, b, wb, sb, sw, four, 2, RR, f);
+        else q0_unit(ap, ub, b, wb, sb, sw, four, 0, RR, f);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < RR; i++) store_unit(y, ldy, r + i, ub, ap->n, f[i]);
@@ -376,6 +380,9 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
 
 void SB_FN(q4_0r)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
     SB_DRIVE(q0_tile, 1, SB_GEMM(q4_0r))
+}
+void SB_FN(q4_0l)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
+    SB_DRIVE(q0_tile, 2, SB_GEMM(q4_0l))
 }
 void SB_FN(q8_0r)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) {
     SB_DRIVE(q0_tile, 0, SB_GEMM(q8_0r))

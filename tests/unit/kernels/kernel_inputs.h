@@ -63,6 +63,10 @@ static inline void fill_rows(nb_dtype gguf, uint8_t *g, uint64_t bytes, int mode
 static const nb_dtype nb_test_own_types[][2] = {
     {NB_W8, NB_W8R}, {NB_W4G32, NB_W4G32R}, {NB_W4G64, NB_W4G64R}, {NB_W4G128, NB_W4G128R}};
 #define NB_TEST_OWN_TYPES (sizeof nb_test_own_types / sizeof *nb_test_own_types)
+/* The lane-order forms the AVX2 file's kernels load (kernels/repack.h Q4_0L). */
+static const nb_dtype nb_test_lane_types[][2] = {
+    {NB_Q4_0, NB_Q4_0L}, {NB_W4G32, NB_W4G32L}, {NB_W4G64, NB_W4G64L}, {NB_W4G128, NB_W4G128L}, {NB_W4G128S, NB_W4G128L}};
+#define NB_TEST_LANE_TYPES (sizeof nb_test_lane_types / sizeof *nb_test_lane_types)
 
 /* pattern 0: random; 1: every weight the max, activations one-hot large;
  * 2: weights alternating +-max, activations +-large in every block. */

@@ -55,7 +55,9 @@ static void test_isa_caps(void **state) {
         bool vnni = isa >= NB_ISA_AVX512 && nb_cpu_get()->avx512vnni;
         bool rp = vnni || isa >= NB_ISA_AVX2; /* AVX2 repacks too (kernels/x86/repack_avx2_impl.h) */
         const char *rk = vnni ? "avx512" : isa < NB_ISA_AVX2 ? "scalar" : nb_cpu_get()->avxvnni ? "avxvnni" : "avx2";
-        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q4_0)], rp ? NB_Q4_0R : NB_Q4_0);
+        /* in lane order where the int8 kernels are the AVX2 file's */
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q4_0)], !rp ? NB_Q4_0 : isa == NB_ISA_AVX2 ? NB_Q4_0L : NB_Q4_0R);
+        assert_int_equal(d.repack_to[nb_dispatch_slot(NB_W4G128S)], !rp ? NB_W4G128S : isa == NB_ISA_AVX2 ? NB_W4G128L : NB_W4G128R);
         assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q6_K)], rp ? NB_Q6_KR : NB_Q6_K);
         assert_int_equal(d.repack_to[nb_dispatch_slot(NB_Q5_K)], NB_Q5_K);
         assert_int_equal(d.repack_to[nb_dispatch_slot(NB_F16)], NB_F16);

@@ -53,7 +53,7 @@ static void check(nb_dtype gguf, nb_dtype planar) {
             uint8_t *g = malloc(grb * R), *p = malloc(prb * R);
             fill_patterns(w, K * R, x, K * nmax, pattern);
             for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
-            nb_repack_rows(gguf, g, p, R, K);
+            nb_repack_rows_to(gguf, planar, g, p, R, K);
             void *mem = aligned_alloc(64, (nb_actpack_bytes(K, nmax) + 63) & ~(size_t)63);
             void *row = malloc(nb_actpack_scratch_bytes(K));
             for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {

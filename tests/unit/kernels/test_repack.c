@@ -39,7 +39,7 @@ static void check_type(nb_dtype gguf, nb_dtype planar) {
         for (int64_t i = 0; i < K * rows; i++) w[i] = frand();
         for (int64_t i = 0; i < K; i++) x[i] = frand() * 3;
         for (int64_t r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
-        nb_repack_rows(gguf, g, p, rows, K);
+        nb_repack_rows_to(gguf, planar, g, p, rows, K);
         ref_gguf->quantize_act(x, ag, K);
         ref_pl->quantize_act(x, ap, K);
         for (int64_t r = 0; r < rows; r++) {
@@ -96,7 +96,7 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
         for (int64_t i = 0; i < K * R; i++) w[i] = frand();
         for (int64_t i = 0; i < K * n; i++) x[i] = frand() * 2;
         for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
-        nb_repack_rows(gguf, g, p, R, K);
+        nb_repack_rows_to(gguf, planar, g, p, R, K);
         void *mem = aligned_alloc(64, (nb_actpack_bytes(K, n) + 63) & ~(size_t)63);
         void *row = malloc(nb_actpack_scratch_bytes(K));
         nb_actpack ap;
@@ -166,6 +166,7 @@ static void test_quantize_act_simd(void **state) {
         {"Q8_KP avx512", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx512, nb_cpu_isa() >= NB_ISA_AVX512},
         {"Q8_0P avx2", NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0p_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
         {"Q8_KP avx2", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
+        {"Q8_0L avx2", NB_Q8_0L, nb_q8_0l_quantize_ref, nb_q8_0l_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
     };
     int ran = 0;
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
@@ -209,7 +210,7 @@ static void check_rows(nb_dtype gguf, nb_dtype planar, const int64_t *Ks, size_t
                 for (int64_t i = 0; i < K * R; i++) w[i] = ki == 0 && ri == 1 ? 1.0f : frand(); /* one shape: all-max weights */
                 for (int64_t i = 0; i < K * T; i++) x[i] = i % 31 == 0 ? 50.0f : frand() * 2;
                 for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + r * grb, K);
-                nb_repack_rows(gguf, g, p, R, K);
+                nb_repack_rows_to(gguf, planar, g, p, R, K);
                 for (int64_t t = 0; t < T; t++) simd->quantize_act(x + t * K, a + t * arb, K);
                 for (int64_t i = 0; i < T * ldy; i++) y[i] = 12345.0f;
                 simd->vec_dot_rows(K, R, p, rb, T, a, arb, y, ldy);
@@ -277,7 +278,7 @@ static int check_mxn(nb_dtype gguf, nb_dtype planar) {
             for (int64_t i = 0; i < K * rows; i++) w[i] = bi == 1 ? 1.0f : frand(); /* bi 1: every weight the max */
             for (int64_t i = 0; i < K * toks; i++) x[i] = (i % 29 == 0) ? 100.0f : frand();
             for (int r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
-            nb_repack_rows(gguf, g, p, rows, K);
+            nb_repack_rows_to(gguf, planar, g, p, rows, K);
             for (int t = 0; t < toks; t++) simd->quantize_act(x + t * K, a + t * arb, K);
             for (int m = 1; m <= rows; m++)
                 for (int nn = 1; nn <= toks; nn++) {
@@ -318,6 +319,61 @@ static void test_gemm_w8_w4g(void **state) {
     for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_gemm(nb_test_own_types[i][0], nb_test_own_types[i][1]);
 }
 
+/* The lane-order forms (Q4_0L, W4G*L): dequantization and dots as the
+ * other layouts (check_type, check_mxn; their GEMMs in test_repack_avx2),
+ * and each SIMD variant's dot equal to the same variant's over Q4_0R /
+ * W4G*R bit for bit where the blocks are whole 8-block steps plus at most 3
+ * (the integers are the same; a 4-block step splits each block's sum over
+ * two lanes differently in the two orders, so its float sum may differ). */
+static void test_lanes(void **state) {
+    (void)state;
+    for (size_t i = 0; i < NB_TEST_LANE_TYPES; i++) check_type(nb_test_lane_types[i][0], nb_test_lane_types[i][1]);
+    int ran = 0;
+    for (size_t i = 0; i < NB_TEST_LANE_TYPES; i++) {
+        const nb_dtype gguf = nb_test_lane_types[i][0], lanes = nb_test_lane_types[i][1];
+        const nb_dtype planar = nb_repack_layout(gguf);
+        assert_int_equal(nb_repack_lanes(planar), lanes);
+        ran += check_mxn(gguf, lanes);
+        const nb_qtype *qt = nb_qtype_get(gguf);
+        for (int v = 1; v <= 2; v++) {
+            const nb_qdot *kr = nb_repack_qdot_variant(planar, v), *kl = nb_repack_qdot_variant(lanes, v);
+            if (!kr) continue;
+            assert_non_null(kl);
+            static const int64_t nblocks[] = {2, 3, 8, 11, 16, 66, 72};
+            for (size_t bi = 0; bi < sizeof nblocks / sizeof *nblocks; bi++) {
+                const int64_t K = nblocks[bi] * 32, rows = 3;
+                if (K % (int64_t)qt->block) continue;
+                uint64_t grb, prb, arb;
+                assert_true(nb_dtype_row_bytes(gguf, (uint64_t)K, &grb));
+                assert_true(nb_dtype_row_bytes(planar, (uint64_t)K, &prb));
+                assert_true(nb_dtype_row_bytes(NB_Q8_0P, (uint64_t)K, &arb));
+                float *w = malloc((size_t)(K * rows) * 4), *x = malloc((size_t)K * 4);
+                uint8_t *g = malloc(grb * rows), *pr = malloc(prb * rows), *pl = malloc(prb * rows);
+                uint8_t *ar = malloc(arb), *al = malloc(arb);
+                for (int64_t j = 0; j < K * rows; j++) w[j] = bi == 3 ? 1.0f : frand(); /* 11 blocks: all max */
+                for (int64_t j = 0; j < K; j++) x[j] = j % 31 == 0 ? 50.0f : frand();
+                for (int64_t r = 0; r < rows; r++) qt->from_float(w + r * K, g + r * grb, K);
+                nb_repack_rows_to(gguf, planar, g, pr, rows, K);
+                nb_repack_rows_to(gguf, lanes, g, pl, rows, K);
+                kr->quantize_act(x, ar, K);
+                kl->quantize_act(x, al, K);
+                for (int64_t r = 0; r < rows; r++) {
+                    float a, b;
+                    kr->vec_dot(K, pr + r * prb, ar, &a);
+                    kl->vec_dot(K, pl + r * prb, al, &b);
+                    if (a != b)
+                        fail_msg("%s %s K=%lld row %lld: %.9g vs %s %.9g", nb_dtype_name(lanes), kl->isa, (long long)K,
+                                 (long long)r, (double)b, nb_dtype_name(planar), (double)a);
+                }
+                free(w); free(x); free(g); free(pr); free(pl); free(ar); free(al);
+            }
+            ran++;
+        }
+    }
+    if (!ran) NB_TEST_SKIP("no AVX2 here: the lane-order kernels cannot run");
+    fprintf(stderr, "  Q4_0L, W4G*L: the same results as Q4_0R, W4G*R\n");
+}
+
 static void test_q4_0(void **state) { (void)state; check_type(NB_Q4_0, NB_Q4_0R); }
 static void test_q8_0(void **state) { (void)state; check_type(NB_Q8_0, NB_Q8_0R); }
 static void test_w8(void **state) {
@@ -346,6 +402,6 @@ int main(void) {
                                        cmocka_unit_test(test_gemm_q4_k), cmocka_unit_test(test_gemm_q6_k),
                                        cmocka_unit_test(test_gemm_w8_w4g),
                                        cmocka_unit_test(test_actpack_simd), cmocka_unit_test(test_quantize_act_simd), cmocka_unit_test(test_rows),
-                                       cmocka_unit_test(test_mxn)};
+                                       cmocka_unit_test(test_mxn), cmocka_unit_test(test_lanes)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,7 +62,7 @@ static void check_dots(nb_dtype gguf, nb_dtype planar) {
                     float *x = malloc((size_t)K * 4), *dq = malloc((size_t)K * 4);
                     fill_rows(gguf, g, grb * rows, wm);
                     fill_act(x, K, am);
-                    nb_repack_rows(gguf, g, p, rows, K);
+                    nb_repack_rows_to(gguf, planar, g, p, rows, K);
                     assert_ptr_equal(k->act_type, ref->act_type);
                     ref->quantize_act(x, a, K);
                     for (int64_t r = 0; r < rows; r++) {
@@ -113,7 +113,7 @@ static void check_gemm(nb_dtype gguf, nb_dtype planar) {
                 uint8_t *g = malloc(grb * R), *p = malloc(prb * R), *a = malloc(arb);
                 fill_rows(gguf, g, grb * R, wm);
                 for (int64_t t = 0; t < n; t++) fill_act(x + t * K, K, (int)(t % 2));
-                nb_repack_rows(gguf, g, p, R, K);
+                nb_repack_rows_to(gguf, planar, g, p, R, K);
                 void *mem = aligned_alloc(64, (nb_actpack_bytes(K, n) + 63) & ~(size_t)63);
                 void *row = malloc(nb_actpack_scratch_bytes(K));
                 nb_actpack ap;
@@ -181,6 +181,7 @@ static void test_dots(void **state) {
     check_dots(NB_Q4_K, NB_Q4_KR);
     check_dots(NB_Q6_K, NB_Q6_KR);
     for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_dots(nb_test_own_types[i][0], nb_test_own_types[i][1]);
+    for (size_t i = 0; i < NB_TEST_LANE_TYPES; i++) check_dots(nb_test_lane_types[i][0], nb_test_lane_types[i][1]);
 }
 
 static void test_gemm_q4_0(void **state) { (void)state; check_gemm(NB_Q4_0, NB_Q4_0R); }
@@ -190,6 +191,7 @@ static void test_gemm_q6_k(void **state) { (void)state; check_gemm(NB_Q6_K, NB_Q
 static void test_gemm_w8_w4g(void **state) {
     (void)state;
     for (size_t i = 0; i < NB_TEST_OWN_TYPES; i++) check_gemm(nb_test_own_types[i][0], nb_test_own_types[i][1]);
+    for (size_t i = 0; i < NB_TEST_LANE_TYPES; i++) check_gemm(nb_test_lane_types[i][0], nb_test_lane_types[i][1]);
 }
 
 int main(void) {

@@ -74,7 +74,7 @@ static int64_t check_variant(nb_dtype gguf, nb_dtype planar, int v) {
             float *y0 = malloc((size_t)(nmax * R) * 4), *y1 = malloc((size_t)(nmax * R) * 4);
             uint8_t *g = malloc(grb * R), *p = malloc(prb * R);
             fill_rows(gguf, g, grb * R, wmode);
-            nb_repack_rows(gguf, g, p, R, K);
+            nb_repack_rows_to(gguf, planar, g, p, R, K);
             for (int64_t r = 0; r < R; r++) deq(p + r * prb, wf + r * K, K);
             fill_act(x, K * nmax, xmode);
             void *mem = aligned_alloc(64, (nb_actpack_bytes(K, nmax) + 63) & ~(size_t)63);
@@ -130,6 +130,7 @@ static void check(nb_dtype gguf, nb_dtype planar) {
 }
 
 static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R); }
+static void test_q4_0l(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0L); }
 static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R); }
 static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR); }
 static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR); }
@@ -147,7 +148,7 @@ static int gemm_variant(nb_dtype t, nb_isa max_isa) {
  * through nb_sbatch_gemm and through the dispatch table. */
 static void test_matching_variant(void **state) {
     (void)state;
-    const nb_dtype ts[] = {NB_Q4_0R, NB_Q8_0R, NB_Q4_KR, NB_Q6_KR};
+    const nb_dtype ts[] = {NB_Q4_0R, NB_Q8_0R, NB_Q4_KR, NB_Q6_KR, NB_Q4_0L};
     const nb_isa isas[] = {NB_ISA_SCALAR, NB_ISA_AVX2, NB_ISA_AVX512, NB_ISA_AMX};
     int seen = 0;
     for (int ii = 0; ii < 4; ii++) {
@@ -156,7 +157,7 @@ static void test_matching_variant(void **state) {
         o.max_isa = isas[ii];
         nb_dispatch d;
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             int v = gemm_variant(ts[i], isas[ii]);
             nb_repack_gemm_fn want = v ? nb_sbatch_gemm_variant(ts[i], v) : NULL;
             assert_true(nb_sbatch_gemm(ts[i], isas[ii]) == want);
@@ -180,7 +181,7 @@ static void test_matching_variant(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0r), cmocka_unit_test(test_q8_0r),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_0r), cmocka_unit_test(test_q4_0l), cmocka_unit_test(test_q8_0r),
                                        cmocka_unit_test(test_q4_kr), cmocka_unit_test(test_q6_kr),
                                        cmocka_unit_test(test_matching_variant)};
     return cmocka_run_group_tests(tests, NULL, NULL);
