@@ -57,7 +57,8 @@ typedef struct nb_kernel_opts {
                                 12 for Q4_0L, Q4_KR, Q6_KR and W4G*R/L where the GEMMs are plain AVX2's:
                                 nb_dispatch_rgemm_from) */
     bool small_batch;        /* small batches (2 .. the GEMM thresholds) through the kernels' multi-token
-                                dots (vec_dot_mxn) where they have one (default true) */
+                                dots (vec_dot_mxn) where they have one, and float weights' batches of up to
+                                8 tokens through per-token dots instead of the float GEMM (default true) */
     nb_decode_dot decode_dot; /* default AUTO */
     bool decode_prefetch_set; /* false (default): the distance is chosen per CPU */
     int decode_prefetch;     /* else: bytes the streaming kernels prefetch ahead (kernels.h

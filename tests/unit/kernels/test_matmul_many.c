@@ -95,14 +95,15 @@ static void check(const nb_dtype *types, int count, int64_t n) {
     nb_kctx_free(&k);
 }
 
-/* Small batches (2..7 tokens, below the int8 GEMM): below the rows-in-lanes
+/* Small batches (2..8 tokens, below the int8 GEMM; F16: per-token dots up
+ * to 8, matmul.c float_dots_max): below the rows-in-lanes
  * kernel's start (nb_dispatch_rows_from) the per-row path, with the kernels' small-batch vec_dot_mxn where
  * they have one, gives exactly the one-token results for each token; from
  * it, where a type has a rows kernel (AVX-512 VNNI), the same integer sums
  * in another float order. */
 static void test_small_batch(void **state) {
     (void)state;
-    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_W4G32, NB_W4G128};
+    static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_W4G32, NB_W4G128, NB_F16};
     const int64_t K = 512, R = 37;
     nb_kctx k;
     assert_int_equal(nb_kctx_init(&k, 2), NB_OK);
@@ -111,7 +112,7 @@ static void test_small_batch(void **state) {
         nb_tensor W = make_weight(types[ti], K, R, &mem);
         const nb_qdot *qd = nb_dispatch_qdot(k.d, W.type);
         const int64_t rows_start = qd && qd->vec_dot_rows ? nb_dispatch_rows_from(k.d, W.type) : 8;
-        for (int64_t n = 2; n < 8; n++) {
+        for (int64_t n = 2; n <= 8; n++) {
             float *X = malloc((size_t)(n * K) * sizeof *X), *Y = malloc((size_t)(n * R) * sizeof *Y);
             float *y1 = malloc((size_t)R * sizeof *y1), *row = malloc((size_t)K * sizeof *row);
             for (int64_t i = 0; i < n * K; i++) X[i] = frand();
@@ -238,18 +239,21 @@ static void test_streams(void **state) {
     (void)state;
     static const nb_dtype types[] = {NB_Q4_0, NB_Q8_0, NB_Q4_K, NB_Q6_K, NB_F16, NB_W8, NB_W4G128};
     const int64_t K = 512, R[2] = {203, 130};
-    float *X = malloc((size_t)K * sizeof *X);
-    for (int64_t i = 0; i < K; i++) X[i] = frand();
+    enum { NT = 3 }; /* and a small batch: the streams are one token's (a past bug took them for all) */
+    float *X = malloc((size_t)(NT * K) * sizeof *X);
+    for (int64_t i = 0; i < NT * K; i++) X[i] = frand();
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         nb_tensor W[2];
         void *mem[2];
         const nb_tensor *wp[2];
-        float *want[2], *got[2];
+        float *want[2], *got[2], *want3[2], *got3[2];
         for (int i = 0; i < 2; i++) {
             W[i] = make_weight(types[ti], K, R[i], &mem[i]);
             wp[i] = &W[i];
             want[i] = malloc((size_t)R[i] * sizeof(float));
             got[i] = malloc((size_t)R[i] * sizeof(float));
+            want3[i] = malloc((size_t)(NT * R[i]) * sizeof(float));
+            got3[i] = malloc((size_t)(NT * R[i]) * sizeof(float));
         }
         for (int avx2 = 0; avx2 < 2; avx2++) /* the widest kernels, then the 256-bit ones */
         for (int threads = 1; threads <= 2; threads++)
@@ -264,12 +268,16 @@ static void test_streams(void **state) {
                 assert_int_equal(d.decode_streams, s);
                 assert_int_equal(nb_kctx_init_with(&k, threads, &d), NB_OK);
                 assert_int_equal(nb_matmul_many(&k, 2, wp, X, 1, s == 1 && threads == 1 ? want : got), NB_OK);
+                assert_int_equal(nb_matmul_many(&k, 2, wp, X, NT, s == 1 && threads == 1 ? want3 : got3), NB_OK);
                 if (s > 1 || threads > 1)
-                    for (int i = 0; i < 2; i++) assert_memory_equal(got[i], want[i], (size_t)R[i] * sizeof(float));
+                    for (int i = 0; i < 2; i++) {
+                        assert_memory_equal(got[i], want[i], (size_t)R[i] * sizeof(float));
+                        assert_memory_equal(got3[i], want3[i], (size_t)(NT * R[i]) * sizeof(float));
+                    }
                 nb_kctx_free(&k);
             }
         for (int i = 0; i < 2; i++) {
-            free(mem[i]); free(want[i]); free(got[i]);
+            free(mem[i]); free(want[i]); free(got[i]); free(want3[i]); free(got3[i]);
         }
     }
     nb_kernel_opts o;
@@ -283,7 +291,7 @@ static void test_streams(void **state) {
     assert_int_equal(nb_kernel_opts_from_env(&o), NB_ERR_INVALID);
     assert_non_null(strstr(nb_errmsg(), "NIBBLE_DECODE_STREAMS"));
     unsetenv("NIBBLE_DECODE_STREAMS");
-    fprintf(stderr, "  1-4 runs of rows per thread give identical one-token outputs\n");
+    fprintf(stderr, "  1-4 runs of rows per thread give identical one-token and 3-token outputs\n");
     free(X);
 }
 
