@@ -213,6 +213,9 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
     d->dot_f32_m = pick->dot_f32_m;
     d->dot_f16_m = pick->dot_f16_m;
     d->dot_bf16_m = pick->dot_bf16_m;
+    d->dot_f32_2 = pick->dot_f32_2;
+    d->dot_f16_2 = pick->dot_f16_2;
+    d->dot_bf16_2 = pick->dot_bf16_2;
     d->decode_dot = pick->isa;
     d->decode_prefetch = o->decode_prefetch_set ? o->decode_prefetch : nb_prefetch_for_cpu(c);
     d->decode_prefetch_l2 = o->decode_prefetch_l2_set ? o->decode_prefetch_l2 : nb_prefetch_l2_for_cpu(c);

@@ -124,6 +124,7 @@ typedef struct nb_dispatch {
     const nb_float_kernels *fk; /* float GEMM and conversions (prefill) */
     nb_dot_fn dot_f32, dot_f16, dot_bf16; /* one-token float dots (decode) */
     nb_dot_m_fn dot_f32_m, dot_f16_m, dot_bf16_m; /* the same, several rows in lockstep (NULL: none) */
+    nb_dot2_fn dot_f32_2, dot_f16_2, dot_bf16_2;   /* the same, one row and two tokens (NULL: none) */
     const char *decode_dot; /* which: "avx2", "avx512", "scalar" */
     int decode_prefetch;    /* bytes ahead the streaming kernels prefetch (nb_prefetch_for_cpu, or the option) */
     bool decode_prefetch_tune; /* a model's forward pass measures its own distance at load (opts) */

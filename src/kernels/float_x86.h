@@ -67,6 +67,45 @@
         for (int64_t r = 0; r < rows; r++)                                                                    \
             NAME##_lockstep(n, (const uint8_t *)w + (size_t)r * row_bytes, 0, x, y + r, 0, 1);                \
     }                                                                                                         \
+    /* One row against two tokens (x, x + ldx): each weight vector converted  \
+     * once for both, each token's operations and their order those of the   \
+     * one-row dot above, so y[0] and y[ldy] are its results bit for bit */   \
+    static void NAME##_2(int64_t n, const void *w, const float *x, size_t ldx, float *y, size_t ldy) {        \
+        const int pf = nb_prefetch_bytes, pf2 = nb_prefetch_l2_bytes;                                         \
+        const ETYPE *a = w;                                                                                   \
+        const float *x1 = x + ldx;                                                                            \
+        VF p0 = VZERO(), p1 = VZERO(), p2 = VZERO(), p3 = VZERO();                                            \
+        VF q0 = VZERO(), q1 = VZERO(), q2 = VZERO(), q3 = VZERO();                                            \
+        int64_t i = 0;                                                                                        \
+        for (; i + 4 * VW <= n; i += 4 * VW) {                                                                \
+            nb_prefetch_ahead((const char *)(a + i), pf, pf2);                                                \
+            if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 64, pf, pf2);                    \
+            const VF w0 = LOAD(a + i), w1 = LOAD(a + i + VW);                                                 \
+            p0 = VFMA(w0, VLOAD(x + i), p0);                                                                  \
+            q0 = VFMA(w0, VLOAD(x1 + i), q0);                                                                 \
+            p1 = VFMA(w1, VLOAD(x + i + VW), p1);                                                             \
+            q1 = VFMA(w1, VLOAD(x1 + i + VW), q1);                                                            \
+            nb_prefetch_ahead((const char *)(a + i) + (4 * VW * ES > 128 ? 128 : 64), pf, pf2);               \
+            if (4 * VW * ES > 128) nb_prefetch_ahead((const char *)(a + i) + 192, pf, pf2);                   \
+            const VF w2 = LOAD(a + i + 2 * VW), w3 = LOAD(a + i + 3 * VW);                                    \
+            p2 = VFMA(w2, VLOAD(x + i + 2 * VW), p2);                                                         \
+            q2 = VFMA(w2, VLOAD(x1 + i + 2 * VW), q2);                                                        \
+            p3 = VFMA(w3, VLOAD(x + i + 3 * VW), p3);                                                         \
+            q3 = VFMA(w3, VLOAD(x1 + i + 3 * VW), q3);                                                        \
+        }                                                                                                     \
+        for (; i + VW <= n; i += VW) {                                                                        \
+            const VF w0 = LOAD(a + i);                                                                        \
+            p0 = VFMA(w0, VLOAD(x + i), p0);                                                                  \
+            q0 = VFMA(w0, VLOAD(x1 + i), q0);                                                                 \
+        }                                                                                                     \
+        float s = VHSUM(VADD(VADD(p0, p1), VADD(p2, p3))), t = VHSUM(VADD(VADD(q0, q1), VADD(q2, q3)));       \
+        for (; i < n; i++) {                                                                                  \
+            s += SCALAR(a[i]) * x[i];                                                                         \
+            t += SCALAR(a[i]) * x1[i];                                                                        \
+        }                                                                                                     \
+        y[0] = s;                                                                                             \
+        y[ldy] = t;                                                                                           \
+    }                                                                                                         \
     static void NAME##_m(int64_t n, int m, const void *w, size_t w_stride, const float *x, float *y, size_t ldy) { \
         switch (m) {                                                                                          \
         case 1: NAME##_lockstep(n, w, w_stride, x, y, ldy, 1); break;                                         \

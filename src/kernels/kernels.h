@@ -25,6 +25,10 @@ typedef void (*nb_dot_fn)(int64_t n, int64_t rows, const void *w, size_t row_byt
  * (<= NB_DECODE_STREAMS_MAX): rows far apart read in lockstep (decode's
  * several streams per thread, matmul.c); each result is nb_dot_fn's. */
 typedef void (*nb_dot_m_fn)(int64_t n, int m, const void *w, size_t w_stride, const float *x, float *y, size_t ldy);
+/* y[0] and y[ldy]: one weight row's dots with two tokens (x, x + ldx), each
+ * nb_dot_fn's result bit for bit; the row is read and converted once
+ * (small float batches, matmul.c). */
+typedef void (*nb_dot2_fn)(int64_t n, const void *w, const float *x, size_t ldx, float *y, size_t ldy);
 /* Convert n elements to float. */
 typedef void (*nb_to_f32_fn)(int64_t n, const void *src, float *dst);
 
@@ -87,6 +91,7 @@ typedef struct nb_float_kernels {
     nb_rmsnorm_fn rmsnorm;
     nb_add_fn add;
     nb_dot_m_fn dot_f32_m, dot_f16_m, dot_bf16_m; /* NULL in the scalar set */
+    nb_dot2_fn dot_f32_2, dot_f16_2, dot_bf16_2;  /* NULL in the scalar set */
 } nb_float_kernels;
 
 const nb_float_kernels *nb_float_kernels_ref(void);

@@ -304,6 +304,7 @@ typedef struct {
     nb_repack_gemm_fn gemm;
     nb_dot_fn fdot; /* PATH_FLOAT_DOTS */
     nb_dot_m_fn fdot_streams; /* PATH_FLOAT_DOTS: fdot for `streams` runs of rows */
+    nb_dot2_fn fdot2; /* PATH_FLOAT_DOTS, several tokens: fdot for two at a time (NULL: none) */
 } mm_seg;
 
 /* PATH_FLOAT_DOTS: a few tokens with f32 / f16 / bf16 weights (float_dots_max), a dot per row and token.
@@ -325,6 +326,9 @@ static nb_dot_fn float_dot(const nb_kctx *k, nb_dtype t) {
 }
 static nb_dot_m_fn float_dot_m(const nb_kctx *k, nb_dtype t) {
     return t == NB_F32 ? k->d->dot_f32_m : t == NB_F16 ? k->d->dot_f16_m : k->d->dot_bf16_m;
+}
+static nb_dot2_fn float_dot_2(const nb_kctx *k, nb_dtype t) {
+    return t == NB_F32 ? k->d->dot_f32_2 : t == NB_F16 ? k->d->dot_f16_2 : k->d->dot_bf16_2;
 }
 
 typedef struct {
@@ -450,12 +454,19 @@ static void seg_rows(const quant_job *j, const nb_actpack *ap, int64_t t0, int64
             seg_streams(j, g, r0, r1);
             continue;
         }
-        if (g->fdot) { /* per token: a block of rows, read from memory once, then from the cache for the others */
+        if (g->fdot) { /* a block of rows, read from memory once, then from the cache for more tokens */
             const int64_t rb = NB_MAX(1, FLOAT_DOTS_BLOCK / (int64_t)g->row_bytes);
-            for (int64_t r = r0; r < r1; r += rb)
-                for (int64_t t = 0; t < j->n; t++)
-                    g->fdot(j->K, NB_MIN(rb, r1 - r), g->w + (uint64_t)r * g->row_bytes, g->row_bytes, j->X + t * j->K,
+            for (int64_t r = r0; r < r1; r += rb) {
+                const int64_t nr = NB_MIN(rb, r1 - r);
+                int64_t t = 0;
+                for (; g->fdot2 && t + 2 <= j->n; t += 2) /* two tokens per pass over each row */
+                    for (int64_t i = r; i < r + nr; i++)
+                        g->fdot2(j->K, g->w + (uint64_t)i * g->row_bytes, j->X + t * j->K, (size_t)j->K,
+                                 g->Y + t * g->R + i, (size_t)g->R);
+                for (; t < j->n; t++)
+                    g->fdot(j->K, nr, g->w + (uint64_t)r * g->row_bytes, g->row_bytes, j->X + t * j->K,
                             g->Y + t * g->R + r);
+            }
             continue;
         }
         if (g->dot_rows) {
@@ -543,6 +554,7 @@ static nb_status matmul_quant(nb_kctx *k, quant_path path, int count, const nb_t
         else if (path == PATH_FLOAT_DOTS) {
             g->fdot = float_dot(k, W[i]->type);
             g->fdot_streams = float_dot_m(k, W[i]->type);
+            g->fdot2 = float_dot_2(k, W[i]->type);
             if (n == 1 && k->streams > 1 && g->fdot_streams && g->R >= 16 * k->streams) g->streams = k->streams;
         }
         else if (path == PATH_ROWS) g->dot_rows = qdot_for(k, W[i]->type)->vec_dot_rows;

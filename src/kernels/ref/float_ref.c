@@ -83,6 +83,6 @@ static void add(int64_t n, float *x, const float *y) {
 }
 
 static const nb_float_kernels ref = {"scalar", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32,
-                                     swiglu, rmsnorm, add, NULL, NULL, NULL};
+                                     swiglu, rmsnorm, add, NULL, NULL, NULL, NULL, NULL, NULL};
 
 const nb_float_kernels *nb_float_kernels_ref(void) { return &ref; }

@@ -98,6 +98,6 @@ static void gemm_f32(int64_t kc, const float *wp, const float *xp, int64_t nt, f
 }
 
 static const nb_float_kernels k = {"avx2", dot_f32, dot_f16, dot_bf16, f16_to_f32, bf16_to_f32, gemm_f32, swiglu, rmsnorm, add,
-                                   dot_f32_m, dot_f16_m, dot_bf16_m};
+                                   dot_f32_m, dot_f16_m, dot_bf16_m, dot_f32_2, dot_f16_2, dot_bf16_2};
 
 const nb_float_kernels *nb_float_kernels_avx2(void) { return &k; }
