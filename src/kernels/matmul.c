@@ -27,8 +27,9 @@
 #define GEMM_NC 512
 /* Small float batches (PATH_FLOAT_DOTS): up to FLOAT_DOTS_MAX tokens, each
  * row block of FLOAT_DOTS_BLOCK bytes against every token while it sits in
- * L1. F16, 5632 x 2048 matrices, 2 threads, Zen 3 (session 42): the GEMM
- * took 2.99 / 1.62 / 1.20x the dots' time at 2 / 4 / 8 tokens, 0.82x at 12. */
+ * L1, two tokens at a time (nb_dot2_fn). F16, 5632 x 2048 matrices, 2
+ * threads, Zen 3 (session 42): the GEMM took 4.72 / 2.45 / 1.25x the dots'
+ * time at 2 / 4 / 8 tokens, 1.02x at 12. */
 #define FLOAT_DOTS_MAX 8
 #define FLOAT_DOTS_BLOCK 16384
 
