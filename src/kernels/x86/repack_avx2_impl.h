@@ -135,8 +135,10 @@ static inline __attribute__((always_inline)) void nib4(const uint8_t *qi, __m256
 
 /* nib4's blocks against one token's activations xi: lanes [b0 b1 b2 b3 | b0
  * b1 b2 b3], two partial sums per block. Lane order needs no fold: the
- * products of all four vectors add in place (without VNNI in int16: 8 of
- * them per lane, |.| <= 8*15*128 < 2^15, then one vpmaddwd). */
+ * products of all four vectors add in place - without VNNI in int16 (8
+ * per lane, |.| <= 8*15*127), left there (RP_LANES16: int16 pairs, widened
+ * by widen4 or join8). */
+#define RP_LANES16(kind) (!RP_VNNI && ((kind) & NB_PL_LANES))
 static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], const int8_t *xi, const int lanes) {
     const __m256i z = _mm256_setzero_si256();
     if (lanes) {
@@ -145,7 +147,7 @@ static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], c
 #else
         const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], loadu(xi)), _mm256_maddubs_epi16(u[1], loadu(xi + 32)));
         const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], loadu(xi + 64)), _mm256_maddubs_epi16(u[3], loadu(xi + 96)));
-        return _mm256_madd_epi16(_mm256_add_epi16(s01, s23), _mm256_set1_epi16(1));
+        return _mm256_add_epi16(s01, s23);
 #endif
     }
 #if RP_HI16
@@ -156,6 +158,18 @@ static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], c
     return fold4_16(_mm256_maddubs_epi16(u[0], loadu(xi)), _mm256_maddubs_epi16(u[1], loadu(xi + 32)),
                     _mm256_maddubs_epi16(u[2], loadu(xi + 64)), _mm256_maddubs_epi16(u[3], loadu(xi + 96)));
 #endif
+}
+
+/* A group's sums (group4, sums4) as int32 lanes. */
+static inline __attribute__((always_inline)) __m256i widen4(__m256i h, const int kind) {
+    return RP_LANES16(kind) ? _mm256_madd_epi16(h, _mm256_set1_epi16(1)) : h;
+}
+/* Two groups' sums (blocks i..i+3, i+4..i+7) as [b0 .. b7] in int32; int16
+ * pairs add before one vpmaddwd (16 products, |.| <= 16*15*127 < 2^15). */
+static inline __attribute__((always_inline)) __m256i join8(__m256i h0, __m256i h1, const int kind) {
+    const __m256i lo = _mm256_permute2x128_si256(h0, h1, 0x20), hi = _mm256_permute2x128_si256(h0, h1, 0x31);
+    if (RP_LANES16(kind)) return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(lo, hi);
 }
 
 static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, const int8_t *xi, const int kind) {
@@ -215,8 +229,7 @@ static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, 
             nb_prefetch_ahead(qi + 4 * qs, pf, pf2);
             if (!four) nb_prefetch_ahead(qi + 4 * qs + 64, pf, pf2);
             const __m256i h1 = group4(qi + 4 * qs, x + i * 32 + 128, kind);
-            const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
-                                               _mm256_permute2x128_si256(h0, h1, 0x31));
+            const __m256i h = join8(h0, h1, kind);
             __m256 dw, dz;
             nb_pl_scales8(wr[r], n, i, kind, &dw, &dz);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, adh), acc[r]);
@@ -228,7 +241,7 @@ static inline __attribute__((always_inline)) void planar_dot_rows_pf(int64_t n, 
     for (int r = 0; r < M; r++) {
         i = i8;
         if (i + 4 <= nb) {
-            const __m256i h = group4(q[r] + i * qs, x + i * 32, kind);
+            const __m256i h = widen4(group4(q[r] + i * qs, x + i * 32, kind), kind);
             __m128 dw, dz;
             nb_pl_scales4(wr[r], n, i, kind, &dw, &dz);
             const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad + i)), _mm256_castps256_ps128(hs));
@@ -306,8 +319,7 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             const __m256i h1 = sums4(u, x[t] + i * 32 + 128, lanes);
-            const __m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(h0[t], h1, 0x20),
-                                               _mm256_permute2x128_si256(h0[t], h1, 0x31));
+            const __m256i h = join8(h0[t], h1, kind);
             const __m256 adh = _mm256_mul_ps(_mm256_loadu_ps(ad[t] + i), hs);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, adh), acc[t]);
             if (offset != 0)
@@ -319,7 +331,7 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
     for (int t = 0; t < T; t++) {
         i = i8;
         if (i + 4 <= nb) {
-            const __m256i h = group4(q + i * qs, x[t] + i * 32, kind);
+            const __m256i h = widen4(group4(q + i * qs, x[t] + i * 32, kind), kind);
             __m128 dw, dz;
             nb_pl_scales4(wr, n, i, kind, &dw, &dz);
             const __m128 sc = _mm_mul_ps(_mm_mul_ps(dw, _mm_loadu_ps(ad[t] + i)), _mm256_castps256_ps128(hs));
