@@ -41,7 +41,8 @@ static const nb_dtype_info table[NB_DTYPE_MAX] = {
     [NB_W4G128R] = {"W4G128R", 128, 68, true}, [NB_W8R] = {"W8R", 32, 36, true},
     [NB_Q4_0L] = {"Q4_0L", 32, 18, true},  [NB_W4G32L] = {"W4G32L", 32, 20, true},
     [NB_W4G64L] = {"W4G64L", 64, 36, true}, [NB_W4G128L] = {"W4G128L", 128, 68, true},
-    [NB_Q8_0L] = {"Q8_0L", 32, 44, true},
+    [NB_Q8_0PL] = {"Q8_0PL", 32, 44, true}, [NB_Q8_0L] = {"Q8_0L", 32, 34, true},
+    [NB_W8L] = {"W8L", 32, 36, true},
 };
 
 const nb_dtype_info *nb_dtype_get(nb_dtype t) {

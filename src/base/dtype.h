@@ -67,8 +67,10 @@ typedef enum nb_dtype {
     NB_W4G32L = NB_DTYPE_MEM_BASE + 11,
     NB_W4G64L = NB_DTYPE_MEM_BASE + 12,
     NB_W4G128L = NB_DTYPE_MEM_BASE + 13,
-    NB_Q8_0L = NB_DTYPE_MEM_BASE + 14, /* Q8_0P with the quants in the same lane order */
-    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 15,
+    NB_Q8_0PL = NB_DTYPE_MEM_BASE + 14, /* Q8_0P with the quants in the same lane order */
+    NB_Q8_0L = NB_DTYPE_MEM_BASE + 15,  /* Q8_0R / W8R in lane order (AVX2) */
+    NB_W8L = NB_DTYPE_MEM_BASE + 16,
+    NB_DTYPE_MEM_END = NB_DTYPE_MEM_BASE + 17,
 
     NB_DTYPE_MAX = NB_DTYPE_MEM_END, /* every id is below this */
 } nb_dtype;

@@ -332,8 +332,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         d->to_float[s] = f;
         d->rgemm[s] = o->int8_gemm ? nb_repack_gemm(t, gemm_isa) : NULL;
         d->sgemm[s] = d->rgemm[s] ? nb_sbatch_gemm(t, gemm_isa) : NULL; /* NULL beside an AMX GEMM */
-        /* where the int8 kernels are the AVX2 file's, Q4_0 and W4G* in lane
-         * order (repack.h Q4_0L): no fold of the 4-bit sums across lanes */
+        /* where the int8 kernels are the AVX2 file's, Q4_0, Q8_0, W8 and W4G*
+         * in lane order (repack.h Q4_0L, Q8_0L): no fold of the sums across lanes */
         nb_dtype to = isa == NB_ISA_AVX2 ? nb_repack_lanes(nb_repack_layout(t)) : nb_repack_layout(t);
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
@@ -349,7 +349,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
-             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, W4G* in lane order)" : "on",
+             nb_isa_name(isa), d->decode_dot, d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"

@@ -38,6 +38,8 @@ nb_dtype nb_repack_lanes(nb_dtype t) {
     case NB_W4G32R: return NB_W4G32L;
     case NB_W4G64R: return NB_W4G64L;
     case NB_W4G128R: return NB_W4G128L;
+    case NB_Q8_0R: return NB_Q8_0L;
+    case NB_W8R: return NB_W8L;
     default: return t;
     }
 }
@@ -57,6 +59,14 @@ static int w4_group(nb_dtype t) {
 static int lane_slot(int x) {
     const int k = x / 32, e = x % 32;
     return 32 * (e % 16 / 4) + 16 * (e / 16) + 4 * k + e % 4;
+}
+
+/* Where byte e of block i sits in the 8-bit quants of a row of nb blocks:
+ * in order, or in lane order (Q8_0L, W8L weights; Q8_0PL activations)
+ * except the last nb % 4 blocks. */
+static int64_t quant_index(int64_t nb, int64_t i, int e, bool lanes) {
+    if (!lanes || i >= nb / 4 * 4) return i * 32 + e;
+    return (i / 4) * 128 + lane_slot((int)(i % 4) * 32 + e);
 }
 
 /* Block i's 16 bytes of nibbles (Q4_0's order) in a row of Q4_0 blocks
@@ -166,7 +176,9 @@ static void q8_kp_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-static bool lane_type(nb_dtype t) { return t == NB_Q4_0L || t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L; }
+static bool lane_type(nb_dtype t) {
+    return t == NB_Q4_0L || t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L || t == NB_Q8_0L || t == NB_W8L;
+}
 
 void nb_repack_rows(nb_dtype from, const void *src, void *dst, int64_t rows, int64_t K) {
     nb_repack_rows_to(from, nb_repack_target(from), src, dst, rows, K);
@@ -206,7 +218,7 @@ void nb_repack_rows_to(nb_dtype from, nb_dtype to, const void *src, void *dst, i
             uint8_t *d = (uint8_t *)dst + r * nb * (sb + 32), *q = d + nb * sb;
             for (int64_t i = 0; i < nb; i++) {
                 const uint8_t *blk = b + i * (sb + 32);
-                for (int j = 0; j < 32; j++) q[i * 32 + j] = (uint8_t)((int8_t)blk[sb + j] + 128);
+                for (int j = 0; j < 32; j++) q[quant_index(nb, i, j, lanes)] = (uint8_t)((int8_t)blk[sb + j] + 128);
                 memcpy(d + i * sb, blk, (size_t)sb);
             }
         }
@@ -234,11 +246,8 @@ static int q4_0r_q(const uint8_t *q, int64_t nb, int64_t i, int e, bool lanes) {
     return x < 64 ? g[x] & 15 : g[x - 64] >> 4;
 }
 
-/* Activation e of block i of a Q8_0P (Q8_0L: lanes) row of nb blocks. */
-static int q8_0p_q(const int8_t *x, int64_t nb, int64_t i, int e, bool lanes) {
-    if (!lanes || i >= nb / 4 * 4) return x[i * 32 + e];
-    return x[(i / 4) * 128 + lane_slot((int)(i % 4) * 32 + e)];
-}
+/* Activation e of block i of a Q8_0P (Q8_0PL: lanes) row of nb blocks. */
+static int q8_0p_q(const int8_t *x, int64_t nb, int64_t i, int e, bool lanes) { return x[quant_index(nb, i, e, lanes)]; }
 
 /* A Q4_0R (group 0) or W4G*R row: its quants, and block i's scale and
  * the offset its nibbles take (8, or the group's zero point). */
@@ -310,17 +319,19 @@ static void w4g128l_to_float(const void *src, float *dst, int64_t n) { q4_lanes_
 /* Q8_0R (fp16 scales) and W8R (f32): block i's scale. */
 static float q8_planar_scale(const uint8_t *d, int64_t i, bool f32) { return f32 ? getf(d + i * 4) : geth(d + i * 2); }
 
-static void q8_planar_to_float(const void *src, float *dst, int64_t n, bool f32) {
+static void q8_planar_to_float(const void *src, float *dst, int64_t n, bool f32, bool lanes) {
     int64_t nb = n / 32;
     const uint8_t *d = src;
     const uint8_t *q = d + nb * (f32 ? 4 : 2);
     for (int64_t i = 0; i < nb; i++) {
         float s = q8_planar_scale(d, i, f32);
-        for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)(q[i * 32 + j] - 128);
+        for (int j = 0; j < 32; j++) dst[i * 32 + j] = s * (float)(q[quant_index(nb, i, j, lanes)] - 128);
     }
 }
-static void q8_0r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, false); }
-static void w8r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, true); }
+static void q8_0r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, false, false); }
+static void w8r_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, true, false); }
+static void q8_0l_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, false, true); }
+static void w8l_to_float(const void *src, float *dst, int64_t n) { q8_planar_to_float(src, dst, n, true, true); }
 
 static void q4_kr_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++) {
@@ -385,7 +396,7 @@ static void q8_planar_act_to_float(const void *src, float *dst, int64_t n, bool 
     }
 }
 static void q8_0p_to_float(const void *src, float *dst, int64_t n) { q8_planar_act_to_float(src, dst, n, false); }
-static void q8_0l_to_float(const void *src, float *dst, int64_t n) { q8_planar_act_to_float(src, dst, n, true); }
+static void q8_0pl_to_float(const void *src, float *dst, int64_t n) { q8_planar_act_to_float(src, dst, n, true); }
 
 /* As llama.cpp's x86 quantize_row_q8_0: id = 127/amax, ties to even, and the
  * scale rounded through fp16 (what the integer kernels multiply with). */
@@ -412,7 +423,7 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n) {
 
 /* The activations of the Q4_0L / W4G*L dots: Q8_0P with each 4-block
  * group's quants in lane order. */
-void nb_q8_0l_quantize_ref(const float *x, void *dst, int64_t n) {
+void nb_q8_0pl_quantize_ref(const float *x, void *dst, int64_t n) {
     nb_q8_0p_quantize_ref(x, dst, n);
     int8_t *q = dst;
     for (int64_t g = 0; g < n / 128; g++) {
@@ -444,7 +455,8 @@ static void w4g32l_dot_ref(int64_t n, const void *w, const void *a, float *out) 
 static void w4g64l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 64, true); }
 static void w4g128l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q4_planar_dot_ref(n, w, a, 128, true); }
 
-static float q8_planar_dot_ref(int64_t n, const void *w, const void *a, bool f32) {
+/* Q8_0R and W8R (Q8_0L, W8L: lanes, with Q8_0PL activations). */
+static float q8_planar_dot_ref(int64_t n, const void *w, const void *a, bool f32, bool lanes) {
     int64_t nb = n / 32;
     const uint8_t *wd = w, *q = wd + nb * (f32 ? 4 : 2);
     const int8_t *x = a;
@@ -452,13 +464,15 @@ static float q8_planar_dot_ref(int64_t n, const void *w, const void *a, bool f32
     float s = 0;
     for (int64_t i = 0; i < nb; i++) {
         int acc = 0;
-        for (int j = 0; j < 32; j++) acc += (q[i * 32 + j] - 128) * x[i * 32 + j];
+        for (int j = 0; j < 32; j++) acc += (q[quant_index(nb, i, j, lanes)] - 128) * x[quant_index(nb, i, j, lanes)];
         s += q8_planar_scale(wd, i, f32) * getf(ad + i * 4) * (float)acc;
     }
     return s;
 }
-void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, false); }
-static void w8r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, true); }
+void nb_q8_0r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, false, false); }
+static void w8r_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, true, false); }
+static void q8_0l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, false, true); }
+static void w8l_dot_ref(int64_t n, const void *w, const void *a, float *out) { *out = q8_planar_dot_ref(n, w, a, true, true); }
 
 static const nb_qdot q4r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q4_0r_dot_ref, NULL, "scalar", NULL};
 static const nb_qdot q8r_ref = {NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0r_dot_ref, NULL, "scalar", NULL};
@@ -504,20 +518,26 @@ PLANAR_QDOT(w4g64r_512, nb_q8_0p_quantize_avx512, nb_w4g64r_dot_avx512, nb_w4g64
             nb_w4g64r_rows_avx512)
 PLANAR_QDOT(w4g128r_512, nb_q8_0p_quantize_avx512, nb_w4g128r_dot_avx512, nb_w4g128r_dot_mxn_avx512, "avx512",
             nb_w4g128r_rows_avx512)
-/* Q4_0L / W4G*L: the AVX2 file's only (Q8_0L activations). */
-#define LANES_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0L, quant, dot, mxn, isa, NULL};
-LANES_QDOT(q4l_ref, nb_q8_0l_quantize_ref, q4_0l_dot_ref, NULL, "scalar")
-LANES_QDOT(w4g32l_ref, nb_q8_0l_quantize_ref, w4g32l_dot_ref, NULL, "scalar")
-LANES_QDOT(w4g64l_ref, nb_q8_0l_quantize_ref, w4g64l_dot_ref, NULL, "scalar")
-LANES_QDOT(w4g128l_ref, nb_q8_0l_quantize_ref, w4g128l_dot_ref, NULL, "scalar")
-LANES_QDOT(q4l_avx2, nb_q8_0l_quantize_avx2, nb_q4_0l_dot_avx2, nb_q4_0l_dot_mxn_avx2, "avx2")
-LANES_QDOT(w4g32l_avx2, nb_q8_0l_quantize_avx2, nb_w4g32l_dot_avx2, nb_w4g32l_dot_mxn_avx2, "avx2")
-LANES_QDOT(w4g64l_avx2, nb_q8_0l_quantize_avx2, nb_w4g64l_dot_avx2, nb_w4g64l_dot_mxn_avx2, "avx2")
-LANES_QDOT(w4g128l_avx2, nb_q8_0l_quantize_avx2, nb_w4g128l_dot_avx2, nb_w4g128l_dot_mxn_avx2, "avx2")
-LANES_QDOT(q4l_vnni, nb_q8_0l_quantize_avx2, nb_q4_0l_dot_avxvnni, nb_q4_0l_dot_mxn_avxvnni, "avxvnni")
-LANES_QDOT(w4g32l_vnni, nb_q8_0l_quantize_avx2, nb_w4g32l_dot_avxvnni, nb_w4g32l_dot_mxn_avxvnni, "avxvnni")
-LANES_QDOT(w4g64l_vnni, nb_q8_0l_quantize_avx2, nb_w4g64l_dot_avxvnni, nb_w4g64l_dot_mxn_avxvnni, "avxvnni")
-LANES_QDOT(w4g128l_vnni, nb_q8_0l_quantize_avx2, nb_w4g128l_dot_avxvnni, nb_w4g128l_dot_mxn_avxvnni, "avxvnni")
+/* Q4_0L / W4G*L: the AVX2 file's only (Q8_0PL activations). */
+#define LANES_QDOT(name, quant, dot, mxn, isa) static const nb_qdot name = {NB_Q8_0PL, quant, dot, mxn, isa, NULL};
+LANES_QDOT(q4l_ref, nb_q8_0pl_quantize_ref, q4_0l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g32l_ref, nb_q8_0pl_quantize_ref, w4g32l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g64l_ref, nb_q8_0pl_quantize_ref, w4g64l_dot_ref, NULL, "scalar")
+LANES_QDOT(w4g128l_ref, nb_q8_0pl_quantize_ref, w4g128l_dot_ref, NULL, "scalar")
+LANES_QDOT(q4l_avx2, nb_q8_0pl_quantize_avx2, nb_q4_0l_dot_avx2, nb_q4_0l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g32l_avx2, nb_q8_0pl_quantize_avx2, nb_w4g32l_dot_avx2, nb_w4g32l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g64l_avx2, nb_q8_0pl_quantize_avx2, nb_w4g64l_dot_avx2, nb_w4g64l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w4g128l_avx2, nb_q8_0pl_quantize_avx2, nb_w4g128l_dot_avx2, nb_w4g128l_dot_mxn_avx2, "avx2")
+LANES_QDOT(q4l_vnni, nb_q8_0pl_quantize_avx2, nb_q4_0l_dot_avxvnni, nb_q4_0l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g32l_vnni, nb_q8_0pl_quantize_avx2, nb_w4g32l_dot_avxvnni, nb_w4g32l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g64l_vnni, nb_q8_0pl_quantize_avx2, nb_w4g64l_dot_avxvnni, nb_w4g64l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w4g128l_vnni, nb_q8_0pl_quantize_avx2, nb_w4g128l_dot_avxvnni, nb_w4g128l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(q8l_ref, nb_q8_0pl_quantize_ref, q8_0l_dot_ref, NULL, "scalar")
+LANES_QDOT(w8l_ref, nb_q8_0pl_quantize_ref, w8l_dot_ref, NULL, "scalar")
+LANES_QDOT(q8l_avx2, nb_q8_0pl_quantize_avx2, nb_q8_0l_dot_avx2, nb_q8_0l_dot_mxn_avx2, "avx2")
+LANES_QDOT(w8l_avx2, nb_q8_0pl_quantize_avx2, nb_w8l_dot_avx2, nb_w8l_dot_mxn_avx2, "avx2")
+LANES_QDOT(q8l_vnni, nb_q8_0pl_quantize_avx2, nb_q8_0l_dot_avxvnni, nb_q8_0l_dot_mxn_avxvnni, "avxvnni")
+LANES_QDOT(w8l_vnni, nb_q8_0pl_quantize_avx2, nb_w8l_dot_avxvnni, nb_w8l_dot_mxn_avxvnni, "avxvnni")
 #undef LANES_QDOT
 #undef PLANAR_QDOT
 
@@ -548,6 +568,8 @@ static int repacked_kind(nb_dtype t) {
     case NB_W4G32L: return 9;
     case NB_W4G64L: return 10;
     case NB_W4G128L: return 11;
+    case NB_Q8_0L: return 12;
+    case NB_W8L: return 13;
     default: return -1;
     }
 }
@@ -565,13 +587,13 @@ static bool variant_ok(int variant) {
 
 const nb_qdot *nb_repack_qdot_variant(nb_dtype t, int variant) {
     if (!variant_ok(variant)) return NULL;
-    static const nb_qdot *const tab[4][12] = {
+    static const nb_qdot *const tab[4][14] = {
         {&q4r_ref, &q8r_ref, &q4kr_ref, &q6kr_ref, &w4g32r_ref, &w4g64r_ref, &w4g128r_ref, &w8r_ref, &q4l_ref,
-         &w4g32l_ref, &w4g64l_ref, &w4g128l_ref},
+         &w4g32l_ref, &w4g64l_ref, &w4g128l_ref, &q8l_ref, &w8l_ref},
         {&q4r_avx2, &q8r_avx2, &q4kr_avx2, &q6kr_avx2, &w4g32r_avx2, &w4g64r_avx2, &w4g128r_avx2, &w8r_avx2,
-         &q4l_avx2, &w4g32l_avx2, &w4g64l_avx2, &w4g128l_avx2},
+         &q4l_avx2, &w4g32l_avx2, &w4g64l_avx2, &w4g128l_avx2, &q8l_avx2, &w8l_avx2},
         {&q4r_vnni, &q8r_vnni, &q4kr_vnni, &q6kr_vnni, &w4g32r_vnni, &w4g64r_vnni, &w4g128r_vnni, &w8r_vnni,
-         &q4l_vnni, &w4g32l_vnni, &w4g64l_vnni, &w4g128l_vnni},
+         &q4l_vnni, &w4g32l_vnni, &w4g64l_vnni, &w4g128l_vnni, &q8l_vnni, &w8l_vnni},
         {&q4r_512, &q8r_512, &q4kr_512, &q6kr_512, &w4g32r_512, &w4g64r_512, &w4g128r_512, &w8r_512}, /* no lanes */
     };
     int k = repacked_kind(t);
@@ -598,7 +620,9 @@ nb_to_float_fn nb_repack_to_float_isa(nb_dtype t, nb_isa max_isa) {
     if (t == NB_W4G32L) return w4g32l_to_float;
     if (t == NB_W4G64L) return w4g64l_to_float;
     if (t == NB_W4G128L) return w4g128l_to_float;
+    if (t == NB_Q8_0PL) return q8_0pl_to_float;
     if (t == NB_Q8_0L) return q8_0l_to_float;
+    if (t == NB_W8L) return w8l_to_float;
     return NULL;
 }
 
@@ -691,14 +715,16 @@ void nb_actpack_group(nb_actpack *ap, const float *X, int64_t g, void *row) {
  * (and for AVX2, Q4_0L, W4G32L, W4G64L, W4G128L). */
 #define Q0(fn) {fn, NB_Q8_0P, 4, 0}
 #define QK(fn) {fn, NB_Q8_K, 4, 0}
-static const nb_rgemm gemm_avx2[12] = {Q0(nb_q4_0r_gemm_avx2),   Q0(nb_q8_0r_gemm_avx2),   QK(nb_q4_kr_gemm_avx2),
+static const nb_rgemm gemm_avx2[14] = {Q0(nb_q4_0r_gemm_avx2),   Q0(nb_q8_0r_gemm_avx2),   QK(nb_q4_kr_gemm_avx2),
                                        QK(nb_q6_kr_gemm_avx2),   Q0(nb_w4g32r_gemm_avx2),  Q0(nb_w4g64r_gemm_avx2),
                                        Q0(nb_w4g128r_gemm_avx2), Q0(nb_w8r_gemm_avx2),     Q0(nb_q4_0l_gemm_avx2),
-                                       Q0(nb_w4g32l_gemm_avx2),  Q0(nb_w4g64l_gemm_avx2),  Q0(nb_w4g128l_gemm_avx2)};
-static const nb_rgemm gemm_vnni[12] = {Q0(nb_q4_0r_gemm_avxvnni),   Q0(nb_q8_0r_gemm_avxvnni),  QK(nb_q4_kr_gemm_avxvnni),
+                                       Q0(nb_w4g32l_gemm_avx2),  Q0(nb_w4g64l_gemm_avx2),  Q0(nb_w4g128l_gemm_avx2),
+                                       Q0(nb_q8_0l_gemm_avx2),   Q0(nb_w8l_gemm_avx2)};
+static const nb_rgemm gemm_vnni[14] = {Q0(nb_q4_0r_gemm_avxvnni),   Q0(nb_q8_0r_gemm_avxvnni),  QK(nb_q4_kr_gemm_avxvnni),
                                        QK(nb_q6_kr_gemm_avxvnni),   Q0(nb_w4g32r_gemm_avxvnni), Q0(nb_w4g64r_gemm_avxvnni),
                                        Q0(nb_w4g128r_gemm_avxvnni), Q0(nb_w8r_gemm_avxvnni),    Q0(nb_q4_0l_gemm_avxvnni),
-                                       Q0(nb_w4g32l_gemm_avxvnni),  Q0(nb_w4g64l_gemm_avxvnni), Q0(nb_w4g128l_gemm_avxvnni)};
+                                       Q0(nb_w4g32l_gemm_avxvnni),  Q0(nb_w4g64l_gemm_avxvnni), Q0(nb_w4g128l_gemm_avxvnni),
+                                       Q0(nb_q8_0l_gemm_avxvnni),   Q0(nb_w8l_gemm_avxvnni)};
 static const nb_rgemm gemm_512[8] = {Q0(nb_q4_0r_gemm_avx512),   Q0(nb_q8_0r_gemm_avx512),  QK(nb_q4_kr_gemm_avx512),
                                      QK(nb_q6_kr_gemm_avx512),   Q0(nb_w4g32r_gemm_avx512), Q0(nb_w4g64r_gemm_avx512),
                                      Q0(nb_w4g128r_gemm_avx512), Q0(nb_w8r_gemm_avx512)};

@@ -35,7 +35,10 @@
  *         each block's own two lanes: Q4_0R's order has each vector hold one
  *         block, and its sums had to be folded across lanes (about a third
  *         of the plain-AVX2 dot's vector operations)
- *   Q8_0L (their activations): Q8_0P with each 4-block group's 128 quants
+ *   Q8_0L, W8L: Q8_0R's and W8R's rows with each 4-block group's 128 bytes
+ *         in the same lane order (byte 32j + p = vector j's byte p): the 8-bit
+ *         sums of a group add in its blocks' own lanes too
+ *   Q8_0PL (their activations): Q8_0P with each 4-block group's 128 quants
  *         in the same lane order
  *   Q8_0P (activations): nb x 32 int8, then nb x f32 d, then nb x f32 d*sum(q)
  *         (for the unsigned weights' offset, computed once per token instead
@@ -125,8 +128,8 @@ void nb_q8_0p_quantize_ref(const float *x, void *dst, int64_t n);
 /* The same, and Q8_KP (the K-quant dots' activations), vectorised; byte-identical. */
 void nb_q8_0p_quantize_avx512(const float *x, void *dst, int64_t n);
 void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n);
-void nb_q8_0l_quantize_ref(const float *x, void *dst, int64_t n);
-void nb_q8_0l_quantize_avx2(const float *x, void *dst, int64_t n);
+void nb_q8_0pl_quantize_ref(const float *x, void *dst, int64_t n);
+void nb_q8_0pl_quantize_avx2(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_ref(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_avx512(const float *x, void *dst, int64_t n);
 void nb_q8_kp_quantize_avx2(const float *x, void *dst, int64_t n);
@@ -214,6 +217,8 @@ NB_DOT_DECL_BOTH(q4_0l);
 NB_DOT_DECL_BOTH(w4g32l);
 NB_DOT_DECL_BOTH(w4g64l);
 NB_DOT_DECL_BOTH(w4g128l);
+NB_DOT_DECL_BOTH(q8_0l);
+NB_DOT_DECL_BOTH(w8l);
 #undef NB_DOT_DECL_BOTH
 /* Their m x nn tiles (the vec_dot_mxn contract of kernels/qdot.h): one token's rows read in lockstep */
 #define NB_MXN_DECL(name)                                                                                     \
@@ -232,6 +237,8 @@ NB_MXN_DECL_BOTH(q4_0l);
 NB_MXN_DECL_BOTH(w4g32l);
 NB_MXN_DECL_BOTH(w4g64l);
 NB_MXN_DECL_BOTH(w4g128l);
+NB_MXN_DECL_BOTH(q8_0l);
+NB_MXN_DECL_BOTH(w8l);
 #undef NB_MXN_DECL_BOTH
 #undef NB_MXN_DECL
 #define NB_RGEMM_DECL(name) void name(const uint8_t *w, uint64_t row_bytes, int64_t nr, const struct nb_actpack *ap, float *y, int64_t ldy)
@@ -263,6 +270,10 @@ NB_RGEMM_DECL(nb_q4_0l_gemm_avxvnni);
 NB_RGEMM_DECL(nb_w4g32l_gemm_avxvnni);
 NB_RGEMM_DECL(nb_w4g64l_gemm_avxvnni);
 NB_RGEMM_DECL(nb_w4g128l_gemm_avxvnni);
+NB_RGEMM_DECL(nb_q8_0l_gemm_avx2);
+NB_RGEMM_DECL(nb_w8l_gemm_avx2);
+NB_RGEMM_DECL(nb_q8_0l_gemm_avxvnni);
+NB_RGEMM_DECL(nb_w8l_gemm_avxvnni);
 /* The repacked decode dots / int8 GEMM of t for one variant: 0 scalar (dots
  * only), 1 AVX2, 2 AVX-VNNI, 3 AVX-512 VNNI; NULL when t has none or this CPU
  * cannot run it (tests compare every variant to the scalar reference). */

@@ -77,9 +77,9 @@ void nb_q8_0p_quantize_avx2(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Q8_0L (Q4_0L's and W4G*L's activations): Q8_0P, then each 4-block
- * group's quants into lane order, byte-identical to nb_q8_0l_quantize_ref. */
-void nb_q8_0l_quantize_avx2(const float *x, void *dst, int64_t n) {
+/* Q8_0PL (Q4_0L's and W4G*L's activations): Q8_0P, then each 4-block
+ * group's quants into lane order, byte-identical to nb_q8_0pl_quantize_ref. */
+void nb_q8_0pl_quantize_avx2(const float *x, void *dst, int64_t n) {
     nb_q8_0p_quantize_avx2(x, dst, n);
     int8_t *q = dst;
     for (int64_t g = 0; g < n / 128; g++) {

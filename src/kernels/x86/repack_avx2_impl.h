@@ -138,7 +138,7 @@ static inline __attribute__((always_inline)) void nib4(const uint8_t *qi, __m256
  * products of all four vectors add in place - without VNNI in int16 (8
  * per lane, |.| <= 8*15*127), left there (RP_LANES16: int16 pairs, widened
  * by widen4 or join8). */
-#define RP_LANES16(kind) (!RP_VNNI && ((kind) & NB_PL_LANES))
+#define RP_LANES16(kind) (!RP_VNNI && ((kind) & NB_PL_LANES) && NB_PL_NIBBLES(kind))
 static inline __attribute__((always_inline)) __m256i sums4(const __m256i u[4], const int8_t *xi, const int lanes) {
     const __m256i z = _mm256_setzero_si256();
     if (lanes) {
@@ -179,6 +179,9 @@ static inline __attribute__((always_inline)) __m256i group4(const uint8_t *qi, c
         nib4(qi, u, kind & NB_PL_LANES);
         return sums4(u, xi, kind & NB_PL_LANES);
     }
+    if (kind & NB_PL_LANES) /* Q8_0L, W8L: the four vectors' sums add in place */
+        return dp8(dp8(dp8(dp8(z, loadu(qi), loadu(xi)), loadu(qi + 32), loadu(xi + 32)), loadu(qi + 64), loadu(xi + 64)),
+                   loadu(qi + 96), loadu(xi + 96));
     return fold4(dp8(z, loadu(qi), loadu(xi)), dp8(z, loadu(qi + 32), loadu(xi + 32)),
                  dp8(z, loadu(qi + 64), loadu(xi + 64)), dp8(z, loadu(qi + 96), loadu(xi + 96)));
 }
@@ -409,6 +412,8 @@ RP_PLANAR(q4_0l, NB_PL_Q4_0R | NB_PL_LANES)
 RP_PLANAR(w4g32l, NB_PL_W4G32R | NB_PL_LANES)
 RP_PLANAR(w4g64l, NB_PL_W4G64R | NB_PL_LANES)
 RP_PLANAR(w4g128l, NB_PL_W4G128R | NB_PL_LANES)
+RP_PLANAR(q8_0l, NB_PL_Q8_0R | NB_PL_LANES)
+RP_PLANAR(w8l, NB_PL_W8R | NB_PL_LANES)
 #undef RP_PLANAR
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
@@ -835,15 +840,15 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
     }
 }
 
-/* Two rows at a time against each token group, block by block; Q4_0L /
- * W4G*L a group of four blocks at a time, unpacked in lane order (kq = 2). */
+/* Two rows at a time against each token group, block by block; the lane
+ * orders a group of four blocks at a time, read in lane order (kq = 2). */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
                                                               const int kind) {
     const int four = NB_PL_NIBBLES(kind);
     const int64_t nb = ap->nb, K = ap->K;
     const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
-    _Alignas(32) uint8_t u[2][128], sg[2][32];
+    _Alignas(32) uint8_t u[2][128], sg[2][128];
     const uint8_t *const s[2] = {sg[0], sg[1]};
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
@@ -853,10 +858,23 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
             __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
             int64_t b = 0;
             for (; b < nb4; b += 4) {
-                for (int k = 0; k < 2; k++) unpack_q4_0l_group(q[k] + b * 16, u[k]);
+                const uint8_t *pg[2] = {u[0], u[1]}; /* the group's weights, 0..255 a byte */
+                for (int k = 0; k < 2; k++) {
+                    if (four) {
+                        unpack_q4_0l_group(q[k] + b * 16, u[k]);
+                    } else if (Q8OFF) {
+                        pg[k] = q[k] + b * 32;
+                    } else { /* |q| and q */
+                        for (int v = 0; v < 4; v++) {
+                            __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32 + 32 * v), _mm256_set1_epi8((char)0x80));
+                            _mm256_store_si256((__m256i *)(u[k] + 32 * v), _mm256_abs_epi8(sv));
+                            _mm256_store_si256((__m256i *)(sg[k] + 32 * v), sv);
+                        }
+                    }
+                }
                 for (int j = 0; j < 4; j++) {
-                    const uint8_t *const p[2] = {u[0] + 4 * j, u[1] + 4 * j};
-                    gemm_block(row, p, s, ap, g, b + j, kind, 2, f);
+                    const uint8_t *const p[2] = {pg[0] + 4 * j, pg[1] + 4 * j}, *const sj[2] = {sg[0] + 4 * j, sg[1] + 4 * j};
+                    gemm_block(row, p, sj, ap, g, b + j, kind, 2, f);
                 }
             }
             for (; b < nb; b++) {
@@ -895,6 +913,8 @@ PLANAR_GEMM(q4_0l_gemm, NB_PL_Q4_0R | NB_PL_LANES)
 PLANAR_GEMM(w4g32l_gemm, NB_PL_W4G32R | NB_PL_LANES)
 PLANAR_GEMM(w4g64l_gemm, NB_PL_W4G64R | NB_PL_LANES)
 PLANAR_GEMM(w4g128l_gemm, NB_PL_W4G128R | NB_PL_LANES)
+PLANAR_GEMM(q8_0l_gemm, NB_PL_Q8_0R | NB_PL_LANES)
+PLANAR_GEMM(w8l_gemm, NB_PL_W8R | NB_PL_LANES)
 
 /* K types: per four rows and token group, super-block by super-block:
  * the rows' weights unpacked into u (lane order), their scales into sc

@@ -44,8 +44,8 @@ static void test_names_round_trip(void **state) {
         n++;
         n_mem += i->in_memory_only;
     } while (nb_dtype_next(&t));
-    assert_int_equal(n, 32 + 12 + 15); /* ggml's, nibble's, the repacks */
-    assert_int_equal(n_mem, 15);
+    assert_int_equal(n, 32 + 12 + 17); /* ggml's, nibble's, the repacks */
+    assert_int_equal(n_mem, 17);
 }
 
 static void test_unknown(void **state) {
@@ -57,7 +57,7 @@ static void test_unknown(void **state) {
     const uint32_t bad[] = {4, 5, 31, 40, 63, 64, 1023, NB_DTYPE_EXT_END, 2047, NB_DTYPE_MEM_END, 0xffffffffu,
                             NB_Q4_0R, NB_Q8_0R, NB_Q8_0P, NB_Q4_KR, NB_Q6_KR, NB_Q8_KP,
                             NB_W4G32R, NB_W4G64R, NB_W4G128R, NB_W8R, NB_Q4_0L, NB_W4G32L, NB_W4G64L,
-                            NB_W4G128L, NB_Q8_0L};
+                            NB_W4G128L, NB_Q8_0PL, NB_Q8_0L, NB_W8L};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_false(nb_dtype_from_file_id(bad[i], &t));
     assert_int_equal(t, NB_F32);
     assert_string_equal(nb_dtype_name(NB_DTYPE_GGML_END), "?");

@@ -65,7 +65,8 @@ static const nb_dtype nb_test_own_types[][2] = {
 #define NB_TEST_OWN_TYPES (sizeof nb_test_own_types / sizeof *nb_test_own_types)
 /* The lane-order forms the AVX2 file's kernels load (kernels/repack.h Q4_0L). */
 static const nb_dtype nb_test_lane_types[][2] = {
-    {NB_Q4_0, NB_Q4_0L}, {NB_W4G32, NB_W4G32L}, {NB_W4G64, NB_W4G64L}, {NB_W4G128, NB_W4G128L}, {NB_W4G128S, NB_W4G128L}};
+    {NB_Q4_0, NB_Q4_0L}, {NB_W4G32, NB_W4G32L}, {NB_W4G64, NB_W4G64L}, {NB_W4G128, NB_W4G128L}, {NB_W4G128S, NB_W4G128L},
+    {NB_Q8_0, NB_Q8_0L}, {NB_W8, NB_W8L}};
 #define NB_TEST_LANE_TYPES (sizeof nb_test_lane_types / sizeof *nb_test_lane_types)
 
 /* pattern 0: random; 1: every weight the max, activations one-hot large;

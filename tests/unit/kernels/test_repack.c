@@ -166,7 +166,7 @@ static void test_quantize_act_simd(void **state) {
         {"Q8_KP avx512", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx512, nb_cpu_isa() >= NB_ISA_AVX512},
         {"Q8_0P avx2", NB_Q8_0P, nb_q8_0p_quantize_ref, nb_q8_0p_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
         {"Q8_KP avx2", NB_Q8_KP, nb_q8_kp_quantize_ref, nb_q8_kp_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
-        {"Q8_0L avx2", NB_Q8_0L, nb_q8_0l_quantize_ref, nb_q8_0l_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
+        {"Q8_0PL avx2", NB_Q8_0PL, nb_q8_0pl_quantize_ref, nb_q8_0pl_quantize_avx2, nb_cpu_isa() >= NB_ISA_AVX2},
     };
     int ran = 0;
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
