@@ -247,7 +247,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --no-amx-gemm                int8 GEMMs on AVX-512 VNNI, not the AMX tile unit where it is\n"
               "                                   granted (env NIBBLE_AMX_GEMM=0)\n"
               "      --int8-gemm-min N            batch size from which the int8 GEMM is used (default 8; 12 for\n"
-              "                                   Q4_0, Q4_K, Q6_K and W4G* where the GEMMs are plain AVX2's)\n"
+              "                                   Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G* where the GEMMs are plain AVX2's)\n"
               "      --sgemm-max N                batches up to N tokens take the small-batch int8 GEMMs (default:\n"
               "                                   all; 0 = the 16-token GEMM; env NIBBLE_SGEMM_MAX)\n"
               "      --no-small-batch-dots        smaller batches one token at a time, not the multi-token dots;\n"

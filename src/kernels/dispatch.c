@@ -306,8 +306,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
      * CPU time per step) the GEMM took 1.49 / 1.30 / 1.63x the dots' time at
      * 8 tokens and 1.48 / 1.27 / 1.09x at 12, 1.18 / 0.98 / 0.87x at 14;
      * Q4_0R and Q8_0R 0.91 and 0.77x at 8 (docs/speed.md, session 41).
-     * Q4_0 in lane order (Q4_0L) joins them: 1.14x at 8, 1.30x at 12,
-     * 1.04x at 14 (session 42). */
+     * The lane orders join them (session 42): Q4_0L 1.14x at 8, 1.30x at
+     * 12, 1.04x at 14; Q8_0L 1.59x at 8, 1.10x at 12, 0.87x at 14. */
     d->rgemm_min = o->rgemm_min ? NB_MAX(o->rgemm_min, 2) : 8;
     d->rgemm_min_dots = !o->rgemm_min && isa == NB_ISA_AVX2 && !nb_cpu_get()->avxvnni ? 12 : d->rgemm_min;
     d->actpack_group = isa >= NB_ISA_AVX512 ? actpack_avx512 : nb_actpack_group_ref;
@@ -342,9 +342,9 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (d->decode_prefetch_l2) snprintf(l2, sizeof l2, ", L2 %d", d->decode_prefetch_l2);
     char streams[40] = "";
     if (d->decode_streams > 1) snprintf(streams, sizeof streams, " in %d streams per thread", d->decode_streams);
-    char dots_k[40] = "";
+    char dots_k[64] = "";
     if (d->rgemm_min_dots != d->rgemm_min)
-        snprintf(dots_k, sizeof dots_k, " (Q4_0, Q4_K, Q6_K, W4G* from %lld)", (long long)d->rgemm_min_dots);
+        snprintf(dots_k, sizeof dots_k, " (Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G* from %lld)", (long long)d->rgemm_min_dots);
     if (vnni512 && d->rows_max >= d->rows_min)
         snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");

@@ -54,7 +54,7 @@ typedef struct nb_kernel_opts {
     int64_t qgemm_min;       /* tokens from which quantized weights without an int8 GEMM are
                                 dequantized into the float GEMM (default 16, >= 2) */
     int64_t rgemm_min;       /* tokens from which the int8 GEMM is used (>= 2; 0, the default: 8, and
-                                12 for Q4_0L, Q4_KR, Q6_KR and W4G*R/L where the GEMMs are plain AVX2's:
+                                12 for Q4_KR, Q6_KR, W4G*R and the lane forms where the GEMMs are plain AVX2's:
                                 nb_dispatch_rgemm_from) */
     bool small_batch;        /* small batches (2 .. the GEMM thresholds) through the kernels' multi-token
                                 dots (vec_dot_mxn) where they have one, and float weights' batches of up to
@@ -218,13 +218,13 @@ static inline int64_t nb_dispatch_rows_from(const nb_dispatch *d, nb_dtype t) {
 }
 /* The fewest tokens of weight type t that take the int8 GEMM: rgemm_min,
  * but rgemm_min_dots for Q4_KR, Q6_KR, W4G*R and the lane forms Q4_0L,
- * W4G*L (12 where the GEMMs are
+ * Q8_0L, W8L, W4G*L (12 where the GEMMs are
  * plain AVX2's and rgemm_min was not set: there their multi-token dots,
  * which unpack each block once for 4 tokens, beat the GEMM up to 12 tokens;
  * dispatch.c, docs/speed.md session 41). */
 static inline int64_t nb_dispatch_rgemm_from(const nb_dispatch *d, nb_dtype t) {
     bool dots = t == NB_Q4_KR || t == NB_Q6_KR || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R ||
-                t == NB_Q4_0L || t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L;
+                t == NB_Q4_0L || t == NB_W4G32L || t == NB_W4G64L || t == NB_W4G128L || t == NB_Q8_0L || t == NB_W8L;
     return dots ? d->rgemm_min_dots : d->rgemm_min;
 }
 
