@@ -402,18 +402,21 @@ static inline __attribute__((always_inline)) void planar_dot_tokens(int64_t n, c
         }                                                                                                     \
         RP_MXN(planar_dot_rows, kind);                                                                        \
     }
-RP_PLANAR(q4_0r, NB_PL_Q4_0R)
-RP_PLANAR(q8_0r, NB_PL_Q8_0R)
-RP_PLANAR(w8r, NB_PL_W8R)
-RP_PLANAR(w4g32r, NB_PL_W4G32R)
-RP_PLANAR(w4g64r, NB_PL_W4G64R)
-RP_PLANAR(w4g128r, NB_PL_W4G128R)
-RP_PLANAR(q4_0l, NB_PL_Q4_0R | NB_PL_LANES)
-RP_PLANAR(w4g32l, NB_PL_W4G32R | NB_PL_LANES)
-RP_PLANAR(w4g64l, NB_PL_W4G64R | NB_PL_LANES)
-RP_PLANAR(w4g128l, NB_PL_W4G128R | NB_PL_LANES)
-RP_PLANAR(q8_0l, NB_PL_Q8_0R | NB_PL_LANES)
-RP_PLANAR(w8l, NB_PL_W8R | NB_PL_LANES)
+/* Every planar row type and its kind: the decode dots here, the GEMMs below. */
+#define RP_PLANAR_TYPES(X)                                                                                    \
+    X(q4_0r, NB_PL_Q4_0R)                                                                                     \
+    X(q8_0r, NB_PL_Q8_0R)                                                                                     \
+    X(w8r, NB_PL_W8R)                                                                                         \
+    X(w4g32r, NB_PL_W4G32R)                                                                                   \
+    X(w4g64r, NB_PL_W4G64R)                                                                                   \
+    X(w4g128r, NB_PL_W4G128R)                                                                                 \
+    X(q4_0l, NB_PL_Q4_0R | NB_PL_LANES)                                                                       \
+    X(w4g32l, NB_PL_W4G32R | NB_PL_LANES)                                                                     \
+    X(w4g64l, NB_PL_W4G64R | NB_PL_LANES)                                                                     \
+    X(w4g128l, NB_PL_W4G128R | NB_PL_LANES)                                                                   \
+    X(q8_0l, NB_PL_Q8_0R | NB_PL_LANES)                                                                       \
+    X(w8l, NB_PL_W8R | NB_PL_LANES)
+RP_PLANAR_TYPES(RP_PLANAR)
 #undef RP_PLANAR
 
 /* ---- decode: Q4_KR / Q6_KR x Q8_KP --------------------------------------- */
@@ -900,21 +903,12 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
 }
 
 #define PLANAR_GEMM(name, kind)                                                                                    \
-    void RP_FN(name)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) { \
+    void RP_FN(name##_gemm)(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y, int64_t ldy) { \
         planar_gemm(w, row_bytes, nr, ap, y, ldy, kind);                                                           \
     }
-PLANAR_GEMM(q4_0r_gemm, NB_PL_Q4_0R)
-PLANAR_GEMM(q8_0r_gemm, NB_PL_Q8_0R)
-PLANAR_GEMM(w8r_gemm, NB_PL_W8R)
-PLANAR_GEMM(w4g32r_gemm, NB_PL_W4G32R)
-PLANAR_GEMM(w4g64r_gemm, NB_PL_W4G64R)
-PLANAR_GEMM(w4g128r_gemm, NB_PL_W4G128R)
-PLANAR_GEMM(q4_0l_gemm, NB_PL_Q4_0R | NB_PL_LANES)
-PLANAR_GEMM(w4g32l_gemm, NB_PL_W4G32R | NB_PL_LANES)
-PLANAR_GEMM(w4g64l_gemm, NB_PL_W4G64R | NB_PL_LANES)
-PLANAR_GEMM(w4g128l_gemm, NB_PL_W4G128R | NB_PL_LANES)
-PLANAR_GEMM(q8_0l_gemm, NB_PL_Q8_0R | NB_PL_LANES)
-PLANAR_GEMM(w8l_gemm, NB_PL_W8R | NB_PL_LANES)
+RP_PLANAR_TYPES(PLANAR_GEMM)
+#undef PLANAR_GEMM
+#undef RP_PLANAR_TYPES
 
 /* K types: per four rows and token group, super-block by super-block:
  * the rows' weights unpacked into u (lane order), their scales into sc
