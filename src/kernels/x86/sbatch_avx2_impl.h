@@ -138,6 +138,11 @@ AI void sdot(const uint8_t *const *wp0, const uint8_t *const *sp0, const int8_t 
                 for (int j = 0; j < UU; j++)
                     s[i][j] = _mm256_add_epi32(s[i][j], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, av[j]), ones));
             }
+            /* each step's adds in order: without it GCC computed a block's
+             * multiplies first and spilled them (as tile in
+             * repack_avx2_impl.h) */
+#pragma GCC unroll 2
+            for (int j = 0; j < UU; j++) __asm__("" : "+x"(s[i][j]));
         }
     }
     if (mode == SB_Q4) {
