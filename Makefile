@@ -69,11 +69,12 @@ test-tsan: deps
 	exit $$rc
 
 # libFuzzer over every parser of untrusted input (model files, tokenizer
-# files, HTTP request bodies), FUZZ_SECONDS each, seeded from tests/fuzz/corpus.
+# files, HTTP request bodies), FUZZ_SECONDS each, JOBS targets at a time,
+# seeded from tests/fuzz/corpus.
 test-fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNB_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
-	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(JOBS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -82,7 +82,7 @@ typedef struct nb_kernel_opts {
                                    --no-rows-dots) */
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
-                                (default 32; NIBBLE_SGEMM_MAX) */
+                                (default: every batch size, dispatch.c; NIBBLE_SGEMM_MAX) */
     nb_choice attn_bf16_dots; /* attention with bf16 dot products where the CPU has them. Where AMX-BF16
                                 is granted, unless OFF: bf16 pools take nb_attn_amx_bf16 and every other
                                 pool type's prompt tiles nb_attn_amx_split (split bf16, f32-like
