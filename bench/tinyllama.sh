@@ -50,8 +50,8 @@ for p in b["read_bandwidth_patterns"]:
 print()
 PY
 
-printf '| type | GB/token | tg64 t/s | %% of roofline | same-minute %% (median, range of re-measured GB/s) | roofline t/s (GB/s, pattern) | pp128 t/s | kernels |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| type | GB/token | tg64 t/s | %% of roofline | same-minute %% (median, range of re-measured GB/s) | roofline t/s (GB/s, pattern) | pp128 t/s | decode reads (chosen) | kernels |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for t in $TYPES; do
   f=$DIR/tl-$(echo "$t" | tr 'A-Z' 'a-z').gguf
   j=$("$BIN" bench model "$f" -p 128 -n 64 -r "$REPS" --json "${EXTRA[@]}")
@@ -64,8 +64,13 @@ pct = f"{100*j['tg_tok_s']/roof:.0f}%" if roof > 0 else "-"
 after = j.get("read_bandwidth_gb_s_after_each_tg", [])
 same = (f"{j['tg_roofline_pct_same_minute']:.0f}% ({min(after):.1f}-{max(after):.1f})"
         if after else "-")
+# the kernels line names the CPU's table distance; these are what decode used
+# (kernels/tune.c may have measured others at load)
+pf = j.get("decode_prefetch", {})
+reads = (f"prefetch {pf['bytes']}, L2 {pf['l2_bytes']}, {pf['streams']} stream(s)/thread"
+         f" ({'measured at load' if pf.get('tuned') else 'table'})" if pf else "-")
 print(f"| {t} | {gb:.2f} | {j['tg_tok_s']:.1f} +/- {j['tg_tok_s_sd']:.1f} | {pct} | {same} | "
       f"{roof:.1f} ({j['read_bandwidth_gb_s']:.1f}, {j.get('read_bandwidth_pattern', '?')}) | "
-      f"{j['pp_tok_s']:.1f} +/- {j['pp_tok_s_sd']:.1f} | {j.get('kernels', j['isa'])} |")
+      f"{j['pp_tok_s']:.1f} +/- {j['pp_tok_s_sd']:.1f} | {reads} | {j.get('kernels', j['isa'])} |")
 PY
 done
