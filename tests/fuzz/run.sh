@@ -10,6 +10,9 @@ set -euo pipefail
 BUILD=${1:?usage: run.sh BUILD_DIR SECONDS [JOBS]}
 SECONDS_EACH=${2:-60}
 JOBS=${3:-$(nproc)}
+case $JOBS in
+    '' | *[!0-9]* | 0) echo "fuzz: JOBS '$JOBS': expected a whole number of targets at a time, 1 or more" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 ART="$BUILD/fuzz-artifacts"
 mkdir -p "$ART"
