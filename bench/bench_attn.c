@@ -14,6 +14,7 @@
  * ONLY keeps the variants whose "type kernel" (as printed, e.g. "f32 amx
  * split bf16") contains it: one kernel alone for perf record. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,11 @@ int main(int argc, char **argv) {
     static const char *tname[] = {"f32", "f16", "bf16", "int8", "fp8"};
     variant v[24];
     int nv = 0;
-    nb_attn_fn f2 = nb_attn_avx2(), f5 = nb_attn_avx512(), fb = nb_attn_avx512_bf16(), fi = nb_attn_avx512_int8(),
-               fib = nb_attn_avx512_int8_bf16(), fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL,
+    /* the AVX-512 kernels only where the CPU has them (they are built on every x86 machine) */
+    const bool z = nb_cpu_isa() >= NB_ISA_AVX512;
+    nb_attn_fn f2 = nb_attn_avx2(), f5 = z ? nb_attn_avx512() : NULL, fb = z ? nb_attn_avx512_bf16() : NULL,
+               fi = z ? nb_attn_avx512_int8() : NULL, fib = z ? nb_attn_avx512_int8_bf16() : NULL,
+               fa = nb_attn_avx2_int8(), fx = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_bf16() : NULL,
                fs = nb_cpu_isa() >= NB_ISA_AMX ? nb_attn_amx_split() : NULL;
     for (int t = 0; t < NB_KV_TYPES; t++) {
         if (f5) v[nv++] = (variant){"avx512", f5, (nb_kv_type)t};

@@ -209,7 +209,7 @@ static void test_simd_vs_ref(void **state) {
      * its 40 s there; the Release and ASan runs compare the kernels */
     skip();
 #endif
-    const int32_t hds[] = {64, 128, 8, 20, 36}, bss[] = {4, 5, 16};
+    const int32_t hds[] = {64, 128, 8, 22, 36}, bss[] = {4, 5, 16};
     const int nqs[] = {1, 3, 8}, nts[] = {1, 2, 7, 16, 17, 33};
     const int32_t pos0s[] = {0, 1, 15, 16, 30, 53};
     for (int t = 0; t <= NB_KVT_FP8; t++)
