@@ -1,9 +1,10 @@
 /* AVX2 + FMA + F16C flash attention (attn.h): the AVX-512 kernel's scheme
  * with 8 query rows per vector and sixteen registers. Per chunk of
- * NB_ATTN_KC keys, K and V are converted to f32 once; per block of 8 rows,
- * S^T = K Q^T in two passes of 8 keys (8 accumulators each), the causal mask
- * on diagonal chunks, the online softmax in lanes (probabilities kept in
- * scratch), then O^T = O^T * corr + V^T P four head_dim columns at a time. */
+ * NB_ATTN_KC keys, K and V are converted to f32 once; per pair of blocks of
+ * 8 rows (rows_chunk: one block where the rows left are odd), S^T = K Q^T
+ * in passes of 4 keys (8 accumulators), the causal mask on diagonal chunks,
+ * the online softmax in lanes (probabilities kept in scratch), then O^T =
+ * O^T * corr + V^T P four head_dim columns at a time. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
