@@ -3,7 +3,8 @@
  * shape: head_dim 64) against a context of D keys in a paged pool of
  * 16-slot blocks through a shuffled block table, for each KV type and each
  * kernel this CPU has (f32 products; the bf16-dot kernel on bf16 and fp8
- * pools, the int8-dot kernels on int8 ones, the AMX one on bf16 pools, the
+ * pools, the int8-dot kernels on int8 ones (AVX-512 VNNI, AVX-VNNI, plain
+ * AVX2's vpmaddubsw), the AMX one on bf16 pools, the
  * AMX split-bf16 one on every pool type). The kernels run interleaved, rep by rep, one
  * thread; prints the median and best time per tile and the rate in
  * multiply-adds (Q K^T and P V, causal: T*8 rows x about D keys x head_dim
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
     if (fi) v[nv++] = (variant){"avx512 int8 dots", fi, NB_KVT_INT8};
     if (fib) v[nv++] = (variant){"avx512 int8, bf16 decode", fib, NB_KVT_INT8};
     if (fa) v[nv++] = (variant){"avx2 int8 dots", fa, NB_KVT_INT8};
+    if (nb_cpu_isa() >= NB_ISA_AVX2) v[nv++] = (variant){"avx2 int8 maddubs", nb_attn_avx2_int8_madd(), NB_KVT_INT8};
     if (argc > 4) { /* keep the variants that match ONLY */
         int kept = 0;
         for (int i = 0; i < nv; i++) {

@@ -157,6 +157,12 @@ nb_attn_fn nb_attn_avx512_int8_bf16(void);
  * AVX2 CPUs without AVX-512 (falling back to nb_attn_avx2); NULL when the
  * CPU lacks AVX-VNNI. */
 nb_attn_fn nb_attn_avx2_int8(void);
+/* The same for AVX2 CPUs without AVX-VNNI: vpmaddubsw and vpmaddwd in
+ * vpdpbusd's place, whose int16 pairs would saturate on 8-bit codes, so Q
+ * is rounded to 7 bits (steps of 1/63 of the row's largest element) and
+ * the probabilities to 0..127. Never NULL (built for every x86 target;
+ * call it only on an AVX2 CPU). */
+nb_attn_fn nb_attn_avx2_int8_madd(void);
 /* Best kernel the CPU runs (nb_cpu_isa()) at or below max_isa, and its name. */
 nb_attn_fn nb_attn_get(nb_isa max_isa, const char **name);
 

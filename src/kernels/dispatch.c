@@ -289,7 +289,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     const nb_attn_fn i8 = !o->attn_int8_dots     ? NULL
                           : d->attn_bf16_amx     ? nb_attn_amx_split_int8()
                           : isa >= NB_ISA_AVX512 ? i8_512
-                          : isa == NB_ISA_AVX2   ? nb_attn_avx2_int8()
+                          : isa == NB_ISA_AVX2   ? (nb_attn_avx2_int8() ? nb_attn_avx2_int8() : nb_attn_avx2_int8_madd())
                                                  : NULL;
     if (i8) d->attn_kv[NB_KVT_INT8] = i8;
     pick_decode(o, isa, d);
@@ -358,6 +358,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
              !i8                                       ? ""
              : d->attn_bf16_amx                         ? " (int8 KV: split bf16, int8 dots where the tiles cannot)"
              : d->attn_kv[NB_KVT_INT8] == nb_attn_avx512_int8_bf16() ? " (int8 KV: int8 dots, bf16 dots for decode)"
+             : d->attn_kv[NB_KVT_INT8] == nb_attn_avx2_int8_madd()   ? " (int8 KV: int8 dots by vpmaddubsw, Q and P in 7 bits)"
                                                                      : " (int8 KV: int8 dots)");
     return NB_OK;
 }

@@ -660,8 +660,8 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
 #define IX_SLLI _mm512_slli_epi32
 #define IX_ROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define IX_SCALE2 _mm512_scalef_ps
-#define IX_INV127(mx) \
-    _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx)
+#define IX_INVQ(mx) \
+    _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(IX_QMAX), mx)
 #define IX_OWN_MAX(mx, mn) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, mn)
 #define IX_ANY_GT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) != 0)
 #define IX_DPBUSD dpbusd_bcast
@@ -671,23 +671,16 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
 #include "kernels/x86/attn_i8_impl.h"
 
 /* int8 KV (with its scales) in tiles of more than 8 rows and a head size
- * that is a multiple of 16; with BF16_DEC, decode tiles (8 rows or fewer,
- * an even head size) with bf16 dots; anything else takes the f32 kernel. */
+ * that is a multiple of 16 (tile_i8_run); with BF16_DEC, decode tiles (8
+ * rows or fewer, an even head size) with bf16 dots; anything else takes the
+ * f32 kernel. */
 static inline __attribute__((always_inline)) void attn_i8(const nb_attn_tile *t, const bool BF16_DEC) {
     const nb_attn_kv *kv = t->kv;
     if (BF16_DEC && kv->type == NB_KVT_INT8 && t->nt * t->nq <= 8 && kv->head_dim % 2 == 0) {
         NB_DEC_RUN(NB_DEC_PICK16, tile_dec_q8, t);
         return;
     }
-    if (kv->type != NB_KVT_INT8 || !kv->ks || !kv->vs || kv->head_dim % 16 || t->nt * t->nq <= 8) {
-        attn_avx512_f32(t);
-        return;
-    }
-    switch (kv->head_dim) {
-    case 64: tile_i8(t, 64); return;
-    case 128: tile_i8(t, 128); return;
-    default: tile_i8(t, 0); return;
-    }
+    tile_i8_run(t, attn_avx512_f32);
 }
 
 nb_attn_fn nb_attn_avx512(void) { return attn_avx512_f32; }

@@ -30,16 +30,27 @@
  *   IX_ADD, IX_SUB, IX_MUL, IX_MAX, IX_FMADD (a, b, c = a * b + c), IX_FMSUB (a * b - c), IX_ABS
  *   IX_CVTI2F, IX_CVTF2I (round to nearest), IX_ADDI, IX_ORI, IX_SLLI (v, n)
  *   IX_ROUND (x)               x rounded to the nearest integer, IX_SCALE2 (p, n): p x 2^n (n integral, >= -126)
- *   IX_INV127 (mx)             127 / mx per lane, 0 where mx is 0
+ *   IX_INVQ (mx)               IX_QMAX / mx per lane, 0 where mx is 0
  *   IX_OWN_MAX (mx, mn)        mx, or mn in the lanes where mx is -inf
  *   IX_ANY_GT (a, b)           whether a > b in any lane
  *   IX_DPBUSD (acc *, u, p)    *acc += u (u8) x the four s8 at p, broadcast
  *   IX_KG                      keys per score group, IX_MASK (s, PS, rb, k0): the causal
  *                              mask of a group's IX_KG scores (rows rb*W..), returning their max
  *   IX_NC                      O columns per P V pass
- * and gets tile_i8(t, HD) (HD 0: run-time head size, a multiple of 16). */
+ * and gets tile_i8(t, HD) (HD 0: run-time head size, a multiple of 16)
+ * and tile_i8_run (the tiles it takes, the rest to a fallback). */
 #ifndef NB_KERNELS_X86_ATTN_I8_IMPL_H
 #define NB_KERNELS_X86_ATTN_I8_IMPL_H
+
+/* The codes' ranges: Q's largest code and its unsigned offset, the
+ * probabilities' largest byte. vpdpbusd takes the full 8 bits; a kernel
+ * whose products go through int16 pairs (vpmaddubsw) sets 63 / 64 / 127,
+ * so that no pair sum passes 2 x 127 x 128 (attn_i8_avx2.c). */
+#ifndef IX_QMAX
+#define IX_QMAX 127.0f
+#define IX_QOFF 128
+#define IX_PMAX 255.0f
+#endif
 
 #define IKC 32
 
@@ -66,17 +77,17 @@ static inline __attribute__((always_inline)) void ix_quant_q(float *QT, int RB, 
         float *qt = QT + (size_t)rb * hd * W;
         IX_FV mx = IX_ZEROF();
         for (int j = 0; j < hd; j++) mx = IX_MAX(mx, IX_ABS(IX_LOADF(qt + j * W)));
-        const IX_FV inv = IX_INV127(mx);
+        const IX_FV inv = IX_INVQ(mx);
         for (int j4 = 0; j4 < h4; j4++) {
             IX_IV d = IX_ZEROI();
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 const IX_IV c = IX_CVTF2I(IX_MUL(IX_LOADF(qt + (4 * j4 + i) * W), inv));
-                d = IX_ORI(d, IX_SLLI(IX_ADDI(c, IX_SETI(128)), 8 * i));
+                d = IX_ORI(d, IX_SLLI(IX_ADDI(c, IX_SETI(IX_QOFF)), 8 * i));
             }
             IX_STOREI(qt + j4 * W, d);
         }
-        IX_STOREF(qt + h4 * W, IX_MAX(IX_MUL(mx, IX_SETF(1.44269504f / 127.0f)), IX_SETF(1e-30f)));
+        IX_STOREF(qt + h4 * W, IX_MAX(IX_MUL(mx, IX_SETF(1.44269504f / IX_QMAX)), IX_SETF(1e-30f)));
     }
 }
 
@@ -97,7 +108,7 @@ static inline __attribute__((always_inline)) float ix_chunk(const nb_attn_tile *
             int32_t sum = 0;
             for (int j = 0; j < hd; j++) sum += (int8_t)kr[c][j];
             for (int j4 = 0; j4 < h4; j4++) memcpy(KT + j4 * IKC + c, kr[c] + 4 * j4, 4);
-            KS[c] = 128 * sum;
+            KS[c] = IX_QOFF * sum;
             KSC[c] = kv->ks[sl[c] * kv->n_head_kv + t->kvh];
             VSC[c] = kv->vs[sl[c] * kv->n_head_kv + t->kvh];
             vmax = fmaxf(vmax, VSC[c]);
@@ -108,7 +119,7 @@ static inline __attribute__((always_inline)) float ix_chunk(const nb_attn_tile *
             vr[c] = zero;
         }
     }
-    const float vq = vmax > 0 ? 255.0f / vmax : 0.0f;
+    const float vq = vmax > 0 ? IX_PMAX / vmax : 0.0f;
     for (int c = 0; c < IKC; c++) VSC[c] *= vq;
     for (int c4 = 0; c4 < IKC / 4; c4++) { /* V^T: unpack bytes of key pairs, then words of pair pairs */
         const uint8_t *const *r = vr + 4 * c4;
@@ -126,7 +137,7 @@ static inline __attribute__((always_inline)) float ix_chunk(const nb_attn_tile *
             _mm_storeu_si128((__m128i *)(void *)(o + j + 12), _mm_unpackhi_epi16(ab1, cd1));
         }
     }
-    return vmax / 255.0f;
+    return vmax / IX_PMAX;
 }
 
 /* O^T = O^T * corr (when RESCALE) + dq * V^T P for one block of rows:
@@ -219,6 +230,22 @@ static inline __attribute__((always_inline)) void tile_i8(const nb_attn_tile *t,
     }
 
     attn_frame_end(t, &f, W, 1);
+}
+
+/* int8 KV (with its scales) in tiles of more than 8 rows and a head size
+ * that is a multiple of 16 take tile_i8; anything else the fallback (the
+ * ISA's f32 kernel). */
+static inline __attribute__((always_inline)) void tile_i8_run(const nb_attn_tile *t, nb_attn_fn fallback) {
+    const nb_attn_kv *kv = t->kv;
+    if (kv->type != NB_KVT_INT8 || !kv->ks || !kv->vs || kv->head_dim % 16 || t->nt * t->nq <= 8) {
+        fallback(t);
+        return;
+    }
+    switch (kv->head_dim) {
+    case 64: tile_i8(t, 64); return;
+    case 128: tile_i8(t, 128); return;
+    default: tile_i8(t, 0); return;
+    }
 }
 
 #endif

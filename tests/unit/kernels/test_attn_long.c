@@ -36,6 +36,9 @@
  * (steps of 1/127 of the row's largest element) and the probabilities to
  * u8 per chunk; 2.5x the largest error it showed here (7.8e-3). */
 #define INT8_DOTS_TOL 2e-2f
+/* The plain-AVX2 int8-dot kernel: Q and the probabilities in 7 bits
+ * (attn.h nb_attn_avx2_int8_madd); 2.6x its largest error here (1.36e-2). */
+#define INT8_MADD_TOL 3.5e-2f
 /* The AMX split-bf16 kernel: the f32 kernels' tolerance (its largest
  * error here is 4.6e-6: products within about 2^-15, sums in f32). */
 #define AMX_SPLIT_TOL 2e-5f
@@ -430,6 +433,16 @@ static void test_avx2_int8_long(void **state) {
     check_lowp(fn, nb_attn_avx2(), "avx2 int8 dots", NB_KVT_INT8, -1, false, INT8_DOTS_TOL, 1e-4f);
 }
 
+/* The plain-AVX2 int8-dot kernel (vpmaddubsw): Q and the probabilities in
+ * 7 bits, so within INT8_MADD_TOL; other pools and decode tiles are the
+ * f32 kernel's, bit for bit. */
+static void test_avx2_int8_madd_long(void **state) {
+    (void)state;
+    if (nb_cpu_isa() < NB_ISA_AVX2) NB_TEST_SKIP("no AVX2 on this CPU (or NIBBLE_ISA below AVX2)");
+    check_lowp(nb_attn_avx2_int8_madd(), nb_attn_avx2(), "avx2 int8 maddubs", NB_KVT_INT8, -1, false, INT8_MADD_TOL,
+               1e-4f);
+}
+
 /* The two widths of the int8-dot kernel (attn_i8_impl.h) agree to the bit
  * on the tiles they run (more than 8 rows): every per-lane operation is
  * the same and the integer sums are exact. */
@@ -513,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_int8_long),
         cmocka_unit_test(test_avx512_int8_bf16_long),
         cmocka_unit_test(test_avx2_int8_long),
+        cmocka_unit_test(test_avx2_int8_madd_long),
         cmocka_unit_test(test_int8_dots_widths),
         cmocka_unit_test(test_dispatched_long),
     };

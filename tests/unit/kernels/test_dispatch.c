@@ -217,8 +217,12 @@ static void test_options(void **state) {
     }
     nb_kernel_opts_defaults(&o);
     assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
-    const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2 && nb_cpu_get()->avxvnni;
+    /* plain AVX2 (no AVX-VNNI) takes the vpmaddubsw kernel */
+    const bool int8_dots = avx512 ? nb_cpu_get()->avx512vnni : nb_cpu_isa() == NB_ISA_AVX2;
     assert_true((d.attn_kv[NB_KVT_INT8] != d.attn) == int8_dots);
+    if (!avx512 && int8_dots)
+        assert_ptr_equal(d.attn_kv[NB_KVT_INT8], nb_cpu_get()->avxvnni ? nb_attn_avx2_int8() : nb_attn_avx2_int8_madd());
+    assert_true((strstr(d.desc, "by vpmaddubsw") != NULL) == (!avx512 && int8_dots && !nb_cpu_get()->avxvnni));
     /* their decode tiles with bf16 dots wherever bf16 pools take them (the int8 codes are exact in bf16) */
     if (avx512 && int8_dots && !amx)
         assert_ptr_equal(d.attn_kv[NB_KVT_INT8], bf16_dots ? nb_attn_avx512_int8_bf16() : nb_attn_avx512_int8());
