@@ -79,125 +79,6 @@ static inline void row_f32(nb_kv_type t, const uint8_t *src, float sc, float *ds
     for (int j = hv; j < hd; j++) dst[j] = nb_attn_elem(t, src, j) * sc;
 }
 
-/* One chunk of KC keys (Kf, Vf) against NR (1 or 2) consecutive blocks of
- * W rows from block rb. With two blocks each broadcast K or V element
- * feeds two FMAs: a broadcast from memory takes a vector pipe on Zen 3, and
- * with one block per broadcast (a load, eight broadcasts and eight FMAs a
- * step) the FMAs ran at 75% of the core's peak, with two (two loads, four
- * broadcasts, eight FMAs) at 90% (docs/speed.md, session 45). Either way
- * eight accumulators: an FMA's latency is four cycles and there are two
- * pipes. The same sums in the same order whatever NR. */
-static inline __attribute__((always_inline)) void rows_chunk(attn_frame *f, int rb, const int NR, int32_t k0,
-                                                             float *P) {
-    const int hd = f->hd, NK = 8 / NR; /* keys per pass of the scores, columns per pass of O */
-    const float *Kf = f->Kf, *Vf = f->Vf;
-    const float *qt[2];
-    float *ot[2];
-    __m256i pv[2];
-    __m256 mx[2], corr[2];
-#pragma GCC unroll 2
-    for (int n = 0; n < NR; n++) {
-        qt[n] = f->QT + (size_t)(rb + n) * hd * W;
-        ot[n] = f->OT + (size_t)(rb + n) * hd * W;
-        pv[n] = _mm256_loadu_si256((const __m256i *)(const void *)(f->PS + (rb + n) * W));
-        mx[n] = _mm256_set1_ps(-INFINITY);
-    }
-    const bool diag = k0 + KC - 1 > f->PS[rb * W]; /* some key after some row's position */
-    for (int c0 = 0; c0 < KC; c0 += NK) {
-        __m256 sc[2][8];
-#pragma GCC unroll 2
-        for (int n = 0; n < NR; n++)
-#pragma GCC unroll 8
-            for (int c = 0; c < NK; c++) sc[n][c] = _mm256_setzero_ps();
-        for (int j = 0; j < hd; j++) {
-            __m256 qv[2];
-#pragma GCC unroll 2
-            for (int n = 0; n < NR; n++) qv[n] = _mm256_loadu_ps(qt[n] + j * W);
-#pragma GCC unroll 8
-            for (int c = 0; c < NK; c++) {
-                const __m256 kb = _mm256_broadcast_ss(Kf + (c0 + c) * hd + j);
-#pragma GCC unroll 2
-                for (int n = 0; n < NR; n++) sc[n][c] = _mm256_fmadd_ps(kb, qv[n], sc[n][c]);
-            }
-        }
-#pragma GCC unroll 2
-        for (int n = 0; n < NR; n++)
-#pragma GCC unroll 8
-            for (int c = 0; c < NK; c++) {
-                if (diag) { /* key k0 + c0 + c only for rows at >= it */
-                    const __m256i late = _mm256_cmpgt_epi32(_mm256_set1_epi32(k0 + c0 + c), pv[n]);
-                    sc[n][c] = _mm256_blendv_ps(sc[n][c], _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(late));
-                }
-                mx[n] = _mm256_max_ps(mx[n], sc[n][c]);
-                _mm256_storeu_ps(P + (n * KC + c0 + c) * W, sc[n][c]);
-            }
-    }
-#pragma GCC unroll 2
-    for (int n = 0; n < NR; n++) {
-        float *M = f->M + (rb + n) * W, *L = f->L + (rb + n) * W, *pn = P + n * KC * W;
-        const __m256 mo = _mm256_loadu_ps(M), mn = _mm256_max_ps(mo, mx[n]);
-        corr[n] = nb_exp8(_mm256_sub_ps(mo, mn));
-        _mm256_storeu_ps(M, mn);
-        __m256 sum = _mm256_setzero_ps();
-        for (int c = 0; c < KC; c++) {
-            const __m256 e = nb_exp8(_mm256_sub_ps(_mm256_loadu_ps(pn + c * W), mn));
-            _mm256_storeu_ps(pn + c * W, e);
-            sum = _mm256_add_ps(sum, e);
-        }
-        _mm256_storeu_ps(L, _mm256_fmadd_ps(_mm256_loadu_ps(L), corr[n], sum));
-    }
-    int j = 0;
-    for (; j + NK <= hd; j += NK) {
-        __m256 o[2][8];
-#pragma GCC unroll 2
-        for (int n = 0; n < NR; n++)
-#pragma GCC unroll 8
-            for (int u = 0; u < NK; u++) o[n][u] = _mm256_mul_ps(_mm256_loadu_ps(ot[n] + (j + u) * W), corr[n]);
-#pragma GCC unroll 4
-        for (int c = 0; c < KC; c++) {
-            __m256 pc[2];
-#pragma GCC unroll 2
-            for (int n = 0; n < NR; n++) pc[n] = _mm256_loadu_ps(P + (n * KC + c) * W);
-            const float *v = Vf + c * hd + j;
-#pragma GCC unroll 8
-            for (int u = 0; u < NK; u++) {
-                const __m256 vb = _mm256_broadcast_ss(v + u);
-#pragma GCC unroll 2
-                for (int n = 0; n < NR; n++) o[n][u] = _mm256_fmadd_ps(vb, pc[n], o[n][u]);
-            }
-        }
-#pragma GCC unroll 2
-        for (int n = 0; n < NR; n++)
-#pragma GCC unroll 8
-            for (int u = 0; u < NK; u++) _mm256_storeu_ps(ot[n] + (j + u) * W, o[n][u]);
-    }
-    for (; j < hd; j++)
-        for (int n = 0; n < NR; n++) {
-            __m256 o = _mm256_mul_ps(_mm256_loadu_ps(ot[n] + j * W), corr[n]);
-            for (int c = 0; c < KC; c++)
-                o = _mm256_fmadd_ps(_mm256_broadcast_ss(Vf + c * hd + j), _mm256_loadu_ps(P + (n * KC + c) * W), o);
-            _mm256_storeu_ps(ot[n] + j * W, o);
-        }
-}
-
-static inline __attribute__((always_inline)) void tile8(const nb_attn_tile *t, const int HD) {
-    attn_frame f;
-    attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
-    float *P = f.extra; /* the probabilities of two blocks, 2 x KC x W */
-
-    for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
-        attn_frame_chunk(t, &f, k0, row_f32);
-        /* the blocks whose rows all come before the chunk are a prefix
-         * (positions never fall with the row): the rest go two at a time */
-        int rb = 0;
-        while (rb < f.RB && f.PS[rb * W + W - 1] < k0) rb++;
-        for (; rb + 2 <= f.RB; rb += 2) rows_chunk(&f, rb, 2, k0, P);
-        if (rb < f.RB) rows_chunk(&f, rb, 1, k0, P);
-    }
-
-    attn_frame_end(t, &f, W, 0);
-}
-
 /* ---- decode tiles: G keys per row in the lanes ---------------------------
  * attn_avx512.c's tile_dec at 8 lanes (the code is attn_dec_impl.h, shared):
  * a tile of R <= 4 rows (a decode token of a GQA group of <= 4) puts each
@@ -307,6 +188,115 @@ static __attribute__((noinline)) __m256 dec8_softmax(float *P, int NG, int G, in
 }
 
 NB_DEC_INSTANCES(NB_DEC_FNS8, tile_dec)
+
+/* ---- prompt tiles (more than 4 rows) ------------------------------------ */
+
+/* One chunk of KC keys (Kf, Vf) against NR (1 or 2) consecutive blocks of
+ * W rows from block rb. With two blocks each broadcast K or V element
+ * feeds two FMAs: a broadcast from memory takes a vector pipe on Zen 3, and
+ * with one block per broadcast (a load, eight broadcasts and eight FMAs a
+ * step) the FMAs ran at 75% of the core's peak, with two (two loads, four
+ * broadcasts, eight FMAs) at 90% (docs/speed.md, session 45). Either way
+ * eight accumulators: an FMA's latency is four cycles and there are two
+ * pipes. The same sums in the same order whatever NR. */
+static inline __attribute__((always_inline)) void rows_chunk(attn_frame *f, int rb, const int NR, int32_t k0,
+                                                             float *P) {
+    const int hd = f->hd, NK = 8 / NR; /* keys per pass of the scores, columns per pass of O */
+    const float *Kf = f->Kf, *Vf = f->Vf;
+    const float *qt[2];
+    float *ot[2];
+    __m256i pv[2];
+    __m256 mx[2], corr[2];
+#pragma GCC unroll 2
+    for (int n = 0; n < NR; n++) {
+        qt[n] = f->QT + (size_t)(rb + n) * hd * W;
+        ot[n] = f->OT + (size_t)(rb + n) * hd * W;
+        pv[n] = _mm256_loadu_si256((const __m256i *)(const void *)(f->PS + (rb + n) * W));
+        mx[n] = _mm256_set1_ps(-INFINITY);
+    }
+    const bool diag = k0 + KC - 1 > f->PS[rb * W]; /* some key after some row's position */
+    for (int c0 = 0; c0 < KC; c0 += NK) {
+        __m256 sc[2][8];
+#pragma GCC unroll 2
+        for (int n = 0; n < NR; n++)
+#pragma GCC unroll 8
+            for (int c = 0; c < NK; c++) sc[n][c] = _mm256_setzero_ps();
+        for (int j = 0; j < hd; j++) {
+            __m256 qv[2];
+#pragma GCC unroll 2
+            for (int n = 0; n < NR; n++) qv[n] = _mm256_loadu_ps(qt[n] + j * W);
+#pragma GCC unroll 8
+            for (int c = 0; c < NK; c++) {
+                const __m256 kb = _mm256_broadcast_ss(Kf + (c0 + c) * hd + j);
+#pragma GCC unroll 2
+                for (int n = 0; n < NR; n++) sc[n][c] = _mm256_fmadd_ps(kb, qv[n], sc[n][c]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int n = 0; n < NR; n++)
+#pragma GCC unroll 8
+            for (int c = 0; c < NK; c++) {
+                if (diag) { /* key k0 + c0 + c only for rows at >= it */
+                    const __m256i late = _mm256_cmpgt_epi32(_mm256_set1_epi32(k0 + c0 + c), pv[n]);
+                    sc[n][c] = _mm256_blendv_ps(sc[n][c], _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(late));
+                }
+                mx[n] = _mm256_max_ps(mx[n], sc[n][c]);
+                _mm256_storeu_ps(P + (n * KC + c0 + c) * W, sc[n][c]);
+            }
+    }
+#pragma GCC unroll 2
+    for (int n = 0; n < NR; n++) corr[n] = online_update(P + n * KC * W, KC, mx[n], f->M + (rb + n) * W, f->L + (rb + n) * W);
+    int j = 0;
+    for (; j + NK <= hd; j += NK) {
+        __m256 o[2][8];
+#pragma GCC unroll 2
+        for (int n = 0; n < NR; n++)
+#pragma GCC unroll 8
+            for (int u = 0; u < NK; u++) o[n][u] = _mm256_mul_ps(_mm256_loadu_ps(ot[n] + (j + u) * W), corr[n]);
+#pragma GCC unroll 4
+        for (int c = 0; c < KC; c++) {
+            __m256 pc[2];
+#pragma GCC unroll 2
+            for (int n = 0; n < NR; n++) pc[n] = _mm256_loadu_ps(P + (n * KC + c) * W);
+            const float *v = Vf + c * hd + j;
+#pragma GCC unroll 8
+            for (int u = 0; u < NK; u++) {
+                const __m256 vb = _mm256_broadcast_ss(v + u);
+#pragma GCC unroll 2
+                for (int n = 0; n < NR; n++) o[n][u] = _mm256_fmadd_ps(vb, pc[n], o[n][u]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int n = 0; n < NR; n++)
+#pragma GCC unroll 8
+            for (int u = 0; u < NK; u++) _mm256_storeu_ps(ot[n] + (j + u) * W, o[n][u]);
+    }
+    for (; j < hd; j++)
+        for (int n = 0; n < NR; n++) {
+            __m256 o = _mm256_mul_ps(_mm256_loadu_ps(ot[n] + j * W), corr[n]);
+            for (int c = 0; c < KC; c++)
+                o = _mm256_fmadd_ps(_mm256_broadcast_ss(Vf + c * hd + j), _mm256_loadu_ps(P + (n * KC + c) * W), o);
+            _mm256_storeu_ps(ot[n] + j * W, o);
+        }
+}
+
+static inline __attribute__((always_inline)) void tile8(const nb_attn_tile *t, const int HD) {
+    attn_frame f;
+    attn_frame_begin(t, HD ? HD : t->kv->head_dim, W, &f);
+    float *P = f.extra; /* the probabilities of two blocks, 2 x KC x W */
+
+    for (int32_t k0 = 0; k0 <= f.last; k0 += KC) {
+        attn_frame_chunk(t, &f, k0, row_f32);
+        /* the blocks whose rows all come before the chunk are a prefix
+         * (positions never fall with the row): the rest go two at a time */
+        int rb = 0;
+        while (rb < f.RB && f.PS[rb * W + W - 1] < k0) rb++;
+        for (; rb + 2 <= f.RB; rb += 2) rows_chunk(&f, rb, 2, k0, P);
+        if (rb < f.RB) rows_chunk(&f, rb, 1, k0, P);
+    }
+
+    attn_frame_end(t, &f, W, 0);
+}
 
 static void attn_avx2(const nb_attn_tile *t) {
     if (t->nt * t->nq <= 4) { /* decode tiles: G keys per row in the lanes */

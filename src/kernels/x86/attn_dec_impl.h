@@ -18,14 +18,11 @@
 #ifndef NB_KERNELS_X86_ATTN_DEC_IMPL_H
 #define NB_KERNELS_X86_ATTN_DEC_IMPL_H
 
-/* The online softmax of a chunk's NG (masked) score vectors in P: the max
- * over each row's G lanes, P becoming e^(s - max), the per-lane running max
- * Mv and sum Lv updated; returns the factor O must be rescaled by. */
-static inline __attribute__((always_inline)) DV dec_online(float *P, int NG, int G, const DVI lane, float *Mv,
-                                                           float *Lv) {
-    DV mx = DV_LOAD(P);
-    for (int g = 1; g < NG; g++) mx = DV_MAX(mx, DV_LOAD(P + g * W));
-    for (int w = 1; w < G; w *= 2) mx = DV_MAX(mx, DV_LANE_XOR(mx, lane, w)); /* the max over each row's G lanes */
+/* The online softmax's step for NG score vectors in P whose per-lane max is
+ * mx: P becomes e^(s - max), the running max Mv and sum Lv per lane are
+ * updated; returns the factor O must be rescaled by. Also the prompt
+ * tiles' (attn_avx2.c rows_chunk, one lane per row). */
+static inline __attribute__((always_inline)) DV online_update(float *P, int NG, DV mx, float *Mv, float *Lv) {
     const DV mo = DV_LOAD(Mv), mn = DV_MAX(mo, mx);
     const DV corr = DV_EXP(DV_SUB(mo, mn));
     DV_STORE(Mv, mn);
@@ -37,6 +34,17 @@ static inline __attribute__((always_inline)) DV dec_online(float *P, int NG, int
     }
     DV_STORE(Lv, DV_FMA(DV_LOAD(Lv), corr, sum));
     return corr;
+}
+
+/* The online softmax of a chunk's NG (masked) score vectors in P: the max
+ * over each row's G lanes, P becoming e^(s - max), the per-lane running max
+ * Mv and sum Lv updated; returns the factor O must be rescaled by. */
+static inline __attribute__((always_inline)) DV dec_online(float *P, int NG, int G, const DVI lane, float *Mv,
+                                                           float *Lv) {
+    DV mx = DV_LOAD(P);
+    for (int g = 1; g < NG; g++) mx = DV_MAX(mx, DV_LOAD(P + g * W));
+    for (int w = 1; w < G; w *= 2) mx = DV_MAX(mx, DV_LANE_XOR(mx, lane, w)); /* the max over each row's G lanes */
+    return online_update(P, NG, mx, Mv, Lv);
 }
 
 /* A chunk's first ng groups of G K and V rows (type T, scales ks / vs)
