@@ -706,6 +706,40 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     i[1][1] = i11;
 }
 
+#if !RP_VNNI
+/* tile's W_Q4 steps (no VNNI) for two token groups at once: rows 0/1 x the
+ * 16 tokens at a (i) and the 16 at b (j). Each weight broadcast meets four
+ * activation vectors instead of two, and the caller unpacks each row's
+ * block once for both groups. */
+static inline __attribute__((always_inline)) void tile_q4_pair(const uint8_t *u0, const uint8_t *u1, const int8_t *a,
+                                                               const int8_t *b, const int kq, __m256i i[2][2],
+                                                               __m256i j[2][2]) {
+    const __m256i z = _mm256_setzero_si256(), ones = _mm256_set1_epi16(1);
+    __m256i i00 = z, i01 = z, i10 = z, i11 = z, j00 = z, j01 = z, j10 = z, j11 = z;
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; kk++) {
+        const int o = nb_pl_step_offset(kk, kq);
+        const __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+        const __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+        const __m256i blo = _mm256_load_si256((const __m256i *)(b + kk * 64)), bhi = _mm256_load_si256((const __m256i *)(b + kk * 64 + 32));
+        i00 = _mm256_add_epi16(i00, _mm256_maddubs_epi16(w0, alo));
+        i01 = _mm256_add_epi16(i01, _mm256_maddubs_epi16(w0, ahi));
+        i10 = _mm256_add_epi16(i10, _mm256_maddubs_epi16(w1, alo));
+        i11 = _mm256_add_epi16(i11, _mm256_maddubs_epi16(w1, ahi));
+        __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11));
+        j00 = _mm256_add_epi16(j00, _mm256_maddubs_epi16(w0, blo));
+        j01 = _mm256_add_epi16(j01, _mm256_maddubs_epi16(w0, bhi));
+        j10 = _mm256_add_epi16(j10, _mm256_maddubs_epi16(w1, blo));
+        j11 = _mm256_add_epi16(j11, _mm256_maddubs_epi16(w1, bhi));
+        __asm__("" : "+x"(j00), "+x"(j01), "+x"(j10), "+x"(j11));
+    }
+    i[0][0] = _mm256_madd_epi16(i00, ones), i[0][1] = _mm256_madd_epi16(i01, ones);
+    i[1][0] = _mm256_madd_epi16(i10, ones), i[1][1] = _mm256_madd_epi16(i11, ones);
+    j[0][0] = _mm256_madd_epi16(j00, ones), j[0][1] = _mm256_madd_epi16(j01, ones);
+    j[1][0] = _mm256_madd_epi16(j10, ones), j[1][1] = _mm256_madd_epi16(j11, ones);
+}
+#endif
+
 /* The K types' tile: RT (2 or 4) rows x 16 tokens, in K's lane order (kq
  * above), mode W_Q4 or W_Q6. Four rows share each step's two activation
  * loads: with two rows, the weight broadcasts and activation loads (one
@@ -825,31 +859,28 @@ static inline void unpack_q4_0l_group(const uint8_t *g, uint8_t *u) {
     for (int k = 0; k < 4; k++) _mm256_store_si256((__m256i *)(u + 32 * k), v[k]);
 }
 
-/* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
- * Q8 without VNNI: signs at s[k]) against token group g, added into f. */
-static inline __attribute__((always_inline)) void gemm_block(const uint8_t *const row[2], const uint8_t *const p[2],
-                                                             const uint8_t *const s[2], const nb_actpack *ap,
-                                                             int64_t g, int64_t b, const int kind, const int kq,
-                                                             __m256 f[2][2]) {
-    const int four = NB_PL_NIBBLES(kind), group = NB_PL_GROUP(kind);
-    const int64_t nb = ap->nb, K = ap->K;
+/* Block b's integer sums i of rows row[0..1] against token group g, less
+ * the quants' offset, scaled and added into f. */
+static inline __attribute__((always_inline)) void block_out(const uint8_t *const row[2], const nb_actpack *ap, int64_t g,
+                                                            int64_t b, const int kind, __m256i i[2][2], __m256 f[2][2]) {
+    const int group = NB_PL_GROUP(kind);
+    const int64_t K = ap->K;
     /* the fixed offset 8 or 128 = 1 << shift; -1: none (W4G*R: per row, below) */
     const int shift = group ? -1 : NB_PL_BASE(kind) == NB_PL_Q4_0R ? 3 : (Q8OFF ? 7 : -1);
-    const int8_t *a = ap->q + (g * nb + b) * 512;
-    __m256i i[2][2];
-    tile(p[0], p[1], s[0], s[1], a, 0, 8, four ? W_Q4 : W_Q8, kq, i);
-    const int64_t at = (g * nb + b) * 16;
+    const int64_t at = (g * ap->nb + b) * 16;
     __m256 da[2] = {_mm256_load_ps(ap->d + at), _mm256_load_ps(ap->d + at + 8)};
     __m256i sum[2], o[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int hf = 0; hf < 2; hf++) {
         sum[hf] = _mm256_load_si256((const __m256i *)(ap->sum + at + 8 * hf));
         if (shift >= 0) o[hf] = _mm256_slli_epi32(sum[hf], shift);
     }
+#pragma GCC unroll 2
     for (int k = 0; k < 2; k++) {
         __m256 sw = _mm256_set1_ps(nb_pl_scale(row[k], K, b, kind));
         /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a sum
          * of 32 int8 and z <= 255 fit in 16 bits) */
         const __m256i zk = _mm256_set1_epi32(group ? nb_pl_zero(row[k], K, b, kind) : 0);
+#pragma GCC unroll 2
         for (int hf = 0; hf < 2; hf++) {
             const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk) : o[hf];
             f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)), _mm256_mul_ps(da[hf], sw),
@@ -858,16 +889,95 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
     }
 }
 
-/* Two rows at a time against each token group, block by block; the lane
- * orders a group of four blocks at a time, read in lane order (kq = 2). */
-static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
-                                                              const nb_actpack *ap, float *y, int64_t ldy,
-                                                              const int kind) {
+/* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
+ * Q8 without VNNI: signs at s[k]) against token group g (and g + 1 when
+ * NG = 2: 4-bit weights without VNNI only), added into f[0] (and f[1]). */
+static inline __attribute__((always_inline)) void gemm_block(const uint8_t *const row[2], const uint8_t *const p[2],
+                                                             const uint8_t *const s[2], const nb_actpack *ap,
+                                                             int64_t g, int64_t b, const int kind, const int kq,
+                                                             const int NG, __m256 f[2][2][2]) {
+    const int8_t *a = ap->q + (g * ap->nb + b) * 512;
+    __m256i i[2][2];
+#if !RP_VNNI
+    if (NG == 2) {
+        __m256i j[2][2];
+        tile_q4_pair(p[0], p[1], a, a + ap->nb * 512, kq, i, j);
+        block_out(row, ap, g, b, kind, i, f[0]);
+        block_out(row, ap, g + 1, b, kind, j, f[1]);
+        return;
+    }
+#endif
+    tile(p[0], p[1], s[0], s[1], a, 0, 8, NB_PL_NIBBLES(kind) ? W_Q4 : W_Q8, kq, i);
+    block_out(row, ap, g, b, kind, i, f[0]);
+}
+
+/* Rows r, r + 1 (row, their quants q; the last row repeated when two is 0)
+ * against token groups g .. g + NG - 1, block by block; the lane orders a
+ * group of four blocks at a time, read in lane order (kq = 2). pf: the
+ * next two rows' prefetch (below). */
+static inline __attribute__((always_inline)) void row_pair_groups(const uint8_t *const row[2], const uint8_t *const q[2],
+                                                                  const nb_actpack *ap, float *y, int64_t ldy,
+                                                                  int64_t r, int two, int64_t g, const int NG,
+                                                                  const char **pf, const char *pf_end,
+                                                                  int64_t pf_lines, const int kind) {
     const int four = NB_PL_NIBBLES(kind);
-    const int64_t nb = ap->nb, K = ap->K;
+    const int64_t nb = ap->nb;
     const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
     _Alignas(32) uint8_t u[2][128], sg[2][128];
     const uint8_t *const s[2] = {sg[0], sg[1]};
+    __m256 f[2][2][2];
+    for (int gi = 0; gi < 2; gi++)
+        for (int k = 0; k < 2; k++) f[gi][k][0] = f[gi][k][1] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b < nb4; b += 4) {
+        const uint8_t *pg[2] = {u[0], u[1]}; /* the group's weights, 0..255 a byte */
+        for (int64_t l = 0; l < pf_lines && *pf < pf_end; l++, *pf += 64) _mm_prefetch(*pf, _MM_HINT_T0);
+        for (int k = 0; k < 2; k++) {
+            if (four) {
+                unpack_q4_0l_group(q[k] + b * 16, u[k]);
+            } else if (Q8OFF) {
+                pg[k] = q[k] + b * 32;
+            } else { /* |q| and q */
+                for (int v = 0; v < 4; v++) {
+                    __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32 + 32 * v), _mm256_set1_epi8((char)0x80));
+                    _mm256_store_si256((__m256i *)(u[k] + 32 * v), _mm256_abs_epi8(sv));
+                    _mm256_store_si256((__m256i *)(sg[k] + 32 * v), sv);
+                }
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *const p[2] = {pg[0] + 4 * j, pg[1] + 4 * j}, *const sj[2] = {sg[0] + 4 * j, sg[1] + 4 * j};
+            gemm_block(row, p, sj, ap, g, b + j, kind, 2, NG, f);
+        }
+    }
+    for (; b < nb; b++) {
+        const uint8_t *p[2];
+        for (int k = 0; k < 2; k++) {
+            if (four) {
+                unpack_q4_0r(q[k], nb, b, u[k]);
+                p[k] = u[k];
+            } else if (Q8OFF) {
+                p[k] = q[k] + b * 32;
+            } else { /* |q| and q */
+                __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32), _mm256_set1_epi8((char)0x80));
+                _mm256_store_si256((__m256i *)u[k], _mm256_abs_epi8(sv));
+                _mm256_store_si256((__m256i *)sg[k], sv);
+                p[k] = u[k];
+            }
+        }
+        gemm_block(row, p, s, ap, g, b, kind, 0, NG, f);
+    }
+    for (int gi = 0; gi < NG; gi++) store_tile(y, ldy, r, two ? 2 : 1, g + gi, ap->n, f[gi]);
+}
+
+/* Two rows at a time against the token groups, two groups at a time where
+ * the weights are 4-bit and there is no VNNI (tile_q4_pair), else one. */
+static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
+                                                              const nb_actpack *ap, float *y, int64_t ldy,
+                                                              const int kind) {
+    const int64_t nb = ap->nb, K = ap->K;
+    const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
+    const int pairs = !RP_VNNI && NB_PL_NIBBLES(kind);
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
         const uint8_t *const row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
@@ -879,49 +989,10 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
          * 1.06-1.08x, W4G128L 1.03-1.15x, Q8_0L 1.04-1.08x (session 43). */
         const char *pf = (const char *)(w + (r + 2) * row_bytes), *pf_end = pf + (r + 2 < nr ? 2 * row_bytes : 0);
         const int64_t pf_lines = nb4 ? ((int64_t)(2 * row_bytes) / 64 + nb4 / 4) / (nb4 / 4) : 0;
-        for (int64_t g = 0; g < ap->ng; g++) {
-            __m256 f[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
-            int64_t b = 0;
-            for (; b < nb4; b += 4) {
-                const uint8_t *pg[2] = {u[0], u[1]}; /* the group's weights, 0..255 a byte */
-                for (int64_t l = 0; l < pf_lines && pf < pf_end; l++, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
-                for (int k = 0; k < 2; k++) {
-                    if (four) {
-                        unpack_q4_0l_group(q[k] + b * 16, u[k]);
-                    } else if (Q8OFF) {
-                        pg[k] = q[k] + b * 32;
-                    } else { /* |q| and q */
-                        for (int v = 0; v < 4; v++) {
-                            __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32 + 32 * v), _mm256_set1_epi8((char)0x80));
-                            _mm256_store_si256((__m256i *)(u[k] + 32 * v), _mm256_abs_epi8(sv));
-                            _mm256_store_si256((__m256i *)(sg[k] + 32 * v), sv);
-                        }
-                    }
-                }
-                for (int j = 0; j < 4; j++) {
-                    const uint8_t *const p[2] = {pg[0] + 4 * j, pg[1] + 4 * j}, *const sj[2] = {sg[0] + 4 * j, sg[1] + 4 * j};
-                    gemm_block(row, p, sj, ap, g, b + j, kind, 2, f);
-                }
-            }
-            for (; b < nb; b++) {
-                const uint8_t *p[2];
-                for (int k = 0; k < 2; k++) {
-                    if (four) {
-                        unpack_q4_0r(q[k], nb, b, u[k]);
-                        p[k] = u[k];
-                    } else if (Q8OFF) {
-                        p[k] = q[k] + b * 32;
-                    } else { /* |q| and q */
-                        __m256i sv = _mm256_xor_si256(loadu(q[k] + b * 32), _mm256_set1_epi8((char)0x80));
-                        _mm256_store_si256((__m256i *)u[k], _mm256_abs_epi8(sv));
-                        _mm256_store_si256((__m256i *)sg[k], sv);
-                        p[k] = u[k];
-                    }
-                }
-                gemm_block(row, p, s, ap, g, b, kind, 0, f);
-            }
-            store_tile(y, ldy, r, two ? 2 : 1, g, ap->n, f);
-        }
+        int64_t g = 0;
+        if (pairs)
+            for (; g + 1 < ap->ng; g += 2) row_pair_groups(row, q, ap, y, ldy, r, two, g, 2, &pf, pf_end, pf_lines, kind);
+        for (; g < ap->ng; g++) row_pair_groups(row, q, ap, y, ldy, r, two, g, 1, &pf, pf_end, pf_lines, kind);
     }
 }
 
