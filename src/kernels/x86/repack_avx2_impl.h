@@ -859,12 +859,13 @@ static inline void unpack_q4_0l_group(const uint8_t *g, uint8_t *u) {
     for (int k = 0; k < 4; k++) _mm256_store_si256((__m256i *)(u + 32 * k), v[k]);
 }
 
-/* Block b's integer sums i of rows row[0..1] against token group g, less
- * the quants' offset, scaled and added into f. */
-static inline __attribute__((always_inline)) void block_out(const uint8_t *const row[2], const nb_actpack *ap, int64_t g,
-                                                            int64_t b, const int kind, __m256i i[2][2], __m256 f[2][2]) {
+/* Block b's integer sums i of rows 0/1 against token group g, less the
+ * quants' offset, scaled and added into f; sw, zk: the rows' scales and
+ * (W4G*R) zero points of the block (as the caller's set1 vectors). */
+static inline __attribute__((always_inline)) void block_out(const nb_actpack *ap, int64_t g, int64_t b, const int kind,
+                                                            const __m256 sw[2], const __m256i zk[2], __m256i i[2][2],
+                                                            __m256 f[2][2]) {
     const int group = NB_PL_GROUP(kind);
-    const int64_t K = ap->K;
     /* the fixed offset 8 or 128 = 1 << shift; -1: none (W4G*R: per row, below) */
     const int shift = group ? -1 : NB_PL_BASE(kind) == NB_PL_Q4_0R ? 3 : (Q8OFF ? 7 : -1);
     const int64_t at = (g * ap->nb + b) * 16;
@@ -875,18 +876,15 @@ static inline __attribute__((always_inline)) void block_out(const uint8_t *const
         if (shift >= 0) o[hf] = _mm256_slli_epi32(sum[hf], shift);
     }
 #pragma GCC unroll 2
-    for (int k = 0; k < 2; k++) {
-        __m256 sw = _mm256_set1_ps(nb_pl_scale(row[k], K, b, kind));
-        /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a sum
-         * of 32 int8 and z <= 255 fit in 16 bits) */
-        const __m256i zk = _mm256_set1_epi32(group ? nb_pl_zero(row[k], K, b, kind) : 0);
+    for (int k = 0; k < 2; k++)
 #pragma GCC unroll 2
         for (int hf = 0; hf < 2; hf++) {
-            const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk) : o[hf];
-            f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)), _mm256_mul_ps(da[hf], sw),
+            /* W4G*R: the row's zero point times the sums, in one vpmaddwd (a
+             * sum of 32 int8 and z <= 255 fit in 16 bits) */
+            const __m256i ok = group ? _mm256_madd_epi16(sum[hf], zk[k]) : o[hf];
+            f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], ok)), _mm256_mul_ps(da[hf], sw[k]),
                                        f[k][hf]);
         }
-    }
 }
 
 /* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
@@ -897,18 +895,23 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
                                                              int64_t g, int64_t b, const int kind, const int kq,
                                                              const int NG, __m256 f[2][2][2]) {
     const int8_t *a = ap->q + (g * ap->nb + b) * 512;
+    const int64_t K = ap->K;
+    const int group = NB_PL_GROUP(kind);
+    const __m256 sw[2] = {_mm256_set1_ps(nb_pl_scale(row[0], K, b, kind)), _mm256_set1_ps(nb_pl_scale(row[1], K, b, kind))};
+    const __m256i zk[2] = {_mm256_set1_epi32(group ? nb_pl_zero(row[0], K, b, kind) : 0),
+                           _mm256_set1_epi32(group ? nb_pl_zero(row[1], K, b, kind) : 0)};
     __m256i i[2][2];
 #if !RP_VNNI
     if (NG == 2) {
         __m256i j[2][2];
         tile_q4_pair(p[0], p[1], a, a + ap->nb * 512, kq, i, j);
-        block_out(row, ap, g, b, kind, i, f[0]);
-        block_out(row, ap, g + 1, b, kind, j, f[1]);
+        block_out(ap, g, b, kind, sw, zk, i, f[0]);
+        block_out(ap, g + 1, b, kind, sw, zk, j, f[1]);
         return;
     }
 #endif
     tile(p[0], p[1], s[0], s[1], a, 0, 8, NB_PL_NIBBLES(kind) ? W_Q4 : W_Q8, kq, i);
-    block_out(row, ap, g, b, kind, i, f[0]);
+    block_out(ap, g, b, kind, sw, zk, i, f[0]);
 }
 
 /* Rows r, r + 1 (row, their quants q; the last row repeated when two is 0)
