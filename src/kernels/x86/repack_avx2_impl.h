@@ -707,36 +707,47 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
 }
 
 #if !RP_VNNI
-/* tile's W_Q4 steps (no VNNI) for two token groups at once: rows 0/1 x the
- * 16 tokens at a (i) and the 16 at b (j). Each weight broadcast meets four
+/* tile's steps (no VNNI) for two token groups at once: rows 0/1 x the 16
+ * tokens at a (i) and the 16 at b (j). Each weight broadcast meets four
  * activation vectors instead of two, and the caller unpacks each row's
  * block once for both groups. */
-static inline __attribute__((always_inline)) void tile_q4_pair(const uint8_t *u0, const uint8_t *u1, const int8_t *a,
-                                                               const int8_t *b, const int kq, __m256i i[2][2],
-                                                               __m256i j[2][2]) {
+static inline __attribute__((always_inline)) void tile_pair(const uint8_t *u0, const uint8_t *u1, const uint8_t *s0,
+                                                            const uint8_t *s1, const int8_t *a, const int8_t *b,
+                                                            const int mode, const int kq, __m256i i[2][2],
+                                                            __m256i j[2][2]) {
     const __m256i z = _mm256_setzero_si256(), ones = _mm256_set1_epi16(1);
     __m256i i00 = z, i01 = z, i10 = z, i11 = z, j00 = z, j01 = z, j10 = z, j11 = z;
+    /* W_Q4: int16 sums (as tile); W_Q8: |q| times the activations with q's sign, widened per step */
+#define RP_P(acc, w, g, x)                                                                                     \
+    acc = mode == W_Q4 ? _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))                                     \
+                       : _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(x, g)), ones))
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk++) {
         const int o = nb_pl_step_offset(kk, kq);
         const __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+        const __m256i g0 = mode == W_Q8 ? bcast4(s0 + o) : z, g1 = mode == W_Q8 ? bcast4(s1 + o) : z;
         const __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
         const __m256i blo = _mm256_load_si256((const __m256i *)(b + kk * 64)), bhi = _mm256_load_si256((const __m256i *)(b + kk * 64 + 32));
-        i00 = _mm256_add_epi16(i00, _mm256_maddubs_epi16(w0, alo));
-        i01 = _mm256_add_epi16(i01, _mm256_maddubs_epi16(w0, ahi));
-        i10 = _mm256_add_epi16(i10, _mm256_maddubs_epi16(w1, alo));
-        i11 = _mm256_add_epi16(i11, _mm256_maddubs_epi16(w1, ahi));
+        RP_P(i00, w0, g0, alo);
+        RP_P(i01, w0, g0, ahi);
+        RP_P(i10, w1, g1, alo);
+        RP_P(i11, w1, g1, ahi);
         __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11));
-        j00 = _mm256_add_epi16(j00, _mm256_maddubs_epi16(w0, blo));
-        j01 = _mm256_add_epi16(j01, _mm256_maddubs_epi16(w0, bhi));
-        j10 = _mm256_add_epi16(j10, _mm256_maddubs_epi16(w1, blo));
-        j11 = _mm256_add_epi16(j11, _mm256_maddubs_epi16(w1, bhi));
+        RP_P(j00, w0, g0, blo);
+        RP_P(j01, w0, g0, bhi);
+        RP_P(j10, w1, g1, blo);
+        RP_P(j11, w1, g1, bhi);
         __asm__("" : "+x"(j00), "+x"(j01), "+x"(j10), "+x"(j11));
     }
-    i[0][0] = _mm256_madd_epi16(i00, ones), i[0][1] = _mm256_madd_epi16(i01, ones);
-    i[1][0] = _mm256_madd_epi16(i10, ones), i[1][1] = _mm256_madd_epi16(i11, ones);
-    j[0][0] = _mm256_madd_epi16(j00, ones), j[0][1] = _mm256_madd_epi16(j01, ones);
-    j[1][0] = _mm256_madd_epi16(j10, ones), j[1][1] = _mm256_madd_epi16(j11, ones);
+#undef RP_P
+    if (mode == W_Q4) {
+        i00 = _mm256_madd_epi16(i00, ones), i01 = _mm256_madd_epi16(i01, ones);
+        i10 = _mm256_madd_epi16(i10, ones), i11 = _mm256_madd_epi16(i11, ones);
+        j00 = _mm256_madd_epi16(j00, ones), j01 = _mm256_madd_epi16(j01, ones);
+        j10 = _mm256_madd_epi16(j10, ones), j11 = _mm256_madd_epi16(j11, ones);
+    }
+    i[0][0] = i00, i[0][1] = i01, i[1][0] = i10, i[1][1] = i11;
+    j[0][0] = j00, j[0][1] = j01, j[1][0] = j10, j[1][1] = j11;
 }
 #endif
 
@@ -889,7 +900,7 @@ static inline __attribute__((always_inline)) void block_out(const nb_actpack *ap
 
 /* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
  * Q8 without VNNI: signs at s[k]) against token group g (and g + 1 when
- * NG = 2: 4-bit weights without VNNI only), added into f[0] (and f[1]). */
+ * NG = 2, without VNNI only), added into f[0] (and f[1]). */
 static inline __attribute__((always_inline)) void gemm_block(const uint8_t *const row[2], const uint8_t *const p[2],
                                                              const uint8_t *const s[2], const nb_actpack *ap,
                                                              int64_t g, int64_t b, const int kind, const int kq,
@@ -904,7 +915,7 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
 #if !RP_VNNI
     if (NG == 2) {
         __m256i j[2][2];
-        tile_q4_pair(p[0], p[1], a, a + ap->nb * 512, kq, i, j);
+        tile_pair(p[0], p[1], s[0], s[1], a, a + ap->nb * 512, NB_PL_NIBBLES(kind) ? W_Q4 : W_Q8, kq, i, j);
         block_out(ap, g, b, kind, sw, zk, i, f[0]);
         block_out(ap, g + 1, b, kind, sw, zk, j, f[1]);
         return;
@@ -973,14 +984,14 @@ static inline __attribute__((always_inline)) void row_pair_groups(const uint8_t 
     for (int gi = 0; gi < NG; gi++) store_tile(y, ldy, r, two ? 2 : 1, g + gi, ap->n, f[gi]);
 }
 
-/* Two rows at a time against the token groups, two groups at a time where
- * the weights are 4-bit and there is no VNNI (tile_q4_pair), else one. */
+/* Two rows at a time against the token groups, two groups at a time
+ * without VNNI (tile_pair), else one. */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
                                                               const int kind) {
     const int64_t nb = ap->nb, K = ap->K;
     const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
-    const int pairs = !RP_VNNI && NB_PL_NIBBLES(kind);
+    const int pairs = !RP_VNNI;
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
         const uint8_t *const row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
