@@ -19,8 +19,10 @@
  *
  * GEMM tile: two weight rows x one group of 16 packed tokens (two 8-lane
  * halves): every activation load feeds two dots and every weight broadcast
- * two. Blocks are unpacked once into 32 (Q4_0R) or 256 (K types) bytes on
- * the stack and broadcast from there. */
+ * two - without VNNI two groups (32 tokens) at once, so that each
+ * broadcast feeds four (tile_pair). Blocks are unpacked once (for both
+ * groups) into 32 (Q4_0R) or 256 (K types) bytes on the stack and
+ * broadcast from there. */
 #include <immintrin.h>
 #include <string.h>
 
