@@ -517,6 +517,7 @@ static inline __attribute__((always_inline)) void kr_dot_rows(int64_t n, const v
             if (six) {
                 const nb_block_q6_kr *x = (const nb_block_q6_kr *)base[r] + i;
                 __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     __m256i q[4];
                     prefetch_lines(x, 2 * h, 2 * h + 2);
@@ -574,6 +575,7 @@ static inline __attribute__((always_inline)) void kr_dot_tokens(int64_t n, const
             __m256i isum[RP_TOK];
 #pragma GCC unroll 4
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 prefetch_lines(x, 2 * h, 2 * h + 2);
                 q6_kr_half(x, h, q);
@@ -1080,6 +1082,7 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                 for (int gi = 0; gi < ngr; gi++) {
                 const int64_t g = g0 + gi;
                 __m256 f[4][2];
+#pragma GCC unroll 4
                 for (int k = 0; k < RT; k++) f[k][0] = f[k][1] = _mm256_setzero_ps();
                 for (int j = 0; j < 8; j++) {
                     const int64_t b = s * 8 + j, at = (g * nb + b) * 16;
@@ -1087,11 +1090,14 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                     const uint8_t *uj[4] = {up[0] + 8 * j, up[1] + 8 * j, up[2] + 8 * j, up[3] + 8 * j};
                     __m256i i[4][2];
                     if (six) {
+#pragma GCC unroll 2
                         for (int half = 0; half < 2; half++) {
                             tile4(uj, a, 4 * half, 4, W_Q6, i, RT);
+#pragma GCC unroll 2
                             for (int hf = 0; hf < 2; hf++) { /* q - 32: through the tokens' sums of these 16 */
                                 __m256i o = _mm256_slli_epi32(
                                     _mm256_load_si256((const __m256i *)(ap->sum16 + (g * nb + b) * 32 + 16 * half + 8 * hf)), 5);
+#pragma GCC unroll 4
                                 for (int k = 0; k < RT; k++)
                                     f[k][hf] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(i[k][hf], o)),
                                                                _mm256_set1_ps(sc[k][2 * j + half]), f[k][hf]);
@@ -1099,8 +1105,10 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                         }
                     } else {
                         tile4(uj, a, 0, 8, W_Q4, i, RT);
+#pragma GCC unroll 2
                         for (int hf = 0; hf < 2; hf++) { /* d*sc*q - dmin*m: the min through the tokens' sums */
                             __m256 fs = _mm256_load_ps(ap->fsum + at + 8 * hf);
+#pragma GCC unroll 4
                             for (int k = 0; k < RT; k++)
                                 f[k][hf] = _mm256_fnmadd_ps(fs, _mm256_set1_ps(sc[k][8 + j]),
                                                             _mm256_fmadd_ps(_mm256_cvtepi32_ps(i[k][hf]),
@@ -1108,8 +1116,10 @@ static inline __attribute__((always_inline)) void kgemm(const uint8_t *w, uint64
                         }
                     }
                 }
+#pragma GCC unroll 2
                 for (int hf = 0; hf < 2; hf++) {
                     __m256 d = _mm256_load_ps(ap->d + (g * nb + s * 8) * 16 + 8 * hf);
+#pragma GCC unroll 4
                     for (int k = 0; k < RT; k++) F[gi][k][hf] = _mm256_fmadd_ps(f[k][hf], d, F[gi][k][hf]);
                 }
                 }

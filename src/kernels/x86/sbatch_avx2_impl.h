@@ -305,6 +305,7 @@ AI void k_unit(const nb_actpack *ap, int64_t ub, int64_t s, int jb, const uint8_
     const int8_t *a[1] = {unit_q(ap, ub, b)};
     __m256i acc[8][2];
     if (six) {
+#pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
             /* q - 32 through the tokens' sums of these 16 activations */
             const int64_t l16 = ((ub >> 1) * nb + b) * 32 + 16 * half + 8 * (ub & 1);
