@@ -303,7 +303,7 @@ static void attn_avx2(const nb_attn_tile *t) {
         NB_DEC_RUN(NB_DEC_PICK8, tile_dec, t);
         return;
     }
-    switch (t->kv->head_dim) {
+    switch (NB_ATTN_HD(t->kv->head_dim)) {
     case 64: tile8(t, 64); return;
     case 128: tile8(t, 128); return;
     default: tile8(t, 0); return;

@@ -305,7 +305,7 @@ static void attn_avx512_f32(const nb_attn_tile *t) {
         NB_DEC_RUN(NB_DEC_PICK16, tile_dec, t);
         return;
     }
-    switch (t->kv->head_dim) {
+    switch (NB_ATTN_HD(t->kv->head_dim)) {
     case 64: tile16(t, 64); return;
     case 128: tile16(t, 128); return;
     default: tile16(t, 0); return;
@@ -626,7 +626,7 @@ static void attn_avx512_bf16(const nb_attn_tile *t) {
         else NB_DEC_RUN(NB_DEC_PICK16, tile_dec_b16, t);
         return;
     }
-    switch (kv->head_dim) {
+    switch (NB_ATTN_HD(kv->head_dim)) {
     case 64: fp8 ? tile16_bf16(t, 64, 1) : tile16_bf16(t, 64, 0); return;
     case 128: fp8 ? tile16_bf16(t, 128, 1) : tile16_bf16(t, 128, 0); return;
     default: fp8 ? tile16_bf16(t, 0, 1) : tile16_bf16(t, 0, 0); return;

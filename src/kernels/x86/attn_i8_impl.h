@@ -241,7 +241,7 @@ static inline __attribute__((always_inline)) void tile_i8_run(const nb_attn_tile
         fallback(t);
         return;
     }
-    switch (kv->head_dim) {
+    switch (NB_ATTN_HD(kv->head_dim)) {
     case 64: tile_i8(t, 64); return;
     case 128: tile_i8(t, 128); return;
     default: tile_i8(t, 0); return;

@@ -309,9 +309,21 @@ static inline __attribute__((always_inline)) void dec_tile_end(const nb_attn_til
     static __attribute__((noinline)) void F##_##HD##_##G(const nb_attn_tile *t) { F(t, HD, G); }
 #define NB_DEC_FNS8(F, HD) NB_DEC_FN(F, HD, 2) NB_DEC_FN(F, HD, 4) NB_DEC_FN(F, HD, 8)
 #define NB_DEC_FNS16(F, HD) NB_DEC_FNS8(F, HD) NB_DEC_FN(F, HD, 16)
-#define NB_DEC_INSTANCES(FNS, F) FNS(F, 64) FNS(F, 128) FNS(F, 0)
 #define NB_DEC_PICK8(F, HD, R) ((R) > 2 ? F##_##HD##_2 : (R) > 1 ? F##_##HD##_4 : F##_##HD##_8)
 #define NB_DEC_PICK16(F, HD, R) ((R) > 4 ? F##_##HD##_2 : (R) > 2 ? F##_##HD##_4 : (R) > 1 ? F##_##HD##_8 : F##_##HD##_16)
+/* The head sizes compiled as constants: 64 and 128 (every tile kernel's
+ * switch over NB_ATTN_HD), the rest at run time (HD 0). Sanitizer builds
+ * (make test-asan, test-tsan) compile the run-time one only: the same
+ * source with HD a variable, which makes the same accesses; instrumented,
+ * the 64/128 copies cost those builds' compile about a minute of CI's 2
+ * cores. Release builds and their tests keep all three. */
+#ifdef NB_SANITIZER_BUILD
+#define NB_ATTN_HD(hd) 0
+#define NB_DEC_INSTANCES(FNS, F) FNS(F, 0)
+#define NB_DEC_RUN(PICK, F, t) PICK(F, 0, (t)->nt * (t)->nq)(t)
+#else
+#define NB_ATTN_HD(hd) (hd)
+#define NB_DEC_INSTANCES(FNS, F) FNS(F, 64) FNS(F, 128) FNS(F, 0)
 #define NB_DEC_RUN(PICK, F, t)                                       \
     do {                                                             \
         const int r_ = (t)->nt * (t)->nq;                            \
@@ -321,5 +333,6 @@ static inline __attribute__((always_inline)) void dec_tile_end(const nb_attn_til
         default: PICK(F, 0, r_)(t); break;                           \
         }                                                            \
     } while (0)
+#endif
 
 #endif
