@@ -4,8 +4,10 @@
 # ../shared/templates (the Hermes <tool_call> format) when it is there.
 # Constrained calls (tool_choice required / named) over random seeds, the
 # streamed deltas against the whole answer, the round trip, the 400s.
-# NB_TEST_QUICK=1 (the ThreadSanitizer run, make test-tsan) makes it 4 and 2
-# constrained calls instead of 24 and 12.
+# NB_TEST_QUICK=1 (the ThreadSanitizer run, make test-tsan) makes it 4
+# constrained calls instead of 24 and leaves the Hermes-format run (12) to
+# the Release build's run: the requests come one at a time, so the second format
+# adds parsing, not threads, and under TSan it took a minute.
 set -u
 BIN=$1
 SHARED=${2:-}
@@ -17,7 +19,7 @@ done
 export XDG_CACHE_HOME=$tmp/cache
 unset NIBBLE_API_KEY
 N_GENERIC=24 N_HERMES=12
-[ -n "${NB_TEST_QUICK:-}" ] && N_GENERIC=4 N_HERMES=2
+[ -n "${NB_TEST_QUICK:-}" ] && N_GENERIC=4
 PID=
 trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; rm -rf "$tmp"' EXIT
 
@@ -41,6 +43,10 @@ check "curl: message.tool_calls[0] is ping with arguments \"{}\" and finish_reas
   'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=d[\"choices\"][0]; t=c[\"message\"][\"tool_calls\"][0]; assert c[\"finish_reason\"]==\"tool_calls\" and t[\"function\"]=={\"name\":\"ping\",\"arguments\":\"{}\"} and c[\"message\"][\"content\"] is None, d" "$tmp/b"'
 kill -TERM $PID; wait $PID; PID=
 
+if [ -n "${NB_TEST_QUICK:-}" ]; then
+  echo "NB_TEST_QUICK: the Hermes-format run is left to the Release build's run of this test"
+  finish; exit
+fi
 Q=$SHARED/templates/Qwen-Qwen2.5-7B-Instruct.jinja
 [ -n "$SHARED" ] && [ -f "$Q" ] || skip_rest "$Q not found: the Hermes-format run needs ../shared/templates"
 serve "$tmp/log2" --max-model-len 1536 --chat-template "$Q"
