@@ -672,6 +672,7 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     nb_sched_config sc = {c.max_num_seqs, c.max_num_batched_tokens, c.max_prefill_tokens};
     if ((st = nb_sched_create(&sc, e->kvc, &e->sched)) != NB_OK) goto fail;
     if ((st = nb_fwd_create(e->model, &e->kv, c.n_threads, c.max_num_batched_tokens, &e->fwd)) != NB_OK) goto fail;
+    nb_fwd_commit_kv(e->fwd);
     size_t T = (size_t)c.max_num_batched_tokens, S = (size_t)c.max_num_seqs;
     e->b_tokens = nb_malloc(T * sizeof(int32_t));
     e->b_pos = nb_malloc(T * sizeof(int32_t));

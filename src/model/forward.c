@@ -130,6 +130,7 @@ void nb_fwd_free(nb_fwd *f) {
 }
 
 int nb_fwd_threads(const nb_fwd *f) { return nb_pool_size(f->k.pool); }
+void nb_fwd_commit_kv(nb_fwd *f) { nb_kv_pool_commit(f->kv, f->k.pool); }
 int64_t nb_fwd_pool_benchings(const nb_fwd *f) { return nb_pool_benchings(f->k.pool); }
 const char *nb_fwd_isa(const nb_fwd *f) { return f->k.fk->isa; }
 const char *nb_fwd_attn_isa(const nb_fwd *f) { return f->attn.isa; }

@@ -42,6 +42,8 @@ nb_status nb_fwd_create_with(const nb_model *m, nb_kv_pool *kv, int n_threads, i
                              const struct nb_dispatch *d, nb_fwd **out) __attribute__((warn_unused_result));
 void nb_fwd_free(nb_fwd *f);
 int nb_fwd_threads(const nb_fwd *f);
+/* Commits the KV pool's pages on the forward's threads (model/kv.h nb_kv_pool_commit). */
+void nb_fwd_commit_kv(nb_fwd *f);
 /* Times the forward pass's thread pool benched a late worker (threadpool.h). */
 int64_t nb_fwd_pool_benchings(const nb_fwd *f);
 const char *nb_fwd_isa(const nb_fwd *f);

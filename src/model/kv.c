@@ -8,6 +8,7 @@
 
 #include "base/half.h"
 #include "base/hugemem.h"
+#include "base/threadpool.h"
 
 static int32_t type_elem(nb_kv_type t) {
     switch (t) {
@@ -84,6 +85,50 @@ void nb_kv_pool_free(nb_kv_pool *kv) {
     free(kv->vs);
     kv->k = kv->v = NULL;
     kv->ks = kv->vs = NULL;
+}
+
+enum { COMMIT_PIECE = 2 << 20, PAGE = 4096 };
+
+typedef struct {
+    nb_pool *pool;
+    uint8_t *region[4];
+    size_t bytes[4];
+    int64_t pieces[4]; /* COMMIT_PIECE pieces of each region */
+} commit_job;
+
+static void commit_pieces(const commit_job *j, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        int r = 0;
+        int64_t k = i;
+        while (k >= j->pieces[r]) k -= j->pieces[r++];
+        size_t from = (size_t)k * COMMIT_PIECE, to = NB_MIN(from + COMMIT_PIECE, j->bytes[r]);
+        /* one write per 4 KiB page: with transparent huge pages the first
+         * write of each 2 MiB brings the whole page, without them each page
+         * needs its own; nothing is stored in a new pool yet */
+        for (size_t b = from; b < to; b += PAGE) ((volatile uint8_t *)j->region[r])[b] = 0;
+    }
+}
+
+static void commit_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    commit_job *j = arg;
+    int64_t lo, hi;
+    while (nb_pool_chunk(j->pool, ith, &lo, &hi)) commit_pieces(j, lo, hi);
+}
+
+void nb_kv_pool_commit(nb_kv_pool *kv, nb_pool *threads) {
+    size_t scales = kv->ks ? (size_t)kv->n_layer * (size_t)kv->n_blocks * (size_t)kv->block_size *
+                                 (size_t)kv->n_head_kv * sizeof(float)
+                           : 0;
+    commit_job j = {threads,
+                    {kv->k, kv->v, (uint8_t *)kv->ks, (uint8_t *)kv->vs},
+                    {kv->bytes, kv->bytes, scales, scales},
+                    {0}};
+    int64_t n = 0;
+    for (int r = 0; r < 4; r++)
+        n += j.pieces[r] = j.region[r] ? (int64_t)((j.bytes[r] + COMMIT_PIECE - 1) / COMMIT_PIECE) : 0;
+    if (threads) nb_pool_run_chunks(threads, commit_worker, &j, n, 1);
+    else commit_pieces(&j, 0, n);
 }
 
 uint8_t nb_fp32_to_fp8_e4m3(float f) {

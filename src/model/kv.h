@@ -28,6 +28,7 @@
 #ifndef NB_MODEL_KV_H
 #define NB_MODEL_KV_H
 
+#include "base/threadpool.h"
 #include "formats/source.h"
 #include "kernels/attn.h" /* nb_kv_type, nb_attn_kv */
 
@@ -47,6 +48,16 @@ nb_status nb_kv_pool_init(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_
 nb_status nb_kv_pool_init_type(nb_kv_pool *kv, const nb_arch_desc *hp, int32_t block_size, int64_t n_blocks,
                                nb_kv_type type) __attribute__((warn_unused_result));
 void nb_kv_pool_free(nb_kv_pool *kv);
+/* Writes every page of the pool once, on `threads` (NULL: this thread), so
+ * that the OS backs all of it now. The pool's pages are otherwise first
+ * touched by the step that stores a token there, and the engine spreads
+ * new sequences over the pool (engine/kvcache.c): a server's first minutes
+ * then zero a 2 MiB page per layer for K and for V each time a sequence
+ * lands in memory not yet touched, on the thread all others wait for
+ * (docs/speed.md, session 49). The engine commits its pool at creation, as
+ * llama.cpp clears its KV buffer; a memory shortage then shows at startup,
+ * not under load. */
+void nb_kv_pool_commit(nb_kv_pool *kv, nb_pool *threads);
 uint64_t nb_kv_bytes_per_token(const nb_arch_desc *hp); /* f32 */
 uint64_t nb_kv_bytes_per_token_type(const nb_arch_desc *hp, nb_kv_type type);
 const char *nb_kv_type_name(nb_kv_type type);

@@ -5,12 +5,15 @@
  * tiles that cross block and key-chunk boundaries (odd lengths, one token,
  * odd head sizes), the batch driver (model/attn.h) against the kernel run
  * token by token, fp8 e4m3 codes against values worked out by hand from the
- * format (bias 7, 3 mantissa bits, max 448), and the 8-bit stores'
- * rounding error bounds. */
+ * format (bias 7, 3 mantissa bits, max 448), the 8-bit stores'
+ * rounding error bounds, and the pool's commit (every page of K, V and the
+ * scales resident after it, by mincore). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -334,11 +337,69 @@ static void test_copy_block(void **state) {
     unfill(&f);
 }
 
+/* How many of the pages under [p, p + n) are resident (mincore). */
+static size_t resident_pages(const void *p, size_t n, size_t *total) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1), e = ((uintptr_t)p + n + pg - 1) & ~(uintptr_t)(pg - 1);
+    *total = (e - a) / pg;
+    unsigned char *v = malloc(*total);
+    assert_non_null(v);
+    assert_int_equal(mincore((void *)a, e - a, v), 0);
+    size_t r = 0;
+    for (size_t i = 0; i < *total; i++) r += v[i] & 1;
+    free(v);
+    return r;
+}
+
+/* nb_kv_pool_commit backs every page of K, V and the 8-bit types' scales,
+ * on a thread pool and on the caller alone, and a pool stays usable. */
+static void test_pool_commit(void **state) {
+    (void)state;
+    nb_arch_desc hp = {0};
+    hp.n_layer = 3;
+    hp.n_head_kv = 4;
+    hp.head_dim = 64;
+    const nb_kv_type types[] = {NB_KVT_F32, NB_KVT_INT8};
+    for (int ti = 0; ti < 2; ti++)
+        for (int threads = 0; threads <= 2; threads += 2) {
+            nb_kv_pool kv;
+            /* 3 x 100 blocks x 16 slots x 256 values: 4.7 MiB for K in f32, not a whole number of 2 MiB */
+            assert_int_equal(nb_kv_pool_init_type(&kv, &hp, 16, 100, types[ti]), NB_OK);
+            size_t total, scales = (size_t)3 * 100 * 16 * 4 * sizeof(float);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* their allocators may touch a new pool */
+            if (resident_pages(kv.k, kv.bytes, &total) == total) fail_msg("a new pool's K was resident already");
+#endif
+            nb_pool *pool = NULL;
+            if (threads) assert_int_equal(nb_pool_create(threads, &pool), NB_OK);
+            nb_kv_pool_commit(&kv, pool);
+            nb_pool_free(pool);
+            const struct { const void *p; size_t n; const char *what; } r[] = {
+                {kv.k, kv.bytes, "K"}, {kv.v, kv.bytes, "V"}, {kv.ks, scales, "K scales"}, {kv.vs, scales, "V scales"}};
+            for (int i = 0; i < (types[ti] == NB_KVT_INT8 ? 4 : 2); i++) {
+                size_t got = resident_pages(r[i].p, r[i].n, &total);
+                if (got != total)
+                    fail_msg("%s pool, %d threads: %zu of %zu pages of %s resident after the commit",
+                             nb_kv_type_name(types[ti]), threads, got, total, r[i].what);
+            }
+            float k[256], v[256], back[256];
+            for (int i = 0; i < 256; i++) k[i] = v[i] = (float)i / 256.0f;
+            nb_kv_store(&kv, 2, 99, 15, k, v);
+            if (types[ti] == NB_KVT_F32) {
+                nb_attn_kv view;
+                nb_kv_layer_view(&kv, 2, &view);
+                for (int h = 0; h < 4; h++)
+                    memcpy(back + h * 64, view.k + nb_attn_kv_off(&view, 99, 15, h), 64 * sizeof(float));
+                assert_memory_equal(back, k, sizeof k);
+            }
+            nb_kv_pool_free(&kv);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp8_codes),   cmocka_unit_test(test_ref_vs_double), cmocka_unit_test(test_ref_tile_causal),
         cmocka_unit_test(test_store_error), cmocka_unit_test(test_simd_vs_ref),   cmocka_unit_test(test_batch_driver),
-        cmocka_unit_test(test_copy_block),
+        cmocka_unit_test(test_copy_block),  cmocka_unit_test(test_pool_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
