@@ -4,6 +4,7 @@
 #define NB_BASE_CPU_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum nb_cpu_vendor { NB_CPU_OTHER = 0, NB_CPU_INTEL, NB_CPU_AMD } nb_cpu_vendor;
 
@@ -38,10 +39,18 @@ bool nb_isa_parse(const char *name, nb_isa *out);
 /* CPUs' worth of time this process's cgroup CFS quota allows (the smallest
  * over its cgroup and their ancestors: v2 cpu.max, v1 cpu.cfs_quota_us /
  * cpu.cfs_period_us), rounded up; 0 when none is set or none can be read.
- * base/cpuquota.c; the thread pool's default size takes it into account. */
+ * base/cgroup.c; the thread pool's default size takes it into account. */
 int nb_cpu_quota(void);
 /* The parsers, for tests: "150000 100000" -> 2, "max 100000" -> 0; quota -1 -> 0. */
 int nb_cpu_quota_v2(const char *cpu_max);
 int nb_cpu_quota_v1(long long quota_us, long long period_us);
+/* A /proc/meminfo field ("MemTotal", "MemAvailable") in bytes; path NULL:
+ * /proc/meminfo. 0 when the file or the field is missing or unreadable. */
+uint64_t nb_meminfo_bytes(const char *path, const char *field);
+/* Bytes this process may still commit: the host's MemAvailable, or less
+ * where a cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes, of
+ * its cgroup or an ancestor) leaves less than that above what the cgroup
+ * uses; 0 when neither can be read. base/cgroup.c. */
+uint64_t nb_mem_available(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/cpu.h"
 #include "base/log.h"
 #include "engine/budget.h"
 #include "engine/grammar.h"
@@ -672,7 +673,17 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
     nb_sched_config sc = {c.max_num_seqs, c.max_num_batched_tokens, c.max_prefill_tokens};
     if ((st = nb_sched_create(&sc, e->kvc, &e->sched)) != NB_OK) goto fail;
     if ((st = nb_fwd_create(e->model, &e->kv, c.n_threads, c.max_num_batched_tokens, &e->fwd)) != NB_OK) goto fail;
-    nb_fwd_commit_kv(e->fwd);
+    /* The pool is committed now (model/kv.h) where the host, or its cgroup,
+     * can back it with a tenth to spare; else its pages come with the
+     * stores, as they did before session 49. */
+    uint64_t avail = nb_mem_available();
+    if (avail && e->kv_pool_bytes > avail / 10 * 9)
+        NB_WARN("engine: the KV pool (%.2f GiB) is more than 90%% of the %.2f GiB this host or its cgroup has "
+                "available now: left uncommitted, its pages are backed as tokens are stored (slower steps, and a "
+                "full pool may not fit); lower --memory-utilization or --max-model-len, or set --kv-cache-bytes",
+                (double)e->kv_pool_bytes / (1024.0 * 1024.0 * 1024.0), (double)avail / (1024.0 * 1024.0 * 1024.0));
+    else
+        nb_fwd_commit_kv(e->fwd);
     size_t T = (size_t)c.max_num_batched_tokens, S = (size_t)c.max_num_seqs;
     e->b_tokens = nb_malloc(T * sizeof(int32_t));
     e->b_pos = nb_malloc(T * sizeof(int32_t));

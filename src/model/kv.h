@@ -55,8 +55,8 @@ void nb_kv_pool_free(nb_kv_pool *kv);
  * then zero a 2 MiB page per layer for K and for V each time a sequence
  * lands in memory not yet touched, on the thread all others wait for
  * (docs/speed.md, session 49). The engine commits its pool at creation, as
- * llama.cpp clears its KV buffer; a memory shortage then shows at startup,
- * not under load. */
+ * llama.cpp clears its KV buffer, where the memory still to be had holds
+ * it (engine.c, docs/engine.md "KV cache"). */
 void nb_kv_pool_commit(nb_kv_pool *kv, nb_pool *threads);
 uint64_t nb_kv_bytes_per_token(const nb_arch_desc *hp); /* f32 */
 uint64_t nb_kv_bytes_per_token_type(const nb_arch_desc *hp, nb_kv_type type);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "base/file.h"
 #include "formats/arch.h"
 #include "formats/gguf.h"
@@ -22,7 +23,6 @@
 #include "plan/plan.h"
 
 #define PLAN_CONFIG_MAX_BYTES (4u << 20)
-#define PLAN_MEMINFO_MAX_BYTES (1u << 20)
 
 /* ---- the model description (formats/arch.h) -> the planner's model ---------- */
 
@@ -283,16 +283,8 @@ nb_status nb_plan_load_model(const char *spec, nb_plan_config *c) {
 
 nb_status nb_plan_host_ram(const char *path, uint64_t *bytes) {
     const char *p = path ? path : "/proc/meminfo";
-    char *text;
-    size_t n;
-    NB_TRY(nb_read_file(p, PLAN_MEMINFO_MAX_BYTES, &text, &n));
-    const char *m = strstr(text, "MemTotal:");
-    unsigned long long kb = 0;
-    char unit[8] = "";
-    int got = m ? sscanf(m + 9, "%llu %7s", &kb, unit) : 0;
-    free(text);
-    if (got < 1 || kb == 0 || kb > (1ull << 50))
-        return nb_fail(NB_ERR_FORMAT, "%s: no usable 'MemTotal: N kB' line", p);
-    *bytes = (uint64_t)kb * 1024;
+    uint64_t b = nb_meminfo_bytes(p, "MemTotal");
+    if (!b) return nb_fail(NB_ERR_FORMAT, "%s: no usable 'MemTotal: N kB' line", p);
+    *bytes = b;
     return NB_OK;
 }

@@ -1,5 +1,7 @@
-/* The cgroup CPU quota (base/cpuquota.c): the parsers, and a process in a
- * cgroup with a one-CPU quota sizing its default pool by it. */
+/* What the cgroups allow (base/cgroup.c): the CPU quota's parsers, a
+ * process in a cgroup with a one-CPU quota sizing its default pool by it,
+ * and /proc/meminfo's fields. The memory limit's effect on the engine is
+ * tests/integration/serve_memlimit.sh. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -91,7 +93,32 @@ static void test_in_cgroup(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* nb_meminfo_bytes: kB to bytes, the field's whole name only, 0 when absent. */
+static void test_meminfo(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/meminfo", nb_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("MemTotal:       16303428 kB\nMemFree:         1234 kB\nMemAvailableX:  1 kB\n"
+          "MemAvailable:    8151714 kB\nBroken:\n", f);
+    fclose(f);
+    assert_int_equal(nb_meminfo_bytes(path, "MemTotal"), 16303428ull * 1024);
+    assert_int_equal(nb_meminfo_bytes(path, "MemAvailable"), 8151714ull * 1024);
+    assert_int_equal(nb_meminfo_bytes(path, "MemFre"), 0);
+    assert_int_equal(nb_meminfo_bytes(path, "Broken"), 0);
+    assert_int_equal(nb_meminfo_bytes(path, "SwapTotal"), 0);
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/none", path);
+    assert_int_equal(nb_meminfo_bytes(missing, "MemTotal"), 0);
+    /* this host: MemAvailable is there, and what may be committed is at most it */
+    uint64_t avail = nb_meminfo_bytes(NULL, "MemAvailable");
+    assert_true(avail > 0);
+    assert_true(nb_mem_available() > 0 && nb_mem_available() <= avail + (64u << 20));
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_parse), cmocka_unit_test(test_in_cgroup)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_parse), cmocka_unit_test(test_in_cgroup),
+                                        cmocka_unit_test(test_meminfo)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
