@@ -49,13 +49,21 @@ static uint64_t cpu_value(const char *dir, bool v2) {
     return ok && read_line(path, b, sizeof b) ? (uint64_t)nb_cpu_quota_v1(atoll(a), atoll(b)) : 0;
 }
 
-/* Bytes the directory's limit leaves (at least 1 when it is used up). */
-static uint64_t mem_value(const char *dir, bool v2) {
-    char path[1100], a[128], b[128];
+/* The directory's memory limit in bytes, 0 when it sets none. */
+static uint64_t mem_limit(const char *dir, bool v2) {
+    char path[1100], a[128];
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.max" : "memory.limit_in_bytes");
     if (!read_line(path, a, sizeof a) || !strncmp(a, "max", 3)) return 0;
-    unsigned long long limit = strtoull(a, NULL, 10), used = 0;
-    if (!limit || limit >= 1ull << 60) return 0; /* v1's "no limit" is a page-rounded 2^63 */
+    unsigned long long limit = strtoull(a, NULL, 10);
+    return limit && limit < 1ull << 60 ? limit : 0; /* v1's "no limit" is a page-rounded 2^63 */
+}
+
+/* Bytes the directory's limit leaves above what it uses (at least 1 when
+ * it is used up), 0 when it sets none. */
+static uint64_t mem_left(const char *dir, bool v2) {
+    char path[1100], b[128];
+    uint64_t limit = mem_limit(dir, v2), used = 0;
+    if (!limit) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     if (read_line(path, b, sizeof b)) used = strtoull(b, NULL, 10);
     return used < limit ? limit - used : 1;
@@ -132,7 +140,9 @@ uint64_t nb_meminfo_bytes(const char *path, const char *field) {
     return (uint64_t)kb * 1024;
 }
 
+uint64_t nb_mem_limit(void) { return cgroup_min("memory", mem_limit); }
+
 uint64_t nb_mem_available(void) {
-    uint64_t host = nb_meminfo_bytes(NULL, "MemAvailable"), cg = cgroup_min("memory", mem_value);
+    uint64_t host = nb_meminfo_bytes(NULL, "MemAvailable"), cg = cgroup_min("memory", mem_left);
     return cg && (!host || cg < host) ? cg : host;
 }

@@ -47,6 +47,9 @@ int nb_cpu_quota_v1(long long quota_us, long long period_us);
 /* A /proc/meminfo field ("MemTotal", "MemAvailable") in bytes; path NULL:
  * /proc/meminfo. 0 when the file or the field is missing or unreadable. */
 uint64_t nb_meminfo_bytes(const char *path, const char *field);
+/* The smallest cgroup memory limit over this process's cgroup and its
+ * ancestors (v2 memory.max, v1 memory.limit_in_bytes), 0 when none is set. */
+uint64_t nb_mem_limit(void);
 /* Bytes this process may still commit: the host's MemAvailable, or less
  * where a cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes, of
  * its cgroup or an ancestor) leaves less than that above what the cgroup

@@ -25,7 +25,8 @@ static void usage(FILE *f) {
             "hardware:\n"
             "  --gpu ID                 card preset (--list-gpus): capacity and FP8 path\n"
             "  --gpu-mem SIZE           memory per card, e.g. 32GiB, 80GB (overrides the preset's)\n"
-            "  --host                   the CPU engine: capacity = MemTotal of /proc/meminfo\n"
+            "  --host                   the CPU engine: capacity = MemTotal of /proc/meminfo, or this\n"
+            "                           process's cgroup memory limit where that is lower\n"
             "  --tp N                   tensor-parallel size (default 1, or --gpus)\n"
             "  --gpus N                 cards in all, a multiple of --tp (replicas = gpus / tp)\n"
             "weights and KV:\n"
@@ -314,13 +315,10 @@ static int set_hardware(const opts *o, nb_plan_config *c) {
     }
     if (o->gpu_mem) c->capacity = o->gpu_mem;
     if (o->host) {
-        if (nb_plan_host_ram(NULL, &c->capacity) != NB_OK) {
+        if (nb_plan_config_host(c) != NB_OK) {
             nb_cli_error(CMD);
             return NB_EXIT_FAIL;
         }
-        c->host = true;
-        c->fp8_native = 0;
-        snprintf(c->device, sizeof c->device, "host");
     }
     if (o->have_gpus && !o->have_tp) c->tp = c->gpus;
     if (o->have_tp && !o->have_gpus) c->gpus = c->tp;

@@ -63,10 +63,7 @@ nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint
     } else {
         nb_plan_config pc;
         nb_plan_config_init(&pc);
-        NB_TRY(nb_plan_host_ram(NULL, &pc.capacity));
-        snprintf(pc.device, sizeof pc.device, "host");
-        pc.host = true;
-        pc.fp8_native = 0;
+        NB_TRY(nb_plan_config_host(&pc));
         pc.utilization = c->memory_utilization;
         pc.overhead = activation_reserve(m, c) + NB_PLAN_NIBBLE_FIXED_OVERHEAD;
         pc.max_model_len = (int64_t)mml;
@@ -81,10 +78,11 @@ nb_status nb_engine_kv_budget(const nb_model *m, const nb_engine_config *c, uint
         NB_TRY(st);
         b->kv_tokens = r.kv_tokens;
         o += (size_t)snprintf(b->text + o, sizeof b->text - o,
-                              "memory (host RAM): %.2f GiB x %.2f = budget %.2f GiB; weights %.2f GiB; overhead "
+                              "memory (%s): %.2f GiB x %.2f = budget %.2f GiB; weights %.2f GiB; overhead "
                               "%.2f GiB (activations + runtime); KV pool %.2f GiB = %llu tokens at %llu bytes/token\n"
                               "memory in bytes: budget %llu, weights %llu, overhead %llu, pool %lld\n",
-                              (double)r.capacity / GIB, r.utilization, (double)r.budget / GIB,
+                              pc.cgroup_limited ? "cgroup memory limit" : "host RAM", (double)r.capacity / GIB,
+                              r.utilization, (double)r.budget / GIB,
                               (double)m->weight_bytes / GIB, (double)pc.overhead / GIB,
                               r.pool > 0 ? (double)r.pool / GIB : 0.0, (unsigned long long)r.kv_tokens,
                               (unsigned long long)bpt, (unsigned long long)r.budget,

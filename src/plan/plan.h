@@ -192,6 +192,7 @@ typedef struct nb_plan_config {
     int fp8_native;           /* 1 yes, 0 no, -1 unknown */
     double compute_cap;       /* CUDA compute capability, 0 = unknown / not NVIDIA */
     bool host;                /* CPU engine: capacity is host RAM */
+    bool cgroup_limited;      /* host: capacity is the cgroup memory limit, below MemTotal */
     int tp;                   /* tensor-parallel size */
     int gpus;                 /* cards in all (multiple of tp: data-parallel replicas) */
     double utilization;       /* 0 < u <= 1 */
@@ -374,6 +375,10 @@ nb_status nb_plan_model_from_gguf(const char *path, nb_plan_config *c) __attribu
 void nb_plan_model_from_desc(const nb_arch_desc *d, const char *path, nb_plan_model *m);
 /* MemTotal from /proc/meminfo (or `path` when not NULL, for tests). */
 nb_status nb_plan_host_ram(const char *path, uint64_t *bytes) __attribute__((warn_unused_result));
+/* The CPU engine as the device: host, no native FP8, capacity MemTotal or,
+ * where lower, this process's cgroup memory limit (then cgroup_limited): a
+ * container's budget is its limit, not the node's RAM. */
+nb_status nb_plan_config_host(nb_plan_config *c) __attribute__((warn_unused_result));
 
 /* ---- reports (plan_report.c) -------------------------------------------------- */
 void nb_plan_print(const nb_plan_config *c, const nb_plan_result *r, FILE *f);

@@ -288,3 +288,14 @@ nb_status nb_plan_host_ram(const char *path, uint64_t *bytes) {
     *bytes = b;
     return NB_OK;
 }
+
+nb_status nb_plan_config_host(nb_plan_config *c) {
+    NB_TRY(nb_plan_host_ram(NULL, &c->capacity));
+    uint64_t limit = nb_mem_limit();
+    c->cgroup_limited = limit && limit < c->capacity;
+    if (c->cgroup_limited) c->capacity = limit;
+    c->host = true;
+    c->fp8_native = 0;
+    snprintf(c->device, sizeof c->device, "host");
+    return NB_OK;
+}

@@ -104,7 +104,7 @@ void nb_plan_print(const nb_plan_config *c, const nb_plan_result *r, FILE *f) {
     kv_formula(c, r, b2, sizeof b2);
     fprintf(f, "  KV cache  %s: %.1f KiB per token (%s)\n", c->kv.name, (double)r->kv_token_card / 1024.0, b2);
     fprintf(f, "  hardware  %d x %s, %.2f GiB per card%s, tensor parallel %d", c->gpus, c->device, gib(c->capacity),
-            c->host ? " (host RAM)" : "", c->tp);
+            c->host ? (c->cgroup_limited ? " (cgroup memory limit)" : " (host RAM)") : "", c->tp);
     if (r->replicas > 1) fprintf(f, ", %d replicas", r->replicas);
     fprintf(f, "\n\n");
 
