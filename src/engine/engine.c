@@ -682,8 +682,11 @@ nb_status nb_engine_create(const char *model_path, const nb_engine_config *cfg, 
                 "available now: left uncommitted, its pages are backed as tokens are stored (slower steps, and a "
                 "full pool may not fit); lower --memory-utilization or --max-model-len, or set --kv-cache-bytes",
                 (double)e->kv_pool_bytes / (1024.0 * 1024.0 * 1024.0), (double)avail / (1024.0 * 1024.0 * 1024.0));
-    else
+    else {
+        if (e->kv_pool_bytes >= 1ull << 30) /* seconds on a cold host: say what startup is doing */
+            NB_INFO("engine: committing the KV pool's %.2f GiB", (double)e->kv_pool_bytes / (1024.0 * 1024.0 * 1024.0));
         nb_fwd_commit_kv(e->fwd);
+    }
     size_t T = (size_t)c.max_num_batched_tokens, S = (size_t)c.max_num_seqs;
     e->b_tokens = nb_malloc(T * sizeof(int32_t));
     e->b_pos = nb_malloc(T * sizeof(int32_t));
