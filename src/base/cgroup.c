@@ -58,14 +58,36 @@ static uint64_t mem_limit(const char *dir, bool v2) {
     return limit && limit < 1ull << 60 ? limit : 0; /* v1's "no limit" is a page-rounded 2^63 */
 }
 
+/* A "name value" line of the directory's memory.stat, 0 when absent. */
+static uint64_t mem_stat(const char *dir, const char *name) {
+    char path[1100], line[256];
+    snprintf(path, sizeof path, "%s/memory.stat", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t nl = strlen(name);
+    unsigned long long v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, name, nl) && line[nl] == ' ') {
+            v = strtoull(line + nl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
 /* Bytes the directory's limit leaves above what it uses (at least 1 when
- * it is used up), 0 when it sets none. */
+ * it is used up), 0 when it sets none. What it uses leaves out the
+ * inactive page cache, which the kernel reclaims before it kills anyone
+ * (the working set kubelet and `docker stats` show): reading a model file
+ * charges its pages to the cgroup. */
 static uint64_t mem_left(const char *dir, bool v2) {
     char path[1100], b[128];
     uint64_t limit = mem_limit(dir, v2), used = 0;
     if (!limit) return 0;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     if (read_line(path, b, sizeof b)) used = strtoull(b, NULL, 10);
+    uint64_t cache = mem_stat(dir, v2 ? "inactive_file" : "total_inactive_file");
+    used = cache < used ? used - cache : 0;
     return used < limit ? limit - used : 1;
 }
 

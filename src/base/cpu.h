@@ -53,7 +53,8 @@ uint64_t nb_mem_limit(void);
 /* Bytes this process may still commit: the host's MemAvailable, or less
  * where a cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes, of
  * its cgroup or an ancestor) leaves less than that above what the cgroup
- * uses; 0 when neither can be read. base/cgroup.c. */
+ * uses (less its inactive page cache); 0 when neither can be read.
+ * base/cgroup.c. */
 uint64_t nb_mem_available(void);
 
 #endif
