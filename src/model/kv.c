@@ -104,8 +104,12 @@ static void commit_pieces(const commit_job *j, int64_t lo, int64_t hi) {
         size_t from = (size_t)k * COMMIT_PIECE, to = NB_MIN(from + COMMIT_PIECE, j->bytes[r]);
         /* one write per 4 KiB page: with transparent huge pages the first
          * write of each 2 MiB brings the whole page, without them each page
-         * needs its own; nothing is stored in a new pool yet */
-        for (size_t b = from; b < to; b += PAGE) ((volatile uint8_t *)j->region[r])[b] = 0;
+         * needs its own; and the last byte, for a region that does not
+         * start on a page (the scales' malloc, the pool's calloc under
+         * ASan). Nothing is stored in a new pool yet. */
+        volatile uint8_t *m = j->region[r];
+        for (size_t b = from; b < to; b += PAGE) m[b] = 0;
+        m[to - 1] = 0;
     }
 }
 
