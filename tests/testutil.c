@@ -72,3 +72,11 @@ const char *nb_test_tmpdir(void) {
     }
     return tmpdir;
 }
+
+const char *nb_test_write_tmp(const char *name, const char *text) {
+    static char path[600];
+    snprintf(path, sizeof path, "%s/%s", nb_test_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) fail_msg("cannot write %s", path);
+    return path;
+}

@@ -40,5 +40,8 @@ int nb_test_exit(int failed);
 const char *nb_test_bin(void);
 /* A fresh temporary directory (removed by the OS / left for inspection). */
 const char *nb_test_tmpdir(void);
+/* Writes `text` to the file `name` in nb_test_tmpdir() (replacing it) and
+ * returns its path, in a static buffer; fails the test when it cannot. */
+const char *nb_test_write_tmp(const char *name, const char *text);
 
 #endif

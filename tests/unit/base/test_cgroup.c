@@ -96,13 +96,8 @@ static void test_in_cgroup(void **state) {
 /* nb_meminfo_bytes: kB to bytes, the field's whole name only, 0 when absent. */
 static void test_meminfo(void **state) {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/meminfo", nb_test_tmpdir());
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("MemTotal:       16303428 kB\nMemFree:         1234 kB\nMemAvailableX:  1 kB\n"
-          "MemAvailable:    8151714 kB\nBroken:\n", f);
-    fclose(f);
+    const char *path = nb_test_write_tmp("meminfo", "MemTotal:       16303428 kB\nMemFree:         1234 kB\n"
+                                                    "MemAvailableX:  1 kB\nMemAvailable:    8151714 kB\nBroken:\n");
     assert_int_equal(nb_meminfo_bytes(path, "MemTotal"), 16303428ull * 1024);
     assert_int_equal(nb_meminfo_bytes(path, "MemAvailable"), 8151714ull * 1024);
     assert_int_equal(nb_meminfo_bytes(path, "MemFre"), 0);

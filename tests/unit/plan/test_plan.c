@@ -477,19 +477,11 @@ static void test_parallel_rules(void **state) {
 
 static void test_host_ram_and_names(void **state) {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/meminfo", nb_test_tmpdir());
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("MemTotal:       16303428 kB\nMemFree:         1234 kB\n", f);
-    fclose(f);
     uint64_t b;
-    assert_int_equal(nb_plan_host_ram(path, &b), NB_OK);
+    assert_int_equal(nb_plan_host_ram(nb_test_write_tmp("meminfo", "MemTotal:       16303428 kB\nMemFree:         1234 kB\n"), &b),
+                     NB_OK);
     assert_int_equal(b, 16303428ull * 1024);
-    f = fopen(path, "w");
-    fputs("nothing here\n", f);
-    fclose(f);
-    assert_int_equal(nb_plan_host_ram(path, &b), NB_ERR_FORMAT);
+    assert_int_equal(nb_plan_host_ram(nb_test_write_tmp("meminfo", "nothing here\n"), &b), NB_ERR_FORMAT);
     nb_plan_scheme s;
     assert_int_equal(nb_plan_scheme_from_name("gptq", &s), NB_OK);
     assert_string_equal(s.name, "int4");
