@@ -634,6 +634,16 @@ void RP_FN(q6_kr_dot_mxn)(int64_t n, int m, int nn, const void *w, size_t w_stri
 
 enum { W_Q4 = 0, W_Q8 = 1, W_Q6 = 2 };
 
+/* Activation vectors loaded once into registers for all the multiplies
+ * that use them: without the empty asm GCC 12 folded each load into every
+ * vpmaddubsw as a memory operand, so a vector that feeds two rows was read
+ * twice - 64 instead of 32 32-byte loads per block of tile_pair. Plain
+ * AVX2 Q4_0L GEMM, one thread, on a Zen 5 (NIBBLE_AVXVNNI=0): 32 tokens
+ * 128-132 -> 139-140 G MAC/s, 16 tokens (tile) 97-115 -> 120-127 (session
+ * 50, bench/bench_repack.c on the lane layout). */
+#define RP_IN_REGS2(x, y) __asm__("" : "+x"(x), "+x"(y))
+#define RP_IN_REGS4(x, y, z, w) __asm__("" : "+x"(x), "+x"(y), "+x"(z), "+x"(w))
+
 /* The integer sums over 4-byte steps kk = k0 .. k0+nk-1 of one 32-weight
  * block, rows 0/1 x tokens 0-7/8-15 of the group: i[row][half]. The
  * weights of step kk are at u + nb_pl_step_offset(kk, kq). Without VNNI,
@@ -671,6 +681,7 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
             const int o = nb_pl_step_offset(kk, kq);
             __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
             __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
+            RP_IN_REGS2(alo, ahi);
             i00 = _mm256_add_epi16(i00, _mm256_maddubs_epi16(w0, alo));
             i01 = _mm256_add_epi16(i01, _mm256_maddubs_epi16(w0, ahi));
             i10 = _mm256_add_epi16(i10, _mm256_maddubs_epi16(w1, alo));
@@ -730,8 +741,9 @@ static inline __attribute__((always_inline)) void tile_pair(const uint8_t *u0, c
         const int o = nb_pl_step_offset(kk, kq);
         const __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
         const __m256i g0 = mode == W_Q8 ? bcast4(s0 + o) : z, g1 = mode == W_Q8 ? bcast4(s1 + o) : z;
-        const __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
-        const __m256i blo = _mm256_load_si256((const __m256i *)(b + kk * 64)), bhi = _mm256_load_si256((const __m256i *)(b + kk * 64 + 32));
+        __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
+        __m256i blo = _mm256_load_si256((const __m256i *)(b + kk * 64)), bhi = _mm256_load_si256((const __m256i *)(b + kk * 64 + 32));
+        RP_IN_REGS4(alo, ahi, blo, bhi);
         RP_P(i00, w0, g0, alo);
         RP_P(i01, w0, g0, ahi);
         RP_P(i10, w1, g1, alo);
