@@ -226,16 +226,17 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
                                (o->decode_prefetch_tune == NB_CHOICE_AUTO && !nb_prefetch_measured_for_cpu(c)));
 }
 
-/* W8R's dots (one token, and 2-7 tokens) at 256 bits where the float
- * decode dots are (pick_decode) on AMD family 26 with AVX-VNNI. On the
- * Zen 5 guest of session 50 the AVX-VNNI Q8_0R and W8R dots read
- * 1.09-1.11x the AVX-512 ones' bytes per second (bench/bench_decode.c
- * `isa`, 1 and 2 threads, interleaved); TinyLlama-shaped tg64, old and
- * new binaries interleaved, then gained 0.97-1.17x for W8 (10 of 11 pairs
- * faster, median 1.08x) and nothing for Q8_0 (0.93-1.02x), so Q8_0R and
- * the 4-bit types (0.84-0.85x) keep AVX-512. The weights stay in W8R's
- * layout for the GEMMs; both widths take the same Q8_0P activations. */
-bool nb_w8_dots_256_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family == 26 && c->avxvnni; }
+/* The 8-bit repacked types' dots (Q8_0R, W8R; one token, and 2-7 tokens)
+ * at 256 bits where the float decode dots are (pick_decode) on AMD family
+ * 26 with AVX-VNNI. On the Zen 5 guest of session 50 the AVX-VNNI dots
+ * read 1.08-1.11x the AVX-512 ones' bytes per second (bench/bench_decode.c
+ * `isa`, 1 and 2 threads, interleaved); TinyLlama-shaped tg64, old and new
+ * binaries interleaved: W8 0.97-1.17x (10 of 11 pairs faster, median
+ * 1.08x), Q8_0 0.93-1.02x in 8 pairs in a noisy half hour and 1.00-1.07x
+ * in 10 in a quiet one (docs/speed.md, session 50). The 4-bit dots were
+ * 0.84-0.85x there and keep AVX-512. The weights stay in the AVX-512
+ * layouts for the GEMMs; both widths take the same Q8_0P activations. */
+bool nb_dots8_256_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family == 26 && c->avxvnni; }
 
 static void actpack_avx512(nb_actpack *ap, const float *X, int64_t g, void *row) {
     (void)row;
@@ -329,13 +330,13 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     const bool amx_gemm = o->int8_gemm && nb_repack_gemm(NB_Q4_0R, gemm_isa) == nb_repack_gemm_amx(NB_Q4_0R) &&
                           nb_repack_gemm_amx(NB_Q4_0R);
     d->gemm_slab_bytes = o->gemm_slab_kib ? (size_t)o->gemm_slab_kib << 10 : nb_gemm_slab_for_cpu(nb_cpu_get(), amx_gemm);
-    const bool w8_256 = isa >= NB_ISA_AVX512 && !strcmp(d->decode_dot, "avx2") && nb_w8_dots_256_for_cpu(nb_cpu_get());
+    const bool dots8_256 = isa >= NB_ISA_AVX512 && !strcmp(d->decode_dot, "avx2") && nb_dots8_256_for_cpu(nb_cpu_get());
     for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
         int s = nb_dispatch_slot((nb_dtype)v);
         if (s < 0) continue;
         nb_dtype t = (nb_dtype)v;
         const nb_qdot *qd = nb_repack_qdot(t, isa);
-        if (w8_256 && t == NB_W8R) qd = nb_repack_qdot(t, NB_ISA_AVX2);
+        if (dots8_256 && (t == NB_Q8_0R || t == NB_W8R)) qd = nb_repack_qdot(t, NB_ISA_AVX2);
         d->qdot[s] = qd ? qd : nb_qdot_get(t, isa);
         nb_to_float_fn f = nb_repack_to_float_isa(t, isa);
         if (!f) {
@@ -362,7 +363,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s%s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
-             nb_isa_name(isa), d->decode_dot, w8_256 ? " (W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
+             nb_isa_name(isa), d->decode_dot, dots8_256 ? " (Q8_0, W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"

@@ -173,9 +173,10 @@ bool nb_decode_streams_measured_for_cpu(const nb_cpu *c);
 /* Whether bf16 pools take the bf16-dot attention kernel on this CPU when
  * the options leave it to the table (dispatch.c says what it rests on). */
 bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);
-/* Whether W8R's decode dots are the 256-bit AVX-VNNI ones where the float
- * decode dots are 256-bit too (AMD family 26 with AVX-VNNI; dispatch.c). */
-bool nb_w8_dots_256_for_cpu(const nb_cpu *c);
+/* Whether Q8_0R's and W8R's decode dots are the 256-bit AVX-VNNI ones where
+ * the float decode dots are 256-bit too (AMD family 26 with AVX-VNNI;
+ * dispatch.c). */
+bool nb_dots8_256_for_cpu(const nb_cpu *c);
 /* "auto", "on"/"1", "off"/"0"; false for anything else. */
 bool nb_choice_parse(const char *s, nb_choice *out);
 /* Bytes of packed activations per int8-GEMM slab on this CPU: a quarter of

@@ -181,32 +181,33 @@ static void test_options(void **state) {
         const nb_cpu *c = nb_cpu_get();
         assert_string_equal(d.decode_dot,
                             c->vendor == NB_CPU_AMD && (c->family == 25 || c->family == 26) ? "avx2" : "avx512");
-        /* W8R's dots follow the float ones to 256 bits on AMD family 26 with
-         * AVX-VNNI only; Q8_0R and the 4-bit types keep AVX-512 */
-        const bool w8_256 = !strcmp(d.decode_dot, "avx2") && nb_w8_dots_256_for_cpu(c);
-        assert_string_equal(nb_dispatch_qdot(&d, NB_W8R)->isa, w8_256 ? "avxvnni" : "avx512");
-        assert_string_equal(nb_dispatch_qdot(&d, NB_Q8_0R)->isa, "avx512");
+        /* the 8-bit repacked types' dots follow the float ones to 256 bits
+         * on AMD family 26 with AVX-VNNI only; the 4-bit types keep AVX-512 */
+        const bool dots8_256 = !strcmp(d.decode_dot, "avx2") && nb_dots8_256_for_cpu(c);
+        assert_string_equal(nb_dispatch_qdot(&d, NB_W8R)->isa, dots8_256 ? "avxvnni" : "avx512");
+        assert_string_equal(nb_dispatch_qdot(&d, NB_Q8_0R)->isa, dots8_256 ? "avxvnni" : "avx512");
         assert_string_equal(nb_dispatch_qdot(&d, NB_Q4_0R)->isa, "avx512");
-        assert_true((strstr(d.desc, "(W8 too)") != NULL) == w8_256);
+        assert_true((strstr(d.desc, "(Q8_0, W8 too)") != NULL) == dots8_256);
         o.decode_dot = NB_DECODE_DOT_AVX512; /* told otherwise: every dot at 512 bits */
         assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
         assert_string_equal(nb_dispatch_qdot(&d, NB_W8R)->isa, "avx512");
-        assert_null(strstr(d.desc, "(W8 too)"));
+        assert_string_equal(nb_dispatch_qdot(&d, NB_Q8_0R)->isa, "avx512");
+        assert_null(strstr(d.desc, "W8 too"));
     }
     {
         nb_cpu c = *nb_cpu_get();
         c.vendor = NB_CPU_AMD;
         c.family = 26;
         c.avxvnni = true;
-        assert_true(nb_w8_dots_256_for_cpu(&c));
+        assert_true(nb_dots8_256_for_cpu(&c));
         c.avxvnni = false;
-        assert_false(nb_w8_dots_256_for_cpu(&c));
+        assert_false(nb_dots8_256_for_cpu(&c));
         c.avxvnni = true;
         c.family = 25;
-        assert_false(nb_w8_dots_256_for_cpu(&c));
+        assert_false(nb_dots8_256_for_cpu(&c));
         c.vendor = NB_CPU_INTEL;
         c.family = 6;
-        assert_false(nb_w8_dots_256_for_cpu(&c));
+        assert_false(nb_dots8_256_for_cpu(&c));
     }
     /* attention per KV type: the low-precision dot kernels where the CPU has
      * them, the one kernel for every other type and when turned off */
