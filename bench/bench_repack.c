@@ -1,5 +1,6 @@
 /* Micro-benchmark of the repacked kernels (kernels/repack.h) on one thread:
- * for Q4_0, Q8_0, Q4_K and Q6_K weights as the loader repacks them,
+ * for Q4_0, Q8_0, Q4_K and Q6_K weights as the loader repacks them for
+ * the chosen isa (avx2: Q4_0L / Q8_0L, the lane order, on any CPU),
  *   - decode: the dot kernel over R rows of K = 2048, in GB/s of weights,
  *     for a matrix that fits L2 (256 rows) and one that does not (32000);
  *   - batched: the int8 GEMM for 512 rows x N tokens (default 128) in
@@ -25,17 +26,24 @@ static float *fill(int64_t n, unsigned mul) {
     return v;
 }
 
-/* R rows of `type` repacked; *rb = bytes per repacked row. */
-static uint8_t *weights(nb_dtype type, int64_t K, int64_t R, uint64_t *rb) {
+/* The layout a model load repacks `type` into for kernels at `isa`: the
+ * AVX2 kernels read Q4_0, Q8_0, W8 and W4G* in lane order (repack.h), so
+ * `avx2` on an AVX-512 CPU must not time the AVX-512 layout. */
+static nb_dtype target(nb_dtype type, nb_isa isa) {
+    nb_dtype rt = nb_repack_layout(type);
+    return isa == NB_ISA_AVX2 ? nb_repack_lanes(rt) : rt;
+}
+
+/* R rows of `type` repacked to rt; *rb = bytes per repacked row. */
+static uint8_t *weights(nb_dtype type, nb_dtype rt, int64_t K, int64_t R, uint64_t *rb) {
     float *w = fill(K * R, 2654435761u);
     const nb_qtype *qt = nb_qtype_get(type);
     uint64_t grb;
-    nb_dtype rt = nb_repack_target(type);
     nb_dtype_row_bytes(type, (uint64_t)K, &grb);
     nb_dtype_row_bytes(rt, (uint64_t)K, rb);
     uint8_t *g = malloc(grb * (uint64_t)R), *p = malloc(*rb * (uint64_t)R);
     for (int64_t r = 0; r < R; r++) qt->from_float(w + r * K, g + (uint64_t)r * grb, K);
-    nb_repack_rows(type, g, p, R, K);
+    nb_repack_rows_to(type, rt, g, p, R, K);
     free(g);
     free(w);
     return p;
@@ -52,7 +60,7 @@ int main(int argc, char **argv) {
     float *x = fill(K * n, 40503u);
     printf("%-6s %14s %16s %16s %10s\n", "type", "dot L2 GB/s", "dot 32000 GB/s", "GEMM GMAC/s", "pack ms");
     for (int ti = 0; ti < 4; ti++) {
-        nb_dtype rt = nb_repack_target(types[ti]);
+        nb_dtype rt = target(types[ti], isa);
         const nb_qdot *qd = nb_repack_qdot(rt, isa);
         const nb_rgemm *gm = nb_repack_gemm(rt, isa);
         if (rt == types[ti] || !qd || !gm) {
@@ -65,7 +73,7 @@ int main(int argc, char **argv) {
         qd->quantize_act(x, a, K);
         for (int s = 0; s < 2; s++) {
             uint64_t rb;
-            uint8_t *p = weights(types[ti], K, rows[s], &rb);
+            uint8_t *p = weights(types[ti], rt, K, rows[s], &rb);
             double best = 1e9;
             float o, sink = 0;
             int reps = (int)(200000000 / (rb * (uint64_t)rows[s])) + 1;
@@ -84,7 +92,7 @@ int main(int argc, char **argv) {
         }
         const int64_t R = 512;
         uint64_t rb;
-        uint8_t *p = weights(types[ti], K, R, &rb);
+        uint8_t *p = weights(types[ti], rt, K, R, &rb);
         float *y = malloc((size_t)(n * R) * sizeof *y);
         void *mem = aligned_alloc(64, (nb_actpack_bytes(K, n) + 63) & ~(size_t)63);
         void *row = malloc(nb_actpack_scratch_bytes(K));
