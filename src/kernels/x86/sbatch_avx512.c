@@ -36,6 +36,20 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* How far ahead of its reads a tile prefetches each row's weights: a fixed
+ * 4 KiB, not the decode dots' nb_prefetch_bytes (1-2 KiB, tuned for one
+ * row streamed at memory speed). A tile reads its rows in lockstep and
+ * they lie back to back: in a 2048-wide Q4_0R row (1152 bytes) 2 KiB ahead
+ * of row i is row i+1 or i+2, mostly already being read, where 4 KiB
+ * reaches the next tile's rows. bench_sbatch
+ * against the kernels with nb_prefetch_bytes (2048 here), one process,
+ * Zen 5: Q4_0 32-128 tokens 1.06-1.12x (1 thread), 1.04-1.09x (2), Q8_0,
+ * Q4_K, Q6_K 1.03-1.09x at most sizes; 8 KiB was 2-5% slower than 4
+ * (docs/speed.md, session 51). */
+#ifndef SB_PF
+#define SB_PF 4096
+#endif
+
 /* ---- one vector type for both widths (Z = 0: the low 256 bits) -------- */
 #define LO(x) _mm512_castsi512_si256(x)
 #define LOF(x) _mm512_castps512_ps256(x)
@@ -195,7 +209,7 @@ AI void q0_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpac
                 if (b < nb4) { /* block b%4: low nibbles of bytes 0-31 / 32-63, then the high ones */
                     if ((b & 3) == 0) {
                         const uint8_t *s = q[i] + (b / 4) * 64;
-                        _mm_prefetch((const char *)s + nb_prefetch_bytes, _MM_HINT_T0);
+                        _mm_prefetch((const char *)s + SB_PF, _MM_HINT_T0);
                         __m512i v = _mm512_loadu_si512((const void *)s);
                         _mm512_store_si512((void *)buf[i], _mm512_and_si512(v, m4));
                         _mm512_store_si512((void *)(buf[i] + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
@@ -209,7 +223,7 @@ AI void q0_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpac
                 }
             } else {
                 wb[i] = q[i] + b * 32;
-                if ((b & 1) == 0) _mm_prefetch((const char *)wb[i] + nb_prefetch_bytes, _MM_HINT_T0);
+                if ((b & 1) == 0) _mm_prefetch((const char *)wb[i] + SB_PF, _MM_HINT_T0);
             }
         }
         const int8_t *a[2];
@@ -277,8 +291,8 @@ static inline __attribute__((always_inline)) void q0_pairs(const uint8_t *w, uin
 #pragma GCC unroll 4
         for (int p = 0; p < RP; p++) {
             if ((b & (four ? 3 : 1)) == 0) {
-                _mm_prefetch((const char *)q[2 * p] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
-                _mm_prefetch((const char *)q[2 * p + 1] + b * (four ? 16 : 32) + nb_prefetch_bytes, _MM_HINT_T0);
+                _mm_prefetch((const char *)q[2 * p] + b * (four ? 16 : 32) + SB_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)q[2 * p + 1] + b * (four ? 16 : 32) + SB_PF, _MM_HINT_T0);
             }
             __m256i A = q0_words(q[2 * p], nb4, b, four), B = q0_words(q[2 * p + 1], nb4, b, four);
             __m256i X = _mm256_unpacklo_epi32(A, B), Y = _mm256_unpackhi_epi32(A, B);
@@ -376,7 +390,7 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
 #pragma GCC unroll 4
         for (int i = 0; i < RR; i++) {
             const uint8_t *blk = w + (uint64_t)(r + i) * row_bytes + (uint64_t)s * bs;
-            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + nb_prefetch_bytes + l, _MM_HINT_T0);
+            for (uint64_t l = 0; l < bs; l += 64) _mm_prefetch((const char *)blk + SB_PF + l, _MM_HINT_T0);
             unpack_k(blk, u[i], sc[i], six);
         }
         __m512 f[4][2];
