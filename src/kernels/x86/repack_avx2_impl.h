@@ -19,8 +19,8 @@
  *
  * GEMM tile: two weight rows x one group of 16 packed tokens (two 8-lane
  * halves): every activation load feeds two dots and every weight broadcast
- * two - without VNNI two groups (32 tokens) at once, so that each
- * broadcast feeds four (tile_pair). Blocks are unpacked once (for both
+ * two - and two groups (32 tokens) at once where there are two, so that
+ * each broadcast feeds four (tile_pair). Blocks are unpacked once (for both
  * groups) into 32 (Q4_0R) or 256 (K types) bytes on the stack and
  * broadcast from there. */
 #include <immintrin.h>
@@ -721,26 +721,31 @@ static inline __attribute__((always_inline)) void tile(const uint8_t *u0, const 
     i[1][1] = i11;
 }
 
-#if !RP_VNNI
-/* tile's steps (no VNNI) for two token groups at once: rows 0/1 x the 16
- * tokens at a (i) and the 16 at b (j). Each weight broadcast meets four
- * activation vectors instead of two, and the caller unpacks each row's
- * block once for both groups. */
+/* tile's steps for two token groups at once: rows 0/1 x the 16 tokens at
+ * a (i) and the 16 at b (j). Each weight broadcast meets four activation
+ * vectors instead of two, and the caller unpacks each row's block once for
+ * both groups. */
 static inline __attribute__((always_inline)) void tile_pair(const uint8_t *u0, const uint8_t *u1, const uint8_t *s0,
                                                             const uint8_t *s1, const int8_t *a, const int8_t *b,
                                                             const int mode, const int kq, __m256i i[2][2],
                                                             __m256i j[2][2]) {
     const __m256i z = _mm256_setzero_si256(), ones = _mm256_set1_epi16(1);
     __m256i i00 = z, i01 = z, i10 = z, i11 = z, j00 = z, j01 = z, j10 = z, j11 = z;
+#if RP_VNNI
+    (void)ones;
+#define RP_P(acc, w, g, x) acc = _mm256_dpbusd_avx_epi32(acc, w, x)
+#else
     /* W_Q4: int16 sums (as tile); W_Q8: |q| times the activations with q's sign, widened per step */
 #define RP_P(acc, w, g, x)                                                                                     \
     acc = mode == W_Q4 ? _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))                                     \
                        : _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_sign_epi8(x, g)), ones))
+#endif
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk++) {
         const int o = nb_pl_step_offset(kk, kq);
         const __m256i w0 = bcast4(u0 + o), w1 = bcast4(u1 + o);
-        const __m256i g0 = mode == W_Q8 ? bcast4(s0 + o) : z, g1 = mode == W_Q8 ? bcast4(s1 + o) : z;
+        const __m256i g0 = !RP_VNNI && mode == W_Q8 ? bcast4(s0 + o) : z, g1 = !RP_VNNI && mode == W_Q8 ? bcast4(s1 + o) : z;
+        (void)g0, (void)g1; /* VNNI: unused */
         __m256i alo = _mm256_load_si256((const __m256i *)(a + kk * 64)), ahi = _mm256_load_si256((const __m256i *)(a + kk * 64 + 32));
         __m256i blo = _mm256_load_si256((const __m256i *)(b + kk * 64)), bhi = _mm256_load_si256((const __m256i *)(b + kk * 64 + 32));
         RP_IN_REGS4(alo, ahi, blo, bhi);
@@ -756,7 +761,7 @@ static inline __attribute__((always_inline)) void tile_pair(const uint8_t *u0, c
         __asm__("" : "+x"(j00), "+x"(j01), "+x"(j10), "+x"(j11));
     }
 #undef RP_P
-    if (mode == W_Q4) {
+    if (!RP_VNNI && mode == W_Q4) {
         i00 = _mm256_madd_epi16(i00, ones), i01 = _mm256_madd_epi16(i01, ones);
         i10 = _mm256_madd_epi16(i10, ones), i11 = _mm256_madd_epi16(i11, ones);
         j00 = _mm256_madd_epi16(j00, ones), j01 = _mm256_madd_epi16(j01, ones);
@@ -765,7 +770,6 @@ static inline __attribute__((always_inline)) void tile_pair(const uint8_t *u0, c
     i[0][0] = i00, i[0][1] = i01, i[1][0] = i10, i[1][1] = i11;
     j[0][0] = j00, j[0][1] = j01, j[1][0] = j10, j[1][1] = j11;
 }
-#endif
 
 /* The K types' tile: RT (2 or 4) rows x 16 tokens, in K's lane order (kq
  * above), mode W_Q4 or W_Q6. Four rows share each step's two activation
@@ -916,7 +920,7 @@ static inline __attribute__((always_inline)) void block_out(const nb_actpack *ap
 
 /* Block b of rows row[0..1] (weights at p[k], layout kq: nb_pl_step_offset;
  * Q8 without VNNI: signs at s[k]) against token group g (and g + 1 when
- * NG = 2, without VNNI only), added into f[0] (and f[1]). */
+ * NG = 2), added into f[0] (and f[1]). */
 static inline __attribute__((always_inline)) void gemm_block(const uint8_t *const row[2], const uint8_t *const p[2],
                                                              const uint8_t *const s[2], const nb_actpack *ap,
                                                              int64_t g, int64_t b, const int kind, const int kq,
@@ -928,7 +932,6 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
     const __m256i zk[2] = {_mm256_set1_epi32(group ? nb_pl_zero(row[0], K, b, kind) : 0),
                            _mm256_set1_epi32(group ? nb_pl_zero(row[1], K, b, kind) : 0)};
     __m256i i[2][2];
-#if !RP_VNNI
     if (NG == 2) {
         __m256i j[2][2];
         tile_pair(p[0], p[1], s[0], s[1], a, a + ap->nb * 512, NB_PL_NIBBLES(kind) ? W_Q4 : W_Q8, kq, i, j);
@@ -936,7 +939,6 @@ static inline __attribute__((always_inline)) void gemm_block(const uint8_t *cons
         block_out(ap, g + 1, b, kind, sw, zk, j, f[1]);
         return;
     }
-#endif
     tile(p[0], p[1], s[0], s[1], a, 0, 8, NB_PL_NIBBLES(kind) ? W_Q4 : W_Q8, kq, i);
     block_out(ap, g, b, kind, sw, zk, i, f[0]);
 }
@@ -1001,13 +1003,16 @@ static inline __attribute__((always_inline)) void row_pair_groups(const uint8_t 
 }
 
 /* Two rows at a time against the token groups, two groups at a time
- * without VNNI (tile_pair), else one. */
+ * (tile_pair) and a last odd one alone. With AVX-VNNI too: one group at a
+ * time (two vpdpbusd per broadcast, two per activation load) left it at
+ * 0.75-0.9x the plain-AVX2 GEMM on a Zen 5; in pairs Q4_0L / Q8_0L ran
+ * 1.2-1.45x faster (bench/bench_repack.c, 32-128 tokens) and `--isa avx2`
+ * pp512 of Q4_0 / Q8_0 / W4G128 1.27-1.36x (docs/speed.md, session 51). */
 static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, uint64_t row_bytes, int64_t nr,
                                                               const nb_actpack *ap, float *y, int64_t ldy,
                                                               const int kind) {
     const int64_t nb = ap->nb, K = ap->K;
     const int64_t nb4 = kind & NB_PL_LANES ? nb / 4 * 4 : 0;
-    const int pairs = !RP_VNNI;
     for (int64_t r = 0; r < nr; r += 2) {
         const int two = r + 1 < nr;
         const uint8_t *const row[2] = {w + r * row_bytes, w + (two ? r + 1 : r) * row_bytes};
@@ -1020,8 +1025,7 @@ static inline __attribute__((always_inline)) void planar_gemm(const uint8_t *w, 
         const char *pf = (const char *)(w + (r + 2) * row_bytes), *pf_end = pf + (r + 2 < nr ? 2 * row_bytes : 0);
         const int64_t pf_lines = nb4 ? ((int64_t)(2 * row_bytes) / 64 + nb4 / 4) / (nb4 / 4) : 0;
         int64_t g = 0;
-        if (pairs)
-            for (; g + 1 < ap->ng; g += 2) row_pair_groups(row, q, ap, y, ldy, r, two, g, 2, &pf, pf_end, pf_lines, kind);
+        for (; g + 1 < ap->ng; g += 2) row_pair_groups(row, q, ap, y, ldy, r, two, g, 2, &pf, pf_end, pf_lines, kind);
         for (; g < ap->ng; g++) row_pair_groups(row, q, ap, y, ldy, r, two, g, 1, &pf, pf_end, pf_lines, kind);
     }
 }
