@@ -238,6 +238,14 @@ static void pick_decode(const nb_kernel_opts *o, nb_isa isa, nb_dispatch *d) {
  * layouts for the GEMMs; both widths take the same Q8_0P activations. */
 bool nb_dots8_256_for_cpu(const nb_cpu *c) { return c->vendor == NB_CPU_AMD && c->family == 26 && c->avxvnni; }
 
+/* The AVX-512 small-batch GEMMs' 512-bit tiles from 9 tokens (sbatch.h
+ * _wide) on every AVX-512 CPU but AMD family 25 (Zen 4), whose 512-bit ops
+ * cost two 256-bit ones, so that two 8-token units in 256-bit registers are
+ * as fast there. On the Zen 5 guest of session 51 the 512-bit tiles at 9-16
+ * tokens ran 1.3-2x the 256-bit ones (one thread, from L2 and from DRAM;
+ * docs/speed.md). */
+bool nb_sbatch_wide_for_cpu(const nb_cpu *c) { return c->avx512vnni && !(c->vendor == NB_CPU_AMD && c->family == 25); }
+
 static void actpack_avx512(nb_actpack *ap, const float *X, int64_t g, void *row) {
     (void)row;
     nb_actpack_group_avx512(ap, X, g);
@@ -331,6 +339,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
                           nb_repack_gemm_amx(NB_Q4_0R);
     d->gemm_slab_bytes = o->gemm_slab_kib ? (size_t)o->gemm_slab_kib << 10 : nb_gemm_slab_for_cpu(nb_cpu_get(), amx_gemm);
     const bool dots8_256 = isa >= NB_ISA_AVX512 && !strcmp(d->decode_dot, "avx2") && nb_dots8_256_for_cpu(nb_cpu_get());
+    const bool sgemm_wide = nb_sbatch_wide_for_cpu(nb_cpu_get());
     for (int v = 0; v < (int)NB_DTYPE_MAX; v++) {
         int s = nb_dispatch_slot((nb_dtype)v);
         if (s < 0) continue;
@@ -346,6 +355,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         d->to_float[s] = f;
         d->rgemm[s] = o->int8_gemm ? nb_repack_gemm(t, gemm_isa) : NULL;
         d->sgemm[s] = d->rgemm[s] ? nb_sbatch_gemm(t, gemm_isa) : NULL; /* NULL beside an AMX GEMM */
+        if (sgemm_wide && nb_sbatch_gemm_wide(d->sgemm[s])) d->sgemm[s] = nb_sbatch_gemm_wide(d->sgemm[s]);
         /* where the int8 kernels are the AVX2 file's, Q4_0, Q8_0, W8 and W4G*
          * in lane order (repack.h Q4_0L, Q8_0L): no fold of the sums across lanes */
         nb_dtype to = isa == NB_ISA_AVX2 ? nb_repack_lanes(nb_repack_layout(t)) : nb_repack_layout(t);
@@ -364,7 +374,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s%s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, dots8_256 ? " (Q8_0, W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
-             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? "on (avx512 vnni)" : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
+             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? (sgemm_wide ? "on (avx512 vnni, 512-bit from 9)" : "on (avx512 vnni)") : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
              : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots)"

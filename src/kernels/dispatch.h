@@ -177,6 +177,10 @@ bool nb_attn_bf16_dots_for_cpu(const nb_cpu *c);
  * the float decode dots are 256-bit too (AMD family 26 with AVX-VNNI;
  * dispatch.c). */
 bool nb_dots8_256_for_cpu(const nb_cpu *c);
+/* Whether the AVX-512 small-batch GEMMs take 512-bit tiles from 9 tokens
+ * (sbatch.h _wide) rather than 17: CPUs that run 512-bit ops at full
+ * width (all with AVX-512 VNNI but AMD family 25; dispatch.c). */
+bool nb_sbatch_wide_for_cpu(const nb_cpu *c);
 /* "auto", "on"/"1", "off"/"0"; false for anything else. */
 bool nb_choice_parse(const char *s, nb_choice *out);
 /* Bytes of packed activations per int8-GEMM slab on this CPU: a quarter of

@@ -22,3 +22,11 @@ nb_repack_gemm_fn nb_sbatch_gemm(nb_dtype t, nb_isa max_isa) {
         if (g == nb_repack_gemm_variant(t, v)) return nb_sbatch_gemm_variant(t, v);
     return NULL;
 }
+
+nb_repack_gemm_fn nb_sbatch_gemm_wide(nb_repack_gemm_fn g) {
+    return g == nb_q4_0r_sgemm_avx512   ? nb_q4_0r_sgemm_avx512_wide
+           : g == nb_q8_0r_sgemm_avx512 ? nb_q8_0r_sgemm_avx512_wide
+           : g == nb_q4_kr_sgemm_avx512 ? nb_q4_kr_sgemm_avx512_wide
+           : g == nb_q6_kr_sgemm_avx512 ? nb_q6_kr_sgemm_avx512_wide
+                                        : NULL;
+}

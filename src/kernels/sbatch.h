@@ -26,14 +26,21 @@
  * int8 GEMM, or this CPU lacks AVX2). */
 nb_repack_gemm_fn nb_sbatch_gemm(nb_dtype t, nb_isa max_isa);
 
-void nb_q4_0r_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy);
-void nb_q8_0r_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy);
-void nb_q4_kr_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy);
-void nb_q6_kr_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy);
+NB_RGEMM_DECL(nb_q4_0r_sgemm_avx512);
+NB_RGEMM_DECL(nb_q8_0r_sgemm_avx512);
+NB_RGEMM_DECL(nb_q4_kr_sgemm_avx512);
+NB_RGEMM_DECL(nb_q6_kr_sgemm_avx512);
+/* The same with 512-bit tiles from 9 tokens instead of 17 (one 16-token
+ * group instead of two 8-token units), for CPUs that run 512-bit ops at
+ * full width (nb_sbatch_wide_for_cpu, kernels/dispatch.h); equally
+ * bit-identical to the 16-token GEMM. */
+NB_RGEMM_DECL(nb_q4_0r_sgemm_avx512_wide);
+NB_RGEMM_DECL(nb_q8_0r_sgemm_avx512_wide);
+NB_RGEMM_DECL(nb_q4_kr_sgemm_avx512_wide);
+NB_RGEMM_DECL(nb_q6_kr_sgemm_avx512_wide);
+/* The _wide form of an AVX-512 small-batch GEMM of nb_sbatch_gemm(t, ...);
+ * NULL for any other. */
+nb_repack_gemm_fn nb_sbatch_gemm_wide(nb_repack_gemm_fn g);
 
 /* The same for AVX2 CPUs (kernels/x86/sbatch_avx2_impl.h): _avx2 with
  * vpmaddubsw + vpmaddwd, _avxvnni with AVX-VNNI's vpdpbusd, each

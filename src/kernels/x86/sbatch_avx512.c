@@ -439,9 +439,11 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
 
 /* ---- drivers: tiles of 4 rows x 2 units, the rest as smaller tiles ------ */
 
-/* Up to 16 tokens: 8-token units (Z = 0, 256-bit); more: 16-token groups (Z = 1, 512-bit). */
-#define TILES(TILE, FLAG)                                                                                    \
-    if (ap->n > 2 * NB_SBATCH_UNIT) {                                                                        \
+/* Up to U x 8 tokens: 8-token units (Z = 0, 256-bit); more: 16-token
+ * groups (Z = 1, 512-bit). U = 2 where a 512-bit op costs two 256-bit ones
+ * (AMD Zen 4), else 1 (the _wide entry points below). */
+#define TILES(TILE, FLAG, U)                                                                                 \
+    if (ap->n > (U) * NB_SBATCH_UNIT) {                                                                      \
         TILES_ON(TILE, FLAG, ap->ng, 1)                                                                      \
     } else {                                                                                                 \
         TILES_ON(TILE, FLAG, (ap->n + NB_SBATCH_UNIT - 1) / NB_SBATCH_UNIT, 0)                               \
@@ -483,26 +485,29 @@ AI void k_tile(const uint8_t *w, uint64_t row_bytes, int64_t r, const nb_actpack
         return;                                                                                              \
     }
 
-/* Q4_0R keeps the 256-bit tiles at every size: the pairs' per-row unpack
- * and interleave cost more than they save (8 tokens, one thread, CPU time:
- * 7.4 vs 6.6 ms per 5632x2048x8 rows; Q8_0R 6.7 vs 8.3, docs/speed.md). */
-void nb_q4_0r_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy) {
-    TILES(q0_tile, 1)
-}
-
-void nb_q8_0r_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy) {
-    PAIRS(0)
-    TILES(q0_tile, 0)
-}
-
-void nb_q4_kr_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy) {
-    TILES(k_tile, 0)
-}
-
-void nb_q6_kr_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, float *y,
-                           int64_t ldy) {
-    TILES(k_tile, 1)
-}
+/* Q4_0R takes the tiles, not the row pairs, up to 8 tokens too: the pairs'
+ * per-row unpack and interleave cost more than they save (8 tokens, one
+ * thread, CPU time: 7.4 vs 6.6 ms per 5632x2048x8 rows; Q8_0R 6.7 vs 8.3,
+ * docs/speed.md).
+ *
+ * Each type twice: the plain entry point takes 512-bit tiles from 17
+ * tokens, for CPUs whose 512-bit ops cost two 256-bit ones (AMD Zen 4);
+ * _wide from 9 tokens, for those that run them at full width (Zen 5,
+ * Intel): a 9-16-token batch is one 16-token group, and its 512-bit tile
+ * issues half the vpdpbusd of two 8-token units. Zen 5, one thread, Q8_0R
+ * and Q4_0R 9-16 tokens: 1.3-2x (docs/speed.md, session 51). Q8_0R's
+ * batches of up to 8 take the row pairs either way. Both are bit-identical
+ * to the 16-token GEMM (the same lane operations). */
+#define SGEMM512(name, TILE, FLAG, FIRST)                                                                    \
+    void nb_##name##_sgemm_avx512(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap,   \
+                                  float *y, int64_t ldy) {                                                   \
+        FIRST TILES(TILE, FLAG, 2)                                                                           \
+    }                                                                                                        \
+    void nb_##name##_sgemm_avx512_wide(const uint8_t *w, uint64_t row_bytes, int64_t nr, const nb_actpack *ap, \
+                                       float *y, int64_t ldy) {                                              \
+        FIRST TILES(TILE, FLAG, 1)                                                                           \
+    }
+SGEMM512(q4_0r, q0_tile, 1, )
+SGEMM512(q8_0r, q0_tile, 0, PAIRS(0))
+SGEMM512(q4_kr, k_tile, 0, )
+SGEMM512(q6_kr, k_tile, 1, )

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/dispatch.h"
+#include "kernels/sbatch.h"
 #include "testutil.h"
 
 static void test_slots(void **state) {
@@ -193,6 +194,18 @@ static void test_options(void **state) {
         assert_string_equal(nb_dispatch_qdot(&d, NB_W8R)->isa, "avx512");
         assert_string_equal(nb_dispatch_qdot(&d, NB_Q8_0R)->isa, "avx512");
         assert_null(strstr(d.desc, "W8 too"));
+        /* the small-batch GEMMs: 512-bit tiles from 9 tokens where 512-bit
+         * ops run at full width, from 17 on Zen 4 (and beside AMX: none) */
+        nb_kernel_opts_defaults(&o);
+        assert_int_equal(nb_dispatch_build(&o, &d), NB_OK);
+        const bool wide = nb_sbatch_wide_for_cpu(c);
+        const nb_dtype st[] = {NB_Q4_0R, NB_Q8_0R, NB_Q4_KR, NB_Q6_KR};
+        for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+            nb_repack_gemm_fn g = nb_dispatch_sgemm(&d, st[i], 12), plain = nb_sbatch_gemm(st[i], NB_ISA_AVX512);
+            if (!g || !plain) continue; /* AMX GEMMs, or no AVX-512 VNNI */
+            assert_true(g == (wide ? nb_sbatch_gemm_wide(plain) : plain));
+        }
+        assert_true((strstr(d.desc, "512-bit from 9") != NULL) == (wide && c->avx512vnni && !strstr(d.desc, "(amx)")));
     }
     {
         nb_cpu c = *nb_cpu_get();
@@ -208,6 +221,17 @@ static void test_options(void **state) {
         c.vendor = NB_CPU_INTEL;
         c.family = 6;
         assert_false(nb_dots8_256_for_cpu(&c));
+        /* 512-bit small-batch tiles from 9 tokens: Intel and Zen 5, not Zen 4 */
+        c.avx512vnni = true;
+        assert_true(nb_sbatch_wide_for_cpu(&c));
+        c.vendor = NB_CPU_AMD;
+        c.family = 26;
+        assert_true(nb_sbatch_wide_for_cpu(&c));
+        c.family = 25;
+        assert_false(nb_sbatch_wide_for_cpu(&c));
+        c.family = 26;
+        c.avx512vnni = false;
+        assert_false(nb_sbatch_wide_for_cpu(&c));
     }
     /* attention per KV type: the low-precision dot kernels where the CPU has
      * them, the one kernel for every other type and when turned off */

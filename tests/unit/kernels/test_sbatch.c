@@ -21,7 +21,8 @@
 #include "kernel_inputs.h"
 
 
-static void check(nb_dtype gguf, nb_dtype planar) {
+/* wide: the _wide entry point (512-bit tiles from 9 tokens, sbatch.h) */
+static void check(nb_dtype gguf, nb_dtype planar, bool wide) {
     const nb_rgemm *big = nb_repack_gemm(planar, NB_ISA_AVX512);
     nb_repack_gemm_fn small = nb_sbatch_gemm(planar, NB_ISA_AVX512);
     if (!big || big != nb_repack_gemm_variant(planar, 3)) {
@@ -33,6 +34,10 @@ static void check(nb_dtype gguf, nb_dtype planar) {
     }
     assert_non_null(small);
     assert_true(nb_sbatch_gemm(planar, NB_ISA_AVX2) != small); /* AVX2's own (test_sbatch_avx2.c) */
+    if (wide) {
+        small = nb_sbatch_gemm_wide(small);
+        assert_non_null(small);
+    }
     const nb_qtype *qt = nb_qtype_get(gguf);
     const nb_qdot *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
     const bool k = qt->block == 256;
@@ -86,14 +91,14 @@ static void check(nb_dtype gguf, nb_dtype planar) {
             }
             free(w); free(x); free(y0); free(y1); free(g); free(p); free(mem); free(row);
         }
-    fprintf(stderr, "  %s small-batch GEMM == 16-token GEMM bit for bit, ~ scalar reference (%lld cases)\n",
-            nb_dtype_name(planar), (long long)cases);
+    fprintf(stderr, "  %s small-batch GEMM%s == 16-token GEMM bit for bit, ~ scalar reference (%lld cases)\n",
+            nb_dtype_name(planar), wide ? " (512-bit from 9 tokens)" : "", (long long)cases);
 }
 
-static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R); }
-static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R); }
-static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR); }
-static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR); }
+static void test_q4_0r(void **state) { (void)state; check(NB_Q4_0, NB_Q4_0R, false); check(NB_Q4_0, NB_Q4_0R, true); }
+static void test_q8_0r(void **state) { (void)state; check(NB_Q8_0, NB_Q8_0R, false); check(NB_Q8_0, NB_Q8_0R, true); }
+static void test_q4_kr(void **state) { (void)state; check(NB_Q4_K, NB_Q4_KR, false); check(NB_Q4_K, NB_Q4_KR, true); }
+static void test_q6_kr(void **state) { (void)state; check(NB_Q6_K, NB_Q6_KR, false); check(NB_Q6_K, NB_Q6_KR, true); }
 
 /* The table: small-batch GEMMs for the repacked types up to sgemm_max
  * tokens, none past it, none with sgemm_max 0, none without the int8 GEMM
