@@ -374,7 +374,7 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
                  d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s%s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, dots8_256 ? " (Q8_0, W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
-             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? (sgemm_wide ? "on (avx512 vnni, 512-bit from 9)" : "on (avx512 vnni)") : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
+             o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? (sgemm_wide ? "on (avx512 vnni, 512-bit tiles from 9 tokens)" : "on (avx512 vnni)") : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,
              o->small_batch ? "on" : "off", rows, d->attn_name ? d->attn_name : "?",
              d->attn_bf16_amx ? " (bf16 KV: bf16 dots on amx tiles, other KV: split bf16)"
              : d->attn_kv[NB_KVT_FP8] != d->attn  ? " (bf16 KV: bf16 dots, fp8 KV: bf16 dots)"

@@ -148,7 +148,7 @@ typedef struct nb_dispatch {
                                         split-bf16 kernel (the others, where AMX is used) */
     bool attn_bf16_amx; /* bf16 pools take the AMX kernel (kernels/attn.h nb_attn_amx_bf16), the
                            other pool types the AMX split-bf16 one (nb_attn_amx_split) */
-    char desc[448];   /* one line: isa, decode dot, prefetch, repack, thresholds */
+    char desc[512];   /* one line: isa, decode dot, prefetch, repack, thresholds */
     nb_repack_gemm_fn sgemm[NB_DISPATCH_SLOTS]; /* small-batch int8 GEMMs (kernels/sbatch.h), NULL unless rgemm */
     int64_t sgemm_max;
     size_t gemm_slab_bytes; /* opts.gemm_slab_kib, or nb_gemm_slab_for_cpu */

@@ -205,7 +205,7 @@ static void test_options(void **state) {
             if (!g || !plain) continue; /* AMX GEMMs, or no AVX-512 VNNI */
             assert_true(g == (wide ? nb_sbatch_gemm_wide(plain) : plain));
         }
-        assert_true((strstr(d.desc, "512-bit from 9") != NULL) == (wide && c->avx512vnni && !strstr(d.desc, "(amx)")));
+        assert_true((strstr(d.desc, "512-bit tiles from 9 tokens") != NULL) == (wide && c->avx512vnni && !strstr(d.desc, "(amx)")));
     }
     {
         nb_cpu c = *nb_cpu_get();
