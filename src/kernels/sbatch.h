@@ -9,10 +9,12 @@
  * each weight block once for up to 4 rows x 2 units (64 products per weight
  * byte pair of rows); every lane does exactly the integer and float
  * operations of the 512-bit GEMM, in the same order, so the results are
- * bit-identical to it (tests/unit/kernels/test_sbatch.c).
+ * bit-identical to it (tests/unit/kernels/test_sbatch.c). Larger batches
+ * take whole 16-token groups in 512-bit registers: from 17 tokens, or from
+ * 9 where 512-bit ops run at full width (the _wide entry points below).
  *
  * Same signature and contract as nb_repack_gemm_fn: y[t*ldy + r] for rows
- * r < nr and the pack's tokens. AVX-512 VNNI + VL (256-bit vpdpbusd). */
+ * r < nr and the pack's tokens. AVX-512 VNNI + VL. */
 #ifndef NB_KERNELS_SBATCH_H
 #define NB_KERNELS_SBATCH_H
 
