@@ -361,7 +361,10 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
         nb_dtype to = isa == NB_ISA_AVX2 ? nb_repack_lanes(nb_repack_layout(t)) : nb_repack_layout(t);
         d->repack_to[s] = o->repack && rp && to != t ? to : t;
     }
-    char rows[48] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
+    const int s4k = nb_dispatch_slot(NB_Q4_KR);
+    d->rows_max_q4_k = d->rows_max;
+    if (s4k >= 0 && d->sgemm[s4k] == nb_q4_kr_sgemm_avx512_wide && d->rows_max > 8) d->rows_max_q4_k = 8;
+    char rows[64] = "off"; /* the rows-in-lanes kernels exist for AVX-512 VNNI only */
     char l2[32] = "";
     if (d->decode_prefetch_l2) snprintf(l2, sizeof l2, ", L2 %d", d->decode_prefetch_l2);
     char streams[40] = "";
@@ -370,8 +373,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (d->rgemm_min_dots != d->rgemm_min)
         snprintf(dots_k, sizeof dots_k, " (Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G* from %lld)", (long long)d->rgemm_min_dots);
     if (vnni512 && d->rows_max >= d->rows_min)
-        snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
-                 d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "");
+        snprintf(rows, sizeof rows, "%lld..%lld tokens%s%s", (long long)d->rows_min, (long long)d->rows_max,
+                 d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "", d->rows_max_q4_k < d->rows_max ? " (Q4_K to 8)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s%s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, dots8_256 ? " (Q8_0, W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? (sgemm_wide ? "on (avx512 vnni, 512-bit tiles from 9 tokens)" : "on (avx512 vnni)") : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,

@@ -141,6 +141,7 @@ typedef struct nb_dispatch {
     nb_actpack_group_fn actpack_group;        /* fills one token group of an int8-GEMM pack */
     int64_t qgemm_min, rgemm_min, rows_min, rows_max;
     int64_t rgemm_min_dots; /* nb_dispatch_rgemm_from: rgemm_min, or 12 where the multi-token dots win */
+    int64_t rows_max_q4_k;  /* nb_dispatch_rows_to for Q4_KR: rows_max, or 8 beside the _wide small-batch GEMM */
     nb_attn_fn attn;       /* the attention tile kernel (kernels/attn.h) */
     const char *attn_name; /* its ISA, for logs */
     nb_attn_fn attn_kv[NB_KV_TYPES]; /* the one for each KV pool type: attn, or the bf16-dot kernel
@@ -223,6 +224,14 @@ static inline nb_to_float_fn nb_dispatch_to_float(const nb_dispatch *d, nb_dtype
 static inline int64_t nb_dispatch_rows_from(const nb_dispatch *d, nb_dtype t) {
     bool five = t == NB_Q4_0R || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R;
     return five && d->rows_min < 5 ? 5 : d->rows_min;
+}
+/* The most tokens of weight type t that take its rows-in-lanes kernel:
+ * rows_max, but at most 8 for Q4_KR where the small-batch GEMM takes
+ * 512-bit tiles from 9 tokens (sbatch.h _wide): through them its batches
+ * of 12 and 16 ran 1.19x and 1.36x the rows kernel's speed (Zen 5, one
+ * thread; docs/speed.md session 51). */
+static inline int64_t nb_dispatch_rows_to(const nb_dispatch *d, nb_dtype t) {
+    return t == NB_Q4_KR ? d->rows_max_q4_k : d->rows_max;
 }
 /* The fewest tokens of weight type t that take the int8 GEMM: rgemm_min,
  * but rgemm_min_dots for Q4_KR, Q6_KR, W4G*R and the lane forms Q4_0L,

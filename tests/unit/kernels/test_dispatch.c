@@ -206,6 +206,13 @@ static void test_options(void **state) {
             assert_true(g == (wide ? nb_sbatch_gemm_wide(plain) : plain));
         }
         assert_true((strstr(d.desc, "512-bit tiles from 9 tokens") != NULL) == (wide && c->avx512vnni && !strstr(d.desc, "(amx)")));
+        /* Q4_KR's rows kernel only up to 8 tokens beside its _wide GEMM (its
+         * 512-bit tiles win from 9); every other type up to rows_max */
+        const bool q4k8 = nb_dispatch_sgemm(&d, NB_Q4_KR, 12) == nb_q4_kr_sgemm_avx512_wide;
+        assert_int_equal(nb_dispatch_rows_to(&d, NB_Q4_KR), q4k8 ? 8 : d.rows_max);
+        assert_int_equal(nb_dispatch_rows_to(&d, NB_Q4_0R), d.rows_max);
+        assert_int_equal(nb_dispatch_rows_to(&d, NB_Q6_KR), d.rows_max);
+        assert_true((strstr(d.desc, "(Q4_K to 8)") != NULL) == q4k8);
     }
     {
         nb_cpu c = *nb_cpu_get();
