@@ -215,30 +215,27 @@ static void test_options(void **state) {
         assert_true((strstr(d.desc, "(Q4_K to 8)") != NULL) == q4k8);
     }
     {
-        nb_cpu c = *nb_cpu_get();
-        c.vendor = NB_CPU_AMD;
-        c.family = 26;
-        c.avxvnni = true;
-        assert_true(nb_dots8_256_for_cpu(&c));
-        c.avxvnni = false;
-        assert_false(nb_dots8_256_for_cpu(&c));
-        c.avxvnni = true;
-        c.family = 25;
-        assert_false(nb_dots8_256_for_cpu(&c));
-        c.vendor = NB_CPU_INTEL;
-        c.family = 6;
-        assert_false(nb_dots8_256_for_cpu(&c));
-        /* 512-bit small-batch tiles from 9 tokens: Intel and Zen 5, not Zen 4 */
-        c.avx512vnni = true;
-        assert_true(nb_sbatch_wide_for_cpu(&c));
-        c.vendor = NB_CPU_AMD;
-        c.family = 26;
-        assert_true(nb_sbatch_wide_for_cpu(&c));
-        c.family = 25;
-        assert_false(nb_sbatch_wide_for_cpu(&c));
-        c.family = 26;
-        c.avx512vnni = false;
-        assert_false(nb_sbatch_wide_for_cpu(&c));
+        /* made-up CPUs: the 8-bit dots at 256 bits on AMD family 26 with
+         * AVX-VNNI only; 512-bit small-batch tiles from 9 tokens on every
+         * AVX-512 VNNI CPU but AMD family 25 (Zen 4) */
+        static const struct {
+            nb_cpu_vendor vendor;
+            int family;
+            bool avxvnni, avx512vnni, dots8_256, wide;
+        } cpus[] = {
+            {NB_CPU_AMD, 26, true, true, true, true},    {NB_CPU_AMD, 26, false, true, false, true},
+            {NB_CPU_AMD, 25, true, true, false, false},  {NB_CPU_INTEL, 6, true, true, false, true},
+            {NB_CPU_AMD, 26, true, false, true, false},
+        };
+        for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
+            nb_cpu c = *nb_cpu_get();
+            c.vendor = cpus[i].vendor;
+            c.family = cpus[i].family;
+            c.avxvnni = cpus[i].avxvnni;
+            c.avx512vnni = cpus[i].avx512vnni;
+            assert_int_equal(nb_dots8_256_for_cpu(&c), cpus[i].dots8_256);
+            assert_int_equal(nb_sbatch_wide_for_cpu(&c), cpus[i].wide);
+        }
     }
     /* attention per KV type: the low-precision dot kernels where the CPU has
      * them, the one kernel for every other type and when turned off */
