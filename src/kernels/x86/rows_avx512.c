@@ -12,8 +12,11 @@
  * word, and each token's activation word is broadcast by vpdpbusd itself
  * (a 32-bit embedded broadcast): one vpdpbusd per 16 rows x 4 weights x
  * one token, the block's scales applied to 16 rows at once, no horizontal
- * sums, 16 contiguous results per token. The transposed panel (a segment
- * of up to SEG groups on the stack) is reused by every group of 8 tokens.
+ * sums, 16 contiguous results per token. Q4_0R and W4G*R transpose half a
+ * group (8 words of 16 rows) in registers and take every token through it
+ * in turn, each token's activations from one pointer; the K-quants'
+ * transposed super-blocks (a segment of up to SEG of them on the stack)
+ * are reused by every group of 8 tokens.
  *
  * Q4_KR (Q4_K_M's main type) goes the same way by super-block: its two
  * 64-byte quant vectors transposed, the 16 rows' sub-block scales and mins
@@ -45,21 +48,13 @@
 #include "kernels/x86/transpose16.h"
 
 #define AI static inline __attribute__((always_inline))
-/* rows per panel, tokens per pass, units (Q4_0R groups, Q4_KR super-blocks)
- * per segment. Short segments let the core overlap one segment's loads and
+/* rows per panel; the K-quants' tokens per pass and super-blocks per
+ * segment. Short segments let the core overlap one segment's loads and
  * transposes with the previous one's multiplies: with 16 groups (a whole
  * 2048-wide row) per segment, half the kernel's samples at 8 tokens sat in
  * the load phase; 4 gave decode of 8 / 16 / 24 sequences 14% / 8% / 4% more
  * tok/s on TinyLlama Q4_0 (docs/speed.md, session 10). */
 enum { RL = 16, TT = 8, SEG = 4 };
-
-/* One transposed 4-block group: 16 word vectors, then the 16 rows' scales
- * of its 4 blocks as floats (W4G*R: and their zero points). */
-typedef struct {
-    __m512i v[16];
-    __m512 d[4];
-    __m512i z[4];
-} tgroup;
 
 /* Per lane (row) the fp16 scale (or zero point) of each of a 4-block
  * group's blocks, from per-group fp16 streams at s + i * stride (W4G*R,
@@ -96,31 +91,6 @@ AI void gather_blocks(const uint8_t *s, size_t stride, int nr, int64_t g, __m512
     }
 }
 
-/* Group g of the panel's rows (rows >= nr read as zeros) into *o. The
- * rows are at q + i * stride; the scales at dw + i * stride (W4G*R, group
- * `group`: per-group scales there and zero points at zw + i * stride). */
-AI void load_group(const uint8_t *q, const uint8_t *dw, size_t stride, int nr, int64_t g, tgroup *o,
-                   const uint8_t *zw, const int group) {
-    __m512i r[16];
-    const uint8_t *p = q + 64 * g;
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        r[i] = i < nr ? _mm512_loadu_si512((const void *)(p + (size_t)i * stride)) : _mm512_setzero_si512();
-    nb_transpose16(r, o->v);
-    __m512 z[4];
-    if (group == 64 || group == 128) {
-        const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
-        gather_groups(dw, stride, m, g, group, o->d);
-        gather_groups(zw, stride, m, g, group, z);
-    } else {
-        gather_blocks(dw, stride, nr, g, o->d);
-        if (group == 32) gather_blocks(zw, stride, nr, g, z);
-    }
-    if (group)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) o->z[j] = _mm512_cvttps_epi32(z[j]);
-}
-
 /* The next panel's weights, prefetched a share per step of the current
  * one's arithmetic: lines [i * lines / n, (i + 1) * lines / n) of pf at
  * step i of n (pf NULL: none). Issued in one burst per unit before the
@@ -140,76 +110,168 @@ static inline int32_t word(const int8_t *p) {
     return v;
 }
 
-/* One group against T tokens (x[t]: the token's Q8_0P int8 weights of this
- * group, da / is: its block scales and integer sums from block b0): f[t]
- * gains the 16 rows' products; pf: this group's share of the next panel
- * (`lines` cache lines, prefetch_share). The unsigned weights' offset comes off in
- * integers: each block's sum starts at -8 * the activations' sum (a float
- * multiply-add per block and token less, on the pipes vpdpbusd needs). Low
- * nibbles of words 0-7 are block 0 and of 8-15 block 1, high nibbles blocks
- * 2 and 3 (the Q4_0R group layout). */
-AI void group_tokens(const tgroup *G, const int8_t *const *x, const float *const *da, const int32_t *const *is,
-                     int64_t b0, __m512 *f, const int T, const int group, const char *pf, int lines) {
+/* ---- Q4_0R and W4G*R ------------------------------------------------------ */
+
+/* The 16 rows' scales of group g's 4 blocks as floats (W4G*R, group
+ * `group`: per-group scales at dw and zero points at zw, *z as int32),
+ * rows >= nr zero. */
+AI void group_scales(const uint8_t *dw, const uint8_t *zw, size_t stride, int nr, int64_t g, const int group,
+                     __m512 d[4], __m512i z[4]) {
+    __m512 zf[4];
+    if (group == 64 || group == 128) {
+        const __mmask16 m = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+        gather_groups(dw, stride, m, g, group, d);
+        gather_groups(zw, stride, m, g, group, zf);
+    } else {
+        gather_blocks(dw, stride, nr, g, d);
+        if (group == 32) gather_blocks(zw, stride, nr, g, zf);
+    }
+    if (group)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) z[j] = _mm512_cvttps_epi32(zf[j]);
+}
+
+/* Words 8h .. 8h+7 of the group line at p (row i at p + i * stride; rows
+ * >= nr read as zeros) as 8 vectors whose lane i is row i's word: rows i
+ * and i + 8 share a vector (32 bytes each), an 8 x 8 transpose runs in
+ * each 256-bit half and one two-source permute per word joins the halves -
+ * a quarter of nb_transpose16's lane-crossing shuffles per word. */
+AI void half_words(const uint8_t *p, size_t stride, int nr, int h, __m512i out[8]) {
+    __m512i r[8], t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const __m256i a = i < nr ? _mm256_loadu_si256((const __m256i *)(const void *)(p + (size_t)i * stride + 32 * h))
+                                 : _mm256_setzero_si256();
+        r[i] = i + 8 < nr ? _mm512_mask_broadcast_i64x4(
+                                _mm512_castsi256_si512(a), 0xf0,
+                                _mm256_loadu_si256((const __m256i *)(const void *)(p + (size_t)(i + 8) * stride + 32 * h)))
+                          : _mm512_zextsi256_si512(a);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) { /* u[4q + c], 128-bit lane L: rows 4q..4q+3 (+8 in lanes 2, 3) of word 4(L & 1) + c */
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        out[c] = _mm512_permutex2var_epi64(u[c], lo, u[4 + c]);
+        out[4 + c] = _mm512_permutex2var_epi64(u[c], hi, u[4 + c]);
+    }
+}
+
+/* One panel (row i's scales at dw + i * stride, its nibbles at q + i *
+ * stride, i < nr; W4G*R's zero points at zw + ...) against T tokens of
+ * Q8_0P activations (token t at act + t * a_stride): f[16 t + i] = row i's
+ * dot. Half a group at a time: its 8 word vectors, unpacked into low and
+ * high nibbles, stay in registers while each token in turn meets them all
+ * through one pointer. With the tokens in the inner loop instead (16
+ * accumulators, 8 token pointers), GCC kept the pointers on the stack, a
+ * load beside every vpdpbusd; with a transposed segment on the stack
+ * (nb_transpose16), its stores and reloads cost as much as the multiplies
+ * (docs/speed.md, session 52). Block sums start at -8 (Q4_0R) or -z
+ * (W4G*R) times the token's block sum, as in the per-row kernels. The next
+ * panel (nq, nh: its nibbles and its head of scales) is prefetched a row's
+ * line per word step. */
+AI void panel_nibbles(const uint8_t *q, const uint8_t *dw, const uint8_t *zw, size_t stride, int nr, int64_t nu,
+                      size_t head, const uint8_t *act, size_t a_stride, int64_t nb, float *f, int T, const int group,
+                      const uint8_t *nq, const uint8_t *nh) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    #pragma GCC unroll 16
-    for (int h = 0; h < 2; h++) {
-        const int64_t bl = b0 + h, bh = b0 + 2 + h;
-        __m512i lo[TT], hi[TT];
-        #pragma GCC unroll 16
-        for (int t = 0; t < T; t++) {
-            if (group) { /* -z * sum: a block sum of 32 int8 and z <= 255 fit in 16 bits */
-                lo[t] = _mm512_madd_epi16(_mm512_set1_epi32(-is[t][bl]), G->z[h]);
-                hi[t] = _mm512_madd_epi16(_mm512_set1_epi32(-is[t][bh]), G->z[2 + h]);
-            } else {
-                lo[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bl]), 3));
-                hi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[t][bh]), 3));
+    for (int t = 0; t < T; t++) _mm512_store_ps(f + 16 * t, _mm512_setzero_ps());
+    for (int64_t g = 0; g < nu; g++) {
+        __m512 d[4];
+        __m512i z[4];
+        group_scales(dw, zw, stride, nr, g, group, d, z);
+        const size_t line = (size_t)g * head / (size_t)nu / 64; /* the head's line this group's share reaches */
+        if (g == 0 || line != (size_t)(g - 1) * head / (size_t)nu / 64)
+            for (int i = 0; i < 16; i++) _mm_prefetch((const char *)nh + (size_t)i * stride + 64 * line, _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i w[8], wl[8], wh[8];
+            half_words(q + 64 * g, stride, nr, h, w);
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) {
+                _mm_prefetch((const char *)nq + (size_t)(8 * h + s) * stride + 64 * g, _MM_HINT_T0);
+                wl[s] = _mm512_and_si512(w[s], m4);
+                wh[s] = _mm512_and_si512(_mm512_srli_epi16(w[s], 4), m4);
             }
-        }
-        #pragma GCC unroll 16
-        for (int s = 8 * h; s < 8 * h + 8; s++) {
-            prefetch_share(pf, lines, s, 16);
-            __m512i v = _mm512_load_si512((const void *)&G->v[s]);
-            __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            #pragma GCC unroll 16
-            for (int t = 0; t < T; t++) {
-                dpbusd_bcast(&lo[t], wl, x[t] + 4 * s);
-                dpbusd_bcast(&hi[t], wh, x[t] + 64 + 4 * s);
+            const int64_t bl = 4 * g + h, bh = 4 * g + 2 + h; /* low nibbles: block h, high: block 2 + h */
+            const uint8_t *a = act;
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++, a += a_stride) {
+                const int8_t *x = (const int8_t *)a + 128 * g + 32 * h;
+                const float *da = (const float *)(const void *)(a + nb * 32);
+                const int32_t *is = (const int32_t *)(const void *)(da + 2 * nb);
+                __m512i lo, hi;
+                if (group) { /* -z * sum: a block sum of 32 int8 and z <= 255 fit in 16 bits */
+                    lo = _mm512_madd_epi16(_mm512_set1_epi32(-is[bl]), z[h]);
+                    hi = _mm512_madd_epi16(_mm512_set1_epi32(-is[bh]), z[2 + h]);
+                } else {
+                    lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[bl]), 3));
+                    hi = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(is[bh]), 3));
+                }
+#pragma GCC unroll 8
+                for (int s = 0; s < 8; s++) {
+                    dpbusd_bcast(&lo, wl[s], x + 4 * s);
+                    dpbusd_bcast(&hi, wh[s], x + 64 + 4 * s);
+                }
+                __m512 ft = _mm512_load_ps(f + 16 * t); /* d_w * d_a * sum((q - z) * a) */
+                ft = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(d[h], _mm512_set1_ps(da[bl])), ft);
+                ft = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(d[2 + h], _mm512_set1_ps(da[bh])), ft);
+                _mm512_store_ps(f + 16 * t, ft);
             }
-        }
-        /* blocks h (low) and 2 + h (high): d_w * d_a * sum((q - z) * a) */
-        const __m512 dl = G->d[h], dh = G->d[2 + h];
-        #pragma GCC unroll 16
-        for (int t = 0; t < T; t++) {
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), _mm512_mul_ps(dl, _mm512_set1_ps(da[t][bl])), f[t]);
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), _mm512_mul_ps(dh, _mm512_set1_ps(da[t][bh])), f[t]);
         }
     }
 }
 
-/* Groups [g0, g1) of the segment buffer against tokens [t0, t0 + T)
- * (pf: the next panel's share of group g0, per bytes a group, or NULL). */
-AI void segment_tokens(const tgroup *buf, int64_t g0, int64_t g1, const uint8_t *act, size_t a_stride, int64_t nb,
-                       int64_t t0, float *yt, const int T, const int group, const char *pf, uint64_t per) {
-    const int8_t *x[TT];
-    const float *da[TT];
-    const int32_t *is[TT];
-    __m512 f[TT];
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; t++) {
-        const uint8_t *a = act + (size_t)(t0 + t) * a_stride;
-        x[t] = (const int8_t *)a;
-        da[t] = (const float *)(a + nb * 32);
-        is[t] = (const int32_t *)(const void *)(da[t] + 2 * nb);
-        f[t] = _mm512_load_ps(yt + 16 * (t0 + t));
+/* Blocks past the last whole group (nb % 4 of them, in Q4_0's order), one
+ * row and token at a time (pl: the planar kind, planar_kind.h). */
+AI float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb, const int pl) {
+    const uint8_t *q = row + nb_pl_head(nb * 32, pl);
+    const int8_t *x = (const int8_t *)a;
+    const float *da = (const float *)(a + nb * 32);
+    float s = 0;
+    for (int64_t b = nb / 4 * 4; b < nb; b++)
+        s += nb_pl_scale(row, nb * 32, b, pl) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b, nb_pl_zero(row, nb * 32, b, pl));
+    return s;
+}
+
+/* The vec_dot_rows form for Q4_0R (group 0) and W4G*R: 16-row panels,
+ * tokens in chunks of NT_CHUNK. The next panel is prefetched even past
+ * the last: that is where this thread's next chunk of rows starts. */
+enum { NT_CHUNK = 32 };
+AI void nibble_rows(const int group, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt,
+                    const void *act, size_t a_stride, float *y, int64_t ldy) {
+    const int pl = group ? NB_PL_W4G32R + (group == 64) + 2 * (group == 128) : NB_PL_Q4_0R;
+    const int64_t nb = n / 32, nu = nb / 4;
+    const size_t head = (size_t)nb_pl_head(n, pl);
+    _Alignas(64) float f[NT_CHUNK * 16];
+    for (int64_t r0 = 0; r0 < nr; r0 += RL) {
+        const int rows = (int)(nr - r0 < RL ? nr - r0 : RL);
+        const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride, *q = dw + head;
+        const uint8_t *zw = group ? dw + n / group * 2 : NULL;
+        const uint8_t *nh = dw + (size_t)RL * w_stride, *nq = nh + head;
+        for (int64_t t0 = 0; t0 < nt; t0 += NT_CHUNK) {
+            const int T = (int)(nt - t0 < NT_CHUNK ? nt - t0 : NT_CHUNK);
+            const uint8_t *a = (const uint8_t *)act + (size_t)t0 * a_stride;
+            if (rows == RL) panel_nibbles(q, dw, zw, w_stride, RL, nu, head, a, a_stride, nb, f, T, group, nq, nh);
+            else panel_nibbles(q, dw, zw, w_stride, rows, nu, head, a, a_stride, nb, f, T, group, nq, nh);
+            const __mmask16 m = (__mmask16)((1u << rows) - 1);
+            for (int t = 0; t < T; t++) {
+                if (nu * 4 < nb)
+                    for (int i = 0; i < rows; i++)
+                        f[16 * t + i] += tail_blocks(dw + (size_t)i * w_stride, a + (size_t)t * a_stride, nb, pl);
+                _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * (size_t)ldy + r0, m, _mm512_load_ps(f + 16 * t));
+            }
+        }
     }
-    for (int64_t g = g0; g < g1; g++) {
-        const int8_t *xg[TT];
-        #pragma GCC unroll 16
-        for (int t = 0; t < T; t++) xg[t] = x[t] + 128 * g;
-        group_tokens(&buf[g - g0], xg, da, is, 4 * g, f, T, group, pf ? pf + (g - g0) * per : NULL, (int)(per / 64));
-    }
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
 }
 
 /* ---- Q4_KR ---------------------------------------------------------------- */
@@ -376,20 +438,9 @@ AI void super6_tokens(const tsuper6 *G, const nb_block_q8_K *const *y, __m512 *f
         f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it[t]), _mm512_mul_ps(G->d, _mm512_set1_ps(y[t]->d)), f[t]);
 }
 
-/* Blocks past the last whole group (nb % 4 of them, in Q4_0's order), one
- * row and token at a time (pl: the planar kind, planar_kind.h). */
-AI float tail_blocks(const uint8_t *row, const uint8_t *a, int64_t nb, const int pl) {
-    const uint8_t *q = row + nb_pl_head(nb * 32, pl);
-    const int8_t *x = (const int8_t *)a;
-    const float *da = (const float *)(a + nb * 32);
-    float s = 0;
-    for (int64_t b = nb / 4 * 4; b < nb; b++)
-        s += nb_pl_scale(row, nb * 32, b, pl) * da[b] * (float)nb_q4_0r_tail_isum(q, x, b, nb_pl_zero(row, nb * 32, b, pl));
-    return s;
-}
-
 /* Super-blocks [u0, u1) of the segment buffer (Q4_KR, or Q6_KR when six)
- * against tokens [t0, t0 + T) (pf, per: as segment_tokens). */
+ * against tokens [t0, t0 + T) (pf: the next panel's share of unit u0, per
+ * bytes a unit, or NULL; prefetch_share). */
 AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
                        int64_t t0, float *yt, const int T, const char *pf, uint64_t per) {
     const nb_block_q8_K *x[TT];
@@ -411,37 +462,21 @@ AI void segment_supers(const void *buf, const int six, int64_t u0, int64_t u1, c
     for (int t = 0; t < T; t++) _mm512_store_ps(yt + 16 * (t0 + t), f[t]);
 }
 
-enum { K_Q4_0R, K_Q4_KR, K_Q6_KR, K_W4G32R, K_W4G64R, K_W4G128R };
-/* Q4_0R and W4G*R: 4-block groups of nibbles; their W4G group (0: Q4_0R). */
-#define NIBBLE_GROUPS(kind) ((kind) == K_Q4_0R || (kind) >= K_W4G32R)
-#define W4G_GROUP(kind) ((kind) >= K_W4G32R ? 32 << ((kind) - K_W4G32R) : 0)
-
-/* One segment of units against tokens [t0, t0 + T) (kind: the layout;
- * pf, per: as segment_tokens). */
-AI void segment_pass(const int kind, const void *buf, int64_t u0, int64_t u1, const uint8_t *act, size_t a_stride,
-                     int64_t nb, int64_t t0, float *yt, const int T, const char *pf, uint64_t per) {
-    if (NIBBLE_GROUPS(kind)) segment_tokens((const tgroup *)buf, u0, u1, act, a_stride, nb, t0, yt, T, W4G_GROUP(kind), pf, per);
-    else segment_supers(buf, kind == K_Q6_KR, u0, u1, act, a_stride, t0, yt, T, pf, per);
-}
-
-/* The vec_dot_rows driver: 16-row panels; per panel, tokens in chunks of
- * 64 (the results tile), units (Q4_0R: 4-block groups, Q4_KR: super-blocks)
- * in segments that stay transposed for every pass of up to 8 tokens. */
-AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
+/* The K-quants' vec_dot_rows driver (six: Q6_KR, else Q4_KR): 16-row
+ * panels; per panel, tokens in chunks of 64 (the results tile),
+ * super-blocks in segments that stay transposed for every pass of up to 8
+ * tokens. */
+AI void rows_drive(const int six, int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                    size_t a_stride, float *y, int64_t ldy) {
-    const int64_t nb = n / 32, nu = NIBBLE_GROUPS(kind) ? nb / 4 : n / 256;
-    const int group = W4G_GROUP(kind);
-    const int pl = group ? NB_PL_W4G32R + (kind - K_W4G32R) : NB_PL_Q4_0R; /* for the tails */
+    const int64_t nu = n / 256;
     _Alignas(64) union {
-        tgroup g[SEG];
         tsuper k[SEG];
         tsuper6 k6[SEG];
     } buf;
     _Alignas(64) float yt[64 * 16];
     for (int64_t r0 = 0; r0 < nr; r0 += RL) {
         const int rows = (int)(nr - r0 < RL ? nr - r0 : RL);
-        const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride, *q = dw + nb_pl_head(n, pl);
-        const uint8_t *zw = group ? dw + n / group * 2 : NULL; /* W4G*R's zero points */
+        const uint8_t *dw = (const uint8_t *)w + (size_t)r0 * w_stride;
         const uint8_t *next = (const uint8_t *)w + (size_t)(r0 + RL) * w_stride;
         const uint64_t pf_step = nu ? ((uint64_t)RL * w_stride / (uint64_t)nu + 63) & ~(uint64_t)63 : 0;
         for (int64_t c0 = 0; c0 < nt; c0 += 64) {
@@ -451,10 +486,7 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
             for (int64_t u0 = 0; u0 < nu; u0 += SEG) {
                 const int64_t u1 = u0 + SEG < nu ? u0 + SEG : nu;
                 for (int64_t u = u0; u < u1; u++) {
-                    if (NIBBLE_GROUPS(kind)) {
-                        if (rows == RL) load_group(q, dw, w_stride, RL, u, &buf.g[u - u0], zw, group);
-                        else load_group(q, dw, w_stride, rows, u, &buf.g[u - u0], zw, group);
-                    } else if (kind == K_Q4_KR) {
+                    if (!six) {
                         if (rows == RL) load_super(dw, w_stride, RL, u, &buf.k[u - u0]);
                         else load_super(dw, w_stride, rows, u, &buf.k[u - u0]);
                     } else {
@@ -464,53 +496,48 @@ AI void rows_drive(const int kind, int64_t n, int64_t nr, const void *w, size_t 
                 }
                 for (int64_t t0 = 0; t0 < nc; t0 += TT) {
                     /* the next panel (16 rows further, contiguous), a share per unit in
-                     * the first pass: this one is read as 16-48 short streams, too many
+                     * the first pass: this one is read as 32-48 short streams, too many
                      * for the hardware prefetchers */
                     const char *pf = c0 == 0 && t0 == 0 ? (const char *)next + (uint64_t)u0 * pf_step : NULL;
                     switch (nc - t0 < TT ? nc - t0 : TT) {
-                    case 1: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 1, pf, pf_step); break;
-                    case 2: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 2, pf, pf_step); break;
-                    case 3: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 3, pf, pf_step); break;
-                    case 4: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 4, pf, pf_step); break;
-                    case 5: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 5, pf, pf_step); break;
-                    case 6: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 6, pf, pf_step); break;
-                    case 7: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 7, pf, pf_step); break;
-                    default: segment_pass(kind, &buf, u0, u1, ac, a_stride, nb, t0, yt, 8, pf, pf_step); break;
+                    case 1: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 1, pf, pf_step); break;
+                    case 2: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 2, pf, pf_step); break;
+                    case 3: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 3, pf, pf_step); break;
+                    case 4: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 4, pf, pf_step); break;
+                    case 5: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 5, pf, pf_step); break;
+                    case 6: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 6, pf, pf_step); break;
+                    case 7: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 7, pf, pf_step); break;
+                    default: segment_supers(&buf, six, u0, u1, ac, a_stride, t0, yt, 8, pf, pf_step); break;
                     }
                 }
             }
             const __mmask16 m = (__mmask16)((1u << rows) - 1);
-            for (int64_t t = 0; t < nc; t++) {
-                float *o = y + (size_t)(c0 + t) * (size_t)ldy + r0;
-                if (NIBBLE_GROUPS(kind) && nu * 4 < nb)
-                    for (int i = 0; i < rows; i++)
-                        yt[16 * t + i] += tail_blocks(dw + (size_t)i * w_stride, ac + (size_t)t * a_stride, nb, pl);
-                _mm512_mask_storeu_ps(o, m, _mm512_load_ps(yt + 16 * t));
-            }
+            for (int64_t t = 0; t < nc; t++)
+                _mm512_mask_storeu_ps(y + (size_t)(c0 + t) * (size_t)ldy + r0, m, _mm512_load_ps(yt + 16 * t));
         }
     }
 }
 
 void nb_q4_0r_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy) {
-    rows_drive(K_Q4_0R, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
+    nibble_rows(0, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }
 
 void nb_q4_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy) {
-    rows_drive(K_Q4_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
+    rows_drive(0, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }
 
 void nb_q6_kr_rows_avx512(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act,
                           size_t a_stride, float *y, int64_t ldy) {
-    rows_drive(K_Q6_KR, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
+    rows_drive(1, n, nr, w, w_stride, nt, act, a_stride, y, ldy);
 }
 
-#define ROWS_W4G(name, kind)                                                                                   \
+#define ROWS_W4G(name, group)                                                                                  \
     void name(int64_t n, int64_t nr, const void *w, size_t w_stride, int64_t nt, const void *act, size_t a_stride, \
               float *y, int64_t ldy) {                                                                         \
-        rows_drive(kind, n, nr, w, w_stride, nt, act, a_stride, y, ldy);                                       \
+        nibble_rows(group, n, nr, w, w_stride, nt, act, a_stride, y, ldy);                                     \
     }
-ROWS_W4G(nb_w4g32r_rows_avx512, K_W4G32R)
-ROWS_W4G(nb_w4g64r_rows_avx512, K_W4G64R)
-ROWS_W4G(nb_w4g128r_rows_avx512, K_W4G128R)
+ROWS_W4G(nb_w4g32r_rows_avx512, 32)
+ROWS_W4G(nb_w4g64r_rows_avx512, 64)
+ROWS_W4G(nb_w4g128r_rows_avx512, 128)

@@ -189,12 +189,14 @@ static void test_quantize_act_simd(void **state) {
 
 /* The rows-in-lanes kernels (vec_dot_rows, kernels/x86/rows_avx512.c:
  * Q4_0R, W4G*R, Q4_KR, Q6_KR) against the scalar dot of every (row, token): row counts below, at and
- * past a 16-row panel, token counts across its 8-token passes and 64-token
- * tiles, K with no whole 4-block group, with tail blocks and with several
- * segments; nothing written past the rows asked for. */
+ * past a 16-row panel (12: a panel whose rows 8-15 are part there, part
+ * not), token counts across the K-quants' 8-token passes and 64-token
+ * tiles and the 4-bit kernels' 32-token chunks, K with no whole 4-block
+ * group, with tail blocks and with several segments; nothing written past
+ * the rows asked for. */
 static void check_rows(nb_dtype gguf, nb_dtype planar, const int64_t *Ks, size_t nK) {
     const nb_qdot *simd = nb_repack_qdot(planar, NB_ISA_AVX512), *ref = nb_repack_qdot(planar, NB_ISA_SCALAR);
-    static const int64_t Rs[] = {1, 5, 16, 17, 33}, Ts[] = {1, 3, 8, 9, 17, 64, 70};
+    static const int64_t Rs[] = {1, 5, 12, 16, 17, 33}, Ts[] = {1, 3, 8, 9, 17, 64, 70};
     const nb_qtype *qt = nb_qtype_get(gguf);
     for (size_t ki = 0; ki < nK; ki++)
         for (size_t ri = 0; ri < sizeof Rs / sizeof *Rs; ri++)
