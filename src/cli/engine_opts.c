@@ -254,7 +254,7 @@ void nb_engine_opts_usage(FILE *f, unsigned groups) {
               "      --no-small-batch-dots        smaller batches one token at a time, not the multi-token dots;\n"
               "                                   float weights' batches of 2-8 through the float GEMM\n"
               "      --no-rows-dots               batches of 4-24 tokens not through the rows-in-lanes kernels\n"
-              "                                   (Q4_K, Q6_K; Q4_0, W4G* from 5; AVX-512 VNNI) but the multi-token dots /\n"
+              "                                   (Q4_0, Q4_K, Q6_K, W4G*; AVX-512 VNNI) but the multi-token dots /\n"
               "                                   int8 GEMMs\n"
               "      --attn-bf16-dots auto|on|off attention with bf16 dot products. On the AMX tile unit, where it is\n"
               "                                   granted (auto or on): bf16 KV pools in bf16, the other pools' prompt\n"

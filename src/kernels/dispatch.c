@@ -33,9 +33,10 @@ void nb_kernel_opts_defaults(nb_kernel_opts *o) {
      * even at 24; session 12). From 4 (session 40, on the Zen 5 guest:
      * Q4_0R 1.26-1.40x, Q4_KR 1.36-1.59x, Q6_KR 1.28-1.59x at 5-7 tokens,
      * Q4_KR 1.44x and Q6_KR 1.17x at 4; decode of 5-7 sequences Q4_0
-     * +2-42%, Q4_K_M +18-73%, of 4 Q4_K_M +21-48% in 5 of 6 rounds), and
-     * Q4_0R and W4G*R from 5 (nb_dispatch_rows_from: at 4 their multi-token
-     * dots were as fast). Below it the multi-token dots give exactly the
+     * +2-42%, Q4_K_M +18-73%, of 4 Q4_K_M +21-48% in 5 of 6 rounds); Q4_0R
+     * and W4G*R from 4 too since their kernel transposes half groups in
+     * registers (session 52, Zen 5 guest: decode of 4 sequences Q4_0
+     * 1.14-1.17x, W4G128 1.10-1.14x against their multi-token dots). Below it the multi-token dots give exactly the
      * one-token results (test_matmul_many); from it, as the int8 GEMMs, the
      * same integer sums in another float order. */
     o->rows_min = 4;
@@ -373,8 +374,8 @@ nb_status nb_dispatch_build(const nb_kernel_opts *o, nb_dispatch *d) {
     if (d->rgemm_min_dots != d->rgemm_min)
         snprintf(dots_k, sizeof dots_k, " (Q4_0, Q8_0, Q4_K, Q6_K, W8, W4G* from %lld)", (long long)d->rgemm_min_dots);
     if (vnni512 && d->rows_max >= d->rows_min)
-        snprintf(rows, sizeof rows, "%lld..%lld tokens%s%s", (long long)d->rows_min, (long long)d->rows_max,
-                 d->rows_min < 5 ? " (Q4_0, W4G* from 5)" : "", d->rows_max_q4_k < d->rows_max ? " (Q4_K to 8)" : "");
+        snprintf(rows, sizeof rows, "%lld..%lld tokens%s", (long long)d->rows_min, (long long)d->rows_max,
+                 d->rows_max_q4_k < d->rows_max ? " (Q4_K to 8)" : "");
     snprintf(d->desc, sizeof d->desc, "isa %s, decode dots %s%s (prefetch %d%s%s)%s, repack %s, int8 GEMM %s from %lld tokens%s (slabs of %zu KiB), dequant GEMM from %lld, small-batch dots %s, rows dots %s, attention %s%s%s",
              nb_isa_name(isa), d->decode_dot, dots8_256 ? " (Q8_0, W8 too)" : "", d->decode_prefetch, d->decode_prefetch_tune ? ", tuned at load" : "", l2, streams, !(o->repack && rp) ? "off" : isa == NB_ISA_AVX2 ? "on (Q4_0, Q8_0, W8, W4G* in lane order)" : "on",
              o->int8_gemm && rp ? (amx_gemm ? "on (amx)" : vnni512 ? (sgemm_wide ? "on (avx512 vnni, 512-bit tiles from 9 tokens)" : "on (avx512 vnni)") : nb_cpu_get()->avxvnni ? "on (avx-vnni)" : "on (avx2)") : "off", (long long)d->rgemm_min, dots_k, d->gemm_slab_bytes >> 10, (long long)d->qgemm_min,

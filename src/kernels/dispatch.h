@@ -77,9 +77,8 @@ typedef struct nb_kernel_opts {
                                 (kernels/qdot.h vec_dot_mxn). --decode-streams auto|N */
     int64_t rows_min, rows_max; /* batches of rows_min .. rows_max tokens go through the kernels'
                                    rows-in-lanes form (kernels/qdot.h vec_dot_rows) where every weight of
-                                   the job has one, before the other paths (default 4 .. 24, Q4_0R and
-                                   W4G*R from 5: nb_dispatch_rows_from; rows_max 0 = never:
-                                   --no-rows-dots) */
+                                   the job has one, before the other paths (default 4 .. 24; rows_max
+                                   0 = never: --no-rows-dots) */
     int64_t sgemm_max;       /* batches of rgemm_min .. sgemm_max tokens take the small-batch int8 GEMMs
                                 (kernels/sbatch.h: 8-token units) instead of the 16-token ones; 0 = never
                                 (default: every batch size, dispatch.c; NIBBLE_SGEMM_MAX) */
@@ -217,13 +216,6 @@ static inline nb_repack_gemm_fn nb_dispatch_sgemm(const nb_dispatch *d, nb_dtype
 static inline nb_to_float_fn nb_dispatch_to_float(const nb_dispatch *d, nb_dtype t) {
     int s = nb_dispatch_slot(t);
     return s < 0 ? NULL : d->to_float[s];
-}
-/* The fewest tokens of weight type t that take its rows-in-lanes kernel:
- * rows_min, but 5 for Q4_0R and W4G*R, whose multi-token dots were as fast
- * at 4 (dispatch.c, docs/speed.md session 40). */
-static inline int64_t nb_dispatch_rows_from(const nb_dispatch *d, nb_dtype t) {
-    bool five = t == NB_Q4_0R || t == NB_W4G32R || t == NB_W4G64R || t == NB_W4G128R;
-    return five && d->rows_min < 5 ? 5 : d->rows_min;
 }
 /* The most tokens of weight type t that take its rows-in-lanes kernel:
  * rows_max, but at most 8 for Q4_KR where the small-batch GEMM takes

@@ -353,12 +353,12 @@ typedef struct {
 
 /* Whether a batch of n tokens of weight type t goes through its
  * rows-in-lanes kernel: where it has one, n is in the table's range
- * (nb_dispatch_rows_from .. _to), and the int8 GEMM is not the faster one at n
+ * (rows_min .. nb_dispatch_rows_to), and the int8 GEMM is not the faster one at n
  * (the AMX GEMMs from 13 tokens). */
 static bool rows_for(const nb_kctx *k, nb_dtype t, int64_t n) {
     const nb_qdot *qd = is_float(t) ? NULL : qdot_for(k, t);
     const nb_rgemm *rg = nb_dispatch_rgemm(k->d, t);
-    return qd && qd->vec_dot_rows && n >= nb_dispatch_rows_from(k->d, t) && n <= nb_dispatch_rows_to(k->d, t) &&
+    return qd && qd->vec_dot_rows && n >= k->d->rows_min && n <= nb_dispatch_rows_to(k->d, t) &&
            !(rg && rg->beats_rows_from && n >= rg->beats_rows_from);
 }
 

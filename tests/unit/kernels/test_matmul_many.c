@@ -97,7 +97,7 @@ static void check(const nb_dtype *types, int count, int64_t n) {
 
 /* Small batches (2..8 tokens, below the int8 GEMM; F16: per-token dots up
  * to 8, matmul.c float_dots_max): below the rows-in-lanes
- * kernel's start (nb_dispatch_rows_from) the per-row path, with the kernels' small-batch vec_dot_mxn where
+ * kernel's start (the table's rows_min) the per-row path, with the kernels' small-batch vec_dot_mxn where
  * they have one, gives exactly the one-token results for each token; from
  * it, where a type has a rows kernel (AVX-512 VNNI), the same integer sums
  * in another float order. */
@@ -111,7 +111,7 @@ static void test_small_batch(void **state) {
         void *mem;
         nb_tensor W = make_weight(types[ti], K, R, &mem);
         const nb_qdot *qd = nb_dispatch_qdot(k.d, W.type);
-        const int64_t rows_start = qd && qd->vec_dot_rows ? nb_dispatch_rows_from(k.d, W.type) : 8;
+        const int64_t rows_start = qd && qd->vec_dot_rows ? k.d->rows_min : 8;
         for (int64_t n = 2; n <= 8; n++) {
             float *X = malloc((size_t)(n * K) * sizeof *X), *Y = malloc((size_t)(n * R) * sizeof *Y);
             float *y1 = malloc((size_t)R * sizeof *y1), *row = malloc((size_t)K * sizeof *row);
